@@ -1,0 +1,25 @@
+"""The group protocol core: pure, deterministic, no I/O.
+
+`Shard` holds every group of one offsets partition and is driven by
+`handle(request, now_ms, token)`, `poll_timers(now_ms)` and `replay(record)`.
+Nothing here imports Ray, asyncio, msgpack or file code, or reads the clock.
+"""
+
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import Errors
+from coordinator.routing import java_string_hash, partition_for
+from coordinator.shard import Result, Shard
+from coordinator.state import GroupState
+from coordinator.status import CoordinatorStatus, precheck
+
+__all__ = [
+    "CoordinatorConfig",
+    "CoordinatorStatus",
+    "Errors",
+    "GroupState",
+    "Result",
+    "Shard",
+    "java_string_hash",
+    "partition_for",
+    "precheck",
+]

@@ -1,0 +1,47 @@
+"""Coordinator configuration: Kafka's broker configs, snake case, Kafka's defaults.
+
+Names map one to one onto Kafka's (`group.min.session.timeout.ms` ->
+`group_min_session_timeout_ms`). Defaults are those of current Kafka brokers
+(GroupCoordinatorConfig / OffsetConfig).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = INT32_MAX
+    # Kafka's internal CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS.
+    group_new_member_join_timeout_ms: int = 300_000
+    offset_metadata_max_bytes: int = 4_096
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_topic_num_partitions: int = 50
+    # Kafka's message.max.bytes: a commit whose records exceed it is refused
+    # with INVALID_COMMIT_OFFSET_SIZE, as Kafka maps MESSAGE_TOO_LARGE.
+    offsets_max_commit_bytes: int = 1_048_588
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{f.name} must be an int, got {type(value).__name__}")
+            if value < 0:
+                raise ValueError(f"{f.name} must be >= 0, got {value}")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
+        if self.group_max_size < 1:
+            raise ValueError("group_max_size must be >= 1")
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets_topic_num_partitions must be >= 1")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000

@@ -1,0 +1,54 @@
+"""Kafka's protocol error codes, by name and number.
+
+Only the codes this product can return are listed; the numbers are Kafka's
+(`org.apache.kafka.common.protocol.Errors`), so a Kafka tool reading our
+responses sees the same values.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Errors(IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    REQUEST_TIMED_OUT = 7
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    GROUP_AUTHORIZATION_FAILED = 30
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REQUEST = 42
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
+
+    @property
+    def code(self) -> int:
+        return int(self)
+
+
+# Errors after which a client should refresh its routing and retry.
+RETRIABLE_COORDINATOR_ERRORS = frozenset(
+    {
+        Errors.NOT_COORDINATOR,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        Errors.COORDINATOR_NOT_AVAILABLE,
+    }
+)

@@ -1,0 +1,337 @@
+"""Requests and responses of the group protocol, shaped like Kafka's.
+
+Field names follow Kafka's JSON message schemas in snake case. Requests check
+the Python types of their fields at construction and raise TypeError or
+ValueError with a clear message; protocol-level problems (a bad session
+timeout, an unknown member) are answered with a Kafka error code instead.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Union, get_args, get_origin, get_type_hints
+
+from coordinator.errors import Errors
+
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+INVALID_OFFSET = -1
+
+Checker = Callable[[object], bool]
+_CHECKERS: dict[type, tuple[tuple[str, str, Checker], ...]] = {}
+
+
+def _checker(hint: Any) -> Checker:
+    """Compile a type hint into a fast predicate (requests are built per call)."""
+    origin = get_origin(hint)
+    if hint is Any:
+        return lambda v: True
+    if origin is Union or origin is types.UnionType:
+        options = [_checker(arg) for arg in get_args(hint)]
+        return lambda v: any(check(v) for check in options)
+    if hint is type(None):
+        return lambda v: v is None
+    if origin is tuple:
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _checker(args[0])
+            return lambda v: isinstance(v, tuple) and all(item(x) for x in v)
+        items = [_checker(a) for a in args]
+        return lambda v: (
+            isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v))
+        )
+    if origin is not None:
+        return lambda v: isinstance(v, origin)
+    if hint is int:
+        return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+    if hint is bytes:
+        return lambda v: isinstance(v, (bytes, bytearray, memoryview))
+    return lambda v: isinstance(v, hint)
+
+
+def check_types(obj: object) -> None:
+    """Raise TypeError naming the first field whose value has the wrong type."""
+    cls = type(obj)
+    checkers = _CHECKERS.get(cls)
+    if checkers is None:
+        hints = get_type_hints(cls)
+        checkers = tuple((f.name, str(hints[f.name]), _checker(hints[f.name])) for f in fields(obj))  # type: ignore[arg-type]
+        _CHECKERS[cls] = checkers
+    for name, expected, check in checkers:
+        value = getattr(obj, name)
+        if not check(value):
+            raise TypeError(f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}")
+
+
+class _Checked:
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        check_types(self)
+
+
+# ---------------------------------------------------------------- JoinGroup
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest(_Checked):
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    # JoinGroup v4+ (KIP-394): a new dynamic member first gets MEMBER_ID_REQUIRED.
+    require_known_member_id: bool = True
+    # JoinGroup v9+ (KIP-814): a static leader rejoining a Stable group may skip the assignor.
+    support_skip_assignment: bool = True
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    error: Errors
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupMember, ...] = ()
+
+
+# ---------------------------------------------------------------- SyncGroup
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest(_Checked):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    error: Errors
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+# ---------------------------------------------------------------- Heartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest(_Checked):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    error: Errors
+
+
+# ---------------------------------------------------------------- LeaveGroup
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity(_Checked):
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequest(_Checked):
+    group_id: str
+    members: tuple[MemberIdentity, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeaveResult:
+    member_id: str
+    group_instance_id: str | None
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponse:
+    error: Errors
+    members: tuple[MemberLeaveResult, ...] = ()
+
+
+# ---------------------------------------------------------------- OffsetCommit
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitPartition(_Checked):
+    topic: str
+    partition: int
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest(_Checked):
+    group_id: str
+    partitions: tuple[OffsetCommitPartition, ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+    # OffsetCommit v2-v4 retention_time_ms; -1 lets KIP-211 retention decide.
+    retention_time_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    topic: str
+    partition: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    partitions: tuple[PartitionResult, ...]
+
+    def errors(self) -> dict[tuple[str, int], Errors]:
+        return {(p.topic, p.partition): p.error for p in self.partitions}
+
+
+# ---------------------------------------------------------------- OffsetFetch
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest(_Checked):
+    group_id: str
+    # None asks for every committed offset of the group.
+    partitions: tuple[tuple[str, int], ...] | None = None
+    require_stable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: Errors = Errors.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    error: Errors
+    partitions: tuple[FetchedOffset, ...] = ()
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        return {(p.topic, p.partition): p.offset for p in self.partitions}
+
+
+# ---------------------------------------------------------------- admin
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsRequest(_Checked):
+    group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    error: Errors
+    group_id: str
+    state: str
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsResponse:
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsRequest(_Checked):
+    # Case-insensitive state names (KIP-518); empty means every state.
+    states_filter: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResponse:
+    error: Errors
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsRequest(_Checked):
+    group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResponse:
+    results: tuple[tuple[str, Errors], ...]
+
+    def errors(self) -> dict[str, Errors]:
+        return dict(self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest(_Checked):
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error: Errors
+    partitions: tuple[PartitionResult, ...] = field(default=())
+
+
+Request = Union[
+    JoinGroupRequest,
+    SyncGroupRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    DeleteGroupsRequest,
+    OffsetDeleteRequest,
+]

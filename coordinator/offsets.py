@@ -1,0 +1,237 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and offset expiration (KIP-211).
+
+Every change to a group's offsets is a record applied through
+`apply_offset_record`, the same function replay uses: a commit writes offset
+records, expiry and deletion write tombstones.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from coordinator import rebalance
+from coordinator.errors import Errors
+from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Token
+from coordinator.messages import (
+    INVALID_OFFSET,
+    UNKNOWN_MEMBER_ID,
+    FetchedOffset,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionResult,
+)
+from coordinator.records import (
+    NO_TIMESTAMP,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+from coordinator.state import GroupState
+
+if TYPE_CHECKING:
+    from coordinator.shard import Shard
+
+EMPTY = GroupState.EMPTY
+DEAD = GroupState.DEAD
+# Rough size of one offset record's fixed fields, for the commit size limit.
+RECORD_OVERHEAD_BYTES = 48
+
+
+def apply_offset_record(shard: Shard, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    group = shard.groups.get(key.group_id)
+    if value is not None:
+        if group is None:
+            # Offsets without a group record: a simple consumer group.
+            group = shard.groups[key.group_id] = Group(key.group_id, shard.now_ms)
+        group.offsets[(key.topic, key.partition)] = value
+        return
+    if group is None:
+        return
+    group.offsets.pop((key.topic, key.partition), None)
+    if group.generation_id == 0 and group.is_(EMPTY) and not group.offsets and not group.members:
+        if not group.pending_members:
+            # Never stored as a group: it existed only through its offsets.
+            rebalance.forget_group(shard, group)
+
+
+# ------------------------------------------------------------ OffsetCommit
+
+
+def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Token) -> OffsetCommitResponse:
+    group = shard.groups.get(request.group_id)
+    if group is None:
+        if request.generation_id >= 0:
+            # The group failed over or the request comes from an old generation.
+            return _commit_error(request, Errors.ILLEGAL_GENERATION)
+        group = shard.get_or_create_group(request.group_id)
+    error = _validate_commit(group, request)
+    if error is not None:
+        return _commit_error(request, error)
+    if group.is_(GroupState.COMPLETING_REBALANCE):
+        return _commit_error(request, Errors.REBALANCE_IN_PROGRESS)
+    if not group.is_(EMPTY):
+        # Commits during PreparingRebalance are allowed: the member learns of
+        # the rebalance from its next heartbeat.
+        rebalance.schedule_heartbeat(shard, group, group.members[request.member_id])
+    return _store_offsets(shard, group, request)
+
+
+def _validate_commit(group: Group, request: OffsetCommitRequest) -> Errors | None:
+    if group.is_(DEAD):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if (
+        request.generation_id >= 0
+        or request.member_id != UNKNOWN_MEMBER_ID
+        or request.group_instance_id is not None
+    ):
+        error = rebalance.validate_current_member(group, request.member_id, request.group_instance_id)
+        if error is not None:
+            return error
+        if request.generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        return None
+    if not group.is_(EMPTY):
+        # Only members may commit for a group that has members.
+        return Errors.UNKNOWN_MEMBER_ID
+    return None
+
+
+def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    max_metadata = shard.config.offset_metadata_max_bytes
+    now = shard.now_ms
+    expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else NO_TIMESTAMP
+    results: list[PartitionResult] = []
+    records: list[Record] = []
+    size = 0
+    group_id = group.group_id
+    for p in request.partitions:
+        metadata = p.metadata
+        if len(metadata) > max_metadata // 4 and len(metadata.encode("utf-8")) > max_metadata:
+            results.append(PartitionResult(p.topic, p.partition, Errors.OFFSET_METADATA_TOO_LARGE))
+            continue
+        size += RECORD_OVERHEAD_BYTES + len(group_id) + len(p.topic) + len(metadata)
+        records.append(
+            Record(
+                OffsetCommitKey(group_id, p.topic, p.partition),
+                OffsetCommitValue(p.offset, p.leader_epoch, metadata, now, expire),
+            )
+        )
+        results.append(PartitionResult(p.topic, p.partition, Errors.NONE))
+    if size > shard.config.offsets_max_commit_bytes:
+        return _commit_error(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
+    for record in records:
+        shard.write(record)
+    return OffsetCommitResponse(tuple(results))
+
+
+def _commit_error(request: OffsetCommitRequest, error: Errors) -> OffsetCommitResponse:
+    return OffsetCommitResponse(tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions))
+
+
+# ------------------------------------------------------------- OffsetFetch
+
+
+def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token) -> OffsetFetchResponse:
+    group = shard.groups.get(request.group_id)
+    stored = group.offsets if group is not None and not group.is_(DEAD) else {}
+    if request.partitions is None:
+        found = [
+            FetchedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata)
+            for (topic, partition), v in stored.items()
+        ]
+        return OffsetFetchResponse(Errors.NONE, tuple(found))
+    parts = []
+    for topic, partition in request.partitions:
+        v = stored.get((topic, partition))
+        if v is None:
+            parts.append(FetchedOffset(topic, partition, INVALID_OFFSET, -1, ""))
+        else:
+            parts.append(FetchedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata))
+    return OffsetFetchResponse(Errors.NONE, tuple(parts))
+
+
+# ------------------------------------------------------------ OffsetDelete
+
+
+def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Token) -> OffsetDeleteResponse:
+    group = shard.groups.get(request.group_id)
+    if group is None or group.is_(DEAD):
+        return OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND)
+    if group.is_(EMPTY):
+        deletable = list(request.partitions)
+        subscribed: list[tuple[str, int]] = []
+    elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        deletable = [tp for tp in request.partitions if not group.is_subscribed_to(tp[0])]
+        subscribed = [tp for tp in request.partitions if group.is_subscribed_to(tp[0])]
+    else:
+        return OffsetDeleteResponse(Errors.NON_EMPTY_GROUP)
+    for topic, partition in deletable:
+        if (topic, partition) in group.offsets:
+            shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+    results = [PartitionResult(t, p, Errors.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in subscribed]
+    results += [PartitionResult(t, p, Errors.NONE) for t, p in deletable]
+    return OffsetDeleteResponse(Errors.NONE, tuple(results))
+
+
+# -------------------------------------------------------------- expiration
+
+
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """KIP-211: which offsets of a group have expired (Kafka's removeExpiredOffsets)."""
+    if group.protocol_type is not None and group.is_(EMPTY):
+        # No consumer left: count from when the group became Empty.
+        base_of = lambda v: group.state_timestamp_ms  # noqa: E731
+        keep_topics: frozenset[str] = frozenset()
+    elif (
+        group.protocol_type == CONSUMER_PROTOCOL_TYPE
+        and group.subscribed_topics is not None
+        and group.is_(GroupState.STABLE)
+    ):
+        # Active consumers keep the offsets of the topics they subscribe to.
+        base_of = lambda v: v.commit_timestamp_ms  # noqa: E731
+        keep_topics = group.subscribed_topics
+    elif group.protocol_type is None:
+        base_of = lambda v: v.commit_timestamp_ms  # noqa: E731
+        keep_topics = frozenset()
+    else:
+        return []
+    expired = []
+    for (topic, partition), value in group.offsets.items():
+        if topic in keep_topics:
+            continue
+        if value.expire_timestamp_ms != NO_TIMESTAMP:
+            if now_ms >= value.expire_timestamp_ms:
+                expired.append((topic, partition))
+        elif now_ms - base_of(value) >= retention_ms:
+            expired.append((topic, partition))
+    return expired
+
+
+def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
+    now = shard.now_ms
+    retention = shard.config.offsets_retention_ms
+    for group in list(shard.groups.values()):
+        remove_expired(shard, group, now, retention)
+    shard.timers.schedule(("expire-offsets",), now + shard.config.offsets_retention_check_interval_ms)
+
+
+def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -> None:
+    for topic, partition in expired_offsets(group, now_ms, retention_ms):
+        shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+    if shard.groups.get(group.group_id) is group and group.is_(EMPTY) and not group.offsets:
+        delete_group(shard, group)
+
+
+def delete_group(shard: Shard, group: Group) -> None:
+    """Tombstone every offset, then the group itself if it was ever stored."""
+    for topic, partition in list(group.offsets):
+        shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+    if group.generation_id > 0:
+        shard.write(Record(GroupMetadataKey(group.group_id), None))
+    elif shard.groups.get(group.group_id) is group:
+        rebalance.forget_group(shard, group)

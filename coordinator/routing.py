@@ -1,0 +1,23 @@
+"""Group placement: Kafka's `partitionFor(groupId)`.
+
+`abs(groupId.hashCode) % partitions`, with Java's String.hashCode over UTF-16
+code units and Kafka's `Utils.abs` (n & 0x7fffffff), so a group lands on the
+same offsets partition as it would in Kafka.
+"""
+
+from __future__ import annotations
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions

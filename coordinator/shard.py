@@ -1,0 +1,259 @@
+"""The Shard: every group of one offsets partition, driven sans I/O.
+
+Inputs: `handle_<request>(request, now_ms, token)`, `poll_timers(now_ms)` and
+`replay(record)`. Output: a `Result` carrying the records to append and the
+responses to release, each response tagged with the token of the request it
+answers. A parked request (a JoinGroup waiting for the join phase, a
+follower's SyncGroup waiting for the leader) is answered in a later Result.
+
+Rules:
+- Offset records and tombstones change state only by being applied, through
+  the same functions that replay uses. A group metadata record is derived
+  from the live group at the moment it is written; replaying it rebuilds the
+  group's persistent part (tested as a round trip).
+- The shard trusts its driver for durability: the driver releases a response
+  only once every record of that Result and the ones before is durable, and
+  reloads the shard from its log if an append fails.
+- Broken invariants raise (IllegalStateTransition, KeyError ...); the driver
+  must then discard the shard and reload it from its log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Callable
+from uuid import UUID
+
+from coordinator import admin, join, offsets, rebalance
+from coordinator.config import CoordinatorConfig
+from coordinator.group import Group
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    Request,
+    SyncGroupRequest,
+)
+from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Record
+from coordinator.state import GroupState
+from coordinator.status import CoordinatorStatus, precheck
+from coordinator.timers import TimerKey, TimerQueue
+
+Token = Hashable
+Response = Any
+EXPIRE_OFFSETS_KEY: TimerKey = ("expire-offsets",)
+
+
+@dataclass(slots=True)
+class Result:
+    records: list[Record] = field(default_factory=list)
+    responses: list[tuple[Token, Response]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.responses)
+
+
+HANDLERS: dict[type, Callable[["Shard", Any, Token], Response | None]] = {
+    JoinGroupRequest: join.handle_join_group,
+    SyncGroupRequest: rebalance.handle_sync_group,
+    HeartbeatRequest: rebalance.handle_heartbeat,
+    LeaveGroupRequest: rebalance.handle_leave_group,
+    OffsetCommitRequest: offsets.handle_offset_commit,
+    OffsetFetchRequest: offsets.handle_offset_fetch,
+    OffsetDeleteRequest: offsets.handle_offset_delete,
+    DescribeGroupsRequest: admin.handle_describe_groups,
+    ListGroupsRequest: admin.handle_list_groups,
+    DeleteGroupsRequest: admin.handle_delete_groups,
+}
+
+TIMER_HANDLERS: dict[str, Callable[..., None]] = {
+    "heartbeat": rebalance.on_heartbeat_expired,
+    "pending": rebalance.on_pending_member_expired,
+    "join": rebalance.on_join_timer,
+    "sync": rebalance.on_sync_expired,
+    "expire-offsets": offsets.on_expire_offsets,
+}
+
+
+class Shard:
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        *,
+        partition: int = 0,
+        member_id_seed: int = 0,
+    ) -> None:
+        self.config = config or CoordinatorConfig()
+        self.partition = partition
+        self.groups: dict[str, Group] = {}
+        self.timers = TimerQueue()
+        self.now_ms = 0
+        self._ids = Random(member_id_seed)
+        self._out = Result()
+
+    # ------------------------------------------------------------ requests
+
+    def handle(self, request: Request, now_ms: int, token: Token = None) -> Result:
+        """Decide on one request; the Result may answer it and earlier ones."""
+        handler = HANDLERS.get(type(request))
+        if handler is None:
+            raise TypeError(f"not a group protocol request: {type(request).__name__}")
+        self._begin(now_ms)
+        early = precheck(request, CoordinatorStatus.ACTIVE)
+        response = early if early is not None else handler(self, request, token)
+        if response is not None:
+            self.reply(token, response)
+        return self._end()
+
+    def handle_join_group(self, request: JoinGroupRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_sync_group(self, request: SyncGroupRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_heartbeat(self, request: HeartbeatRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_leave_group(self, request: LeaveGroupRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_offset_commit(self, request: OffsetCommitRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_offset_fetch(self, request: OffsetFetchRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_offset_delete(self, request: OffsetDeleteRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_describe_groups(
+        self, request: DescribeGroupsRequest, now_ms: int, token: Token = None
+    ) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_list_groups(self, request: ListGroupsRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    def handle_delete_groups(self, request: DeleteGroupsRequest, now_ms: int, token: Token = None) -> Result:
+        return self.handle(request, now_ms, token)
+
+    # -------------------------------------------------------------- timers
+
+    def poll_timers(self, now_ms: int) -> list[Result]:
+        """Fire every timer due at `now_ms`, earliest first, one Result each."""
+        results = []
+        while (timer := self.timers.pop_expired(now_ms)) is not None:
+            self._begin(now_ms)
+            kind, *args = timer.key
+            TIMER_HANDLERS[str(kind)](self, *args, payload=timer.payload)
+            result = self._end()
+            if result:
+                results.append(result)
+        return results
+
+    def next_deadline_ms(self) -> int | None:
+        return self.timers.next_deadline_ms()
+
+    # ----------------------------------------------------- load and unload
+
+    def replay(self, record: Record) -> None:
+        """Apply one log record: loading a partition is replaying its log."""
+        key = record.key
+        if type(key) is OffsetCommitKey:
+            offsets.apply_offset_record(self, key, record.value)  # type: ignore[arg-type]
+        elif type(key) is GroupMetadataKey:
+            self.apply_group_record(key.group_id, record.value)  # type: ignore[arg-type]
+        else:
+            raise TypeError(f"unknown record key {key!r}")
+
+    def replay_many(self, records: Iterable[Record]) -> None:
+        replay = self.replay
+        for record in records:
+            replay(record)
+
+    def on_loaded(self, now_ms: int) -> Result:
+        """Start timers after a load, as Kafka's onLoaded/onGroupLoaded do."""
+        self._begin(now_ms)
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                rebalance.schedule_heartbeat(self, group, member)
+            if group.size > self.config.group_max_size:
+                rebalance.prepare_rebalance(self, group)
+        self.timers.schedule(EXPIRE_OFFSETS_KEY, now_ms + self.config.offsets_retention_check_interval_ms)
+        return self._end()
+
+    def unload(self, now_ms: int) -> Result:
+        """Emigration: every parked request gets NOT_COORDINATOR, timers stop."""
+        self._begin(now_ms)
+        for group in self.groups.values():
+            for member, token in list(group.all_tokens()):
+                request_type = JoinGroupRequest if token is member.join_token else SyncGroupRequest
+                self.reply(token, rebalance.not_coordinator_response(request_type, member))
+                member.join_token = member.sync_token = None
+            group.state = GroupState.DEAD
+        self.groups.clear()
+        self.timers.clear()
+        return self._end()
+
+    # ------------------------------------------------------- used by handlers
+
+    def reply(self, token: Token, response: Response) -> None:
+        self._out.responses.append((token, response))
+
+    def write(self, record: Record) -> None:
+        """Append a record to the current Result and apply it."""
+        self._out.records.append(record)
+        self.replay(record)
+
+    def write_group(self, group: Group) -> None:
+        """Append the group's metadata record; the live group is its source."""
+        self._out.records.append(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
+
+    def apply_group_record(self, group_id: str, value: GroupMetadataValue | None) -> None:
+        group = self.groups.get(group_id)
+        if value is None:
+            if group is not None:
+                rebalance.forget_group(self, group)
+            return
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, self.now_ms)
+        group.load_record_value(value)
+
+    def new_member_id(self, prefix: str) -> str:
+        return f"{prefix}-{UUID(int=self._ids.getrandbits(128), version=4)}"
+
+    def get_or_create_group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, self.now_ms)
+        return group
+
+    def _begin(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self._out = Result()
+
+    def _end(self) -> Result:
+        out, self._out = self._out, Result()
+        return out
+
+    # --------------------------------------------------------- inspection
+
+    def persistent_view(self) -> dict[str, tuple[GroupMetadataValue | None, dict[Any, Any]]]:
+        """What a reload would rebuild: per group, its stored record and offsets."""
+        view = {}
+        for group_id, group in self.groups.items():
+            stored = group.to_record_value() if group.generation_id > 0 else None
+            view[group_id] = (stored, dict(group.offsets))
+        return view
+
+    def member_count(self) -> int:
+        return sum(g.size for g in self.groups.values())
+
