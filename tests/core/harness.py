@@ -45,6 +45,7 @@ class Harness:
         self.answers: dict[int, Any] = {}
         self.open: set[int] = set()
         self._next_token = 0
+        self.absorb(self.shard.on_loaded(self.now))
 
     # ------------------------------------------------------------ driving
 
