@@ -138,7 +138,8 @@ def test_loaded_members_get_a_session_timeout_from_load_time() -> None:
     shard.on_loaded(h.now + 5_000)
     assert shard.poll_timers(h.now + 14_999) == []
     shard.poll_timers(h.now + 15_000)
-    assert shard.groups["g"].state is GroupState.PREPARING_REBALANCE or shard.groups["g"].size == 0
+    group = shard.groups["g"]
+    assert group.size == 0 and group.state is GroupState.EMPTY and group.generation_id == gen + 1
 
 
 def test_unload_answers_parked_requests_with_not_coordinator() -> None:
