@@ -46,7 +46,9 @@ def describe(group: Group | None, group_id: str) -> DescribedGroup:
     )
 
 
-def handle_describe_groups(shard: Shard, request: DescribeGroupsRequest, token: Token) -> DescribeGroupsResponse:
+def handle_describe_groups(
+    shard: Shard, request: DescribeGroupsRequest, token: Token
+) -> DescribeGroupsResponse:
     described = []
     for group_id in request.group_ids:
         if not is_valid_group_id(group_id, request):

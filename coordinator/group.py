@@ -9,8 +9,7 @@ tokens (`join_token`, `sync_token`) that the handlers answer.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable
-from typing import Iterator
+from collections.abc import Hashable, Iterator
 
 from coordinator.consumer_protocol import decode_subscription
 from coordinator.messages import JoinGroupMember
@@ -36,6 +35,7 @@ class Member:
         "join_token",
         "sync_token",
         "is_new",
+        "heartbeat_deadline_ms",
     )
 
     def __init__(
@@ -64,6 +64,7 @@ class Member:
         # A member that has not completed a join phase yet is expired by the
         # new-member join timeout, not by its session timeout.
         self.is_new = False
+        self.heartbeat_deadline_ms = 0
 
     @property
     def is_static(self) -> bool:
@@ -304,9 +305,13 @@ class Group:
         if self.protocol_name is None:
             return None
         topics: set[str] = set()
+        seen: set[bytes] = set()  # members mostly share one subscription: decode it once
         try:
             for member in self.members.values():
-                topics.update(decode_subscription(member.metadata(self.protocol_name)).topics)
+                metadata = member.metadata(self.protocol_name)
+                if metadata not in seen:
+                    seen.add(metadata)
+                    topics.update(decode_subscription(metadata).topics)
         except ValueError:
             return None
         return frozenset(topics)

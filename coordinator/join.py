@@ -71,7 +71,9 @@ def _accept_joining_member(shard: Shard, group: Group, member_id: str) -> bool:
     return member is not None or group.size < max_size
 
 
-def _join_new_member(shard: Shard, group: Group, request: JoinGroupRequest, token: Token) -> JoinGroupResponse | None:
+def _join_new_member(
+    shard: Shard, group: Group, request: JoinGroupRequest, token: Token
+) -> JoinGroupResponse | None:
     if group.is_(DEAD):
         return JoinGroupResponse(Errors.COORDINATOR_NOT_AVAILABLE, request.member_id)
     if not group.supports_protocols(request.protocol_type, [name for name, _ in request.protocols]):
@@ -188,7 +190,9 @@ def _update_static_member(
     assert request.group_instance_id is not None
     member = group.replace_static_member(request.group_instance_id, old_member_id, new_member_id)
     rebalance.schedule_heartbeat(shard, group, member)
-    group.update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, token)
+    group.update_member(
+        member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, token
+    )
     if group.is_(STABLE):
         if group.protocol_name == group.select_protocol():
             return _static_rejoin_without_rebalance(shard, group, member, request, old_leader)

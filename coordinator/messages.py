@@ -9,8 +9,9 @@ timeout, an unknown member) are answered with a Kafka error code instead.
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Union, get_args, get_origin, get_type_hints
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from coordinator.errors import Errors
 
@@ -38,9 +39,7 @@ def _checker(hint: Any) -> Checker:
             item = _checker(args[0])
             return lambda v: isinstance(v, tuple) and all(item(x) for x in v)
         items = [_checker(a) for a in args]
-        return lambda v: (
-            isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v))
-        )
+        return lambda v: isinstance(v, tuple) and len(v) == len(items) and all(c(x) for c, x in zip(items, v))
     if origin is not None:
         return lambda v: isinstance(v, origin)
     if hint is int:
@@ -61,7 +60,9 @@ def check_types(obj: object) -> None:
     for name, expected, check in checkers:
         value = getattr(obj, name)
         if not check(value):
-            raise TypeError(f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}")
+            raise TypeError(
+                f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}"
+            )
 
 
 class _Checked:
@@ -320,18 +321,18 @@ class OffsetDeleteRequest(_Checked):
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteResponse:
     error: Errors
-    partitions: tuple[PartitionResult, ...] = field(default=())
+    partitions: tuple[PartitionResult, ...] = ()
 
 
-Request = Union[
-    JoinGroupRequest,
-    SyncGroupRequest,
-    HeartbeatRequest,
-    LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    DescribeGroupsRequest,
-    ListGroupsRequest,
-    DeleteGroupsRequest,
-    OffsetDeleteRequest,
-]
+Request = (
+    JoinGroupRequest
+    | SyncGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | OffsetCommitRequest
+    | OffsetFetchRequest
+    | DescribeGroupsRequest
+    | ListGroupsRequest
+    | DeleteGroupsRequest
+    | OffsetDeleteRequest
+)

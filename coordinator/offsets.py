@@ -106,7 +106,7 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
     now = shard.now_ms
     expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else NO_TIMESTAMP
     results: list[PartitionResult] = []
-    records: list[Record] = []
+    accepted: list[tuple[OffsetCommitKey, OffsetCommitValue]] = []
     size = 0
     group_id = group.group_id
     for p in request.partitions:
@@ -115,8 +115,8 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
             results.append(PartitionResult(p.topic, p.partition, Errors.OFFSET_METADATA_TOO_LARGE))
             continue
         size += RECORD_OVERHEAD_BYTES + len(group_id) + len(p.topic) + len(metadata)
-        records.append(
-            Record(
+        accepted.append(
+            (
                 OffsetCommitKey(group_id, p.topic, p.partition),
                 OffsetCommitValue(p.offset, p.leader_epoch, metadata, now, expire),
             )
@@ -124,13 +124,15 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
         results.append(PartitionResult(p.topic, p.partition, Errors.NONE))
     if size > shard.config.offsets_max_commit_bytes:
         return _commit_error(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
-    for record in records:
-        shard.write(record)
+    for key, value in accepted:
+        shard.write_offset(key, value)
     return OffsetCommitResponse(tuple(results))
 
 
 def _commit_error(request: OffsetCommitRequest, error: Errors) -> OffsetCommitResponse:
-    return OffsetCommitResponse(tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions))
+    return OffsetCommitResponse(
+        tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
+    )
 
 
 # ------------------------------------------------------------- OffsetFetch
@@ -172,7 +174,7 @@ def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Toke
         return OffsetDeleteResponse(Errors.NON_EMPTY_GROUP)
     for topic, partition in deletable:
         if (topic, partition) in group.offsets:
-            shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+            shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
     results = [PartitionResult(t, p, Errors.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in subscribed]
     results += [PartitionResult(t, p, Errors.NONE) for t, p in deletable]
     return OffsetDeleteResponse(Errors.NONE, tuple(results))
@@ -183,22 +185,20 @@ def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Toke
 
 def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
     """KIP-211: which offsets of a group have expired (Kafka's removeExpiredOffsets)."""
+    # The time retention counts from: when the group became Empty, or else
+    # each offset's commit time (None).
+    empty_since: int | None = None
+    keep_topics: frozenset[str] = frozenset()
     if group.protocol_type is not None and group.is_(EMPTY):
-        # No consumer left: count from when the group became Empty.
-        base_of = lambda v: group.state_timestamp_ms  # noqa: E731
-        keep_topics: frozenset[str] = frozenset()
+        empty_since = group.state_timestamp_ms
     elif (
         group.protocol_type == CONSUMER_PROTOCOL_TYPE
         and group.subscribed_topics is not None
         and group.is_(GroupState.STABLE)
     ):
         # Active consumers keep the offsets of the topics they subscribe to.
-        base_of = lambda v: v.commit_timestamp_ms  # noqa: E731
         keep_topics = group.subscribed_topics
-    elif group.protocol_type is None:
-        base_of = lambda v: v.commit_timestamp_ms  # noqa: E731
-        keep_topics = frozenset()
-    else:
+    elif group.protocol_type is not None:
         return []
     expired = []
     for (topic, partition), value in group.offsets.items():
@@ -207,7 +207,7 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
         if value.expire_timestamp_ms != NO_TIMESTAMP:
             if now_ms >= value.expire_timestamp_ms:
                 expired.append((topic, partition))
-        elif now_ms - base_of(value) >= retention_ms:
+        elif now_ms - (value.commit_timestamp_ms if empty_since is None else empty_since) >= retention_ms:
             expired.append((topic, partition))
     return expired
 
@@ -222,7 +222,7 @@ def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
 
 def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -> None:
     for topic, partition in expired_offsets(group, now_ms, retention_ms):
-        shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+        shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
     if shard.groups.get(group.group_id) is group and group.is_(EMPTY) and not group.offsets:
         delete_group(shard, group)
 
@@ -230,7 +230,7 @@ def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -
 def delete_group(shard: Shard, group: Group) -> None:
     """Tombstone every offset, then the group itself if it was ever stored."""
     for topic, partition in list(group.offsets):
-        shard.write(Record(OffsetCommitKey(group.group_id, topic, partition), None))
+        shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
     if group.generation_id > 0:
         shard.write(Record(GroupMetadataKey(group.group_id), None))
     elif shard.groups.get(group.group_id) is group:

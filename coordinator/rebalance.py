@@ -47,9 +47,19 @@ def heartbeat_key(group: Group, member_id: str) -> tuple[str, str, str]:
 
 
 def schedule_heartbeat(shard: Shard, group: Group, member: Member, timeout_ms: int | None = None) -> None:
-    """Kafka's completeAndScheduleNextExpiration: any sign of life resets the deadline."""
+    """Kafka's completeAndScheduleNextExpiration: any sign of life resets the deadline.
+
+    The deadline lives on the member; the timer is moved only when the new
+    deadline is earlier. A timer that fires before the member's deadline
+    re-arms itself, so a heartbeat costs no timer-heap work.
+    """
     timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-    shard.timers.schedule(heartbeat_key(group, member.member_id), shard.now_ms + timeout)
+    deadline = shard.now_ms + timeout
+    member.heartbeat_deadline_ms = deadline
+    key = heartbeat_key(group, member.member_id)
+    timer = shard.timers.get(key)
+    if timer is None or timer.deadline_ms > deadline:
+        shard.timers.schedule(key, deadline)
 
 
 def cancel_heartbeat(shard: Shard, group: Group, member_id: str) -> None:
@@ -61,6 +71,9 @@ def on_heartbeat_expired(shard: Shard, group_id: str, member_id: str, payload: A
     if group is None or group.is_(DEAD) or member_id not in group.members:
         return
     member = group.members[member_id]
+    if member.heartbeat_deadline_ms > shard.now_ms:
+        shard.timers.schedule(heartbeat_key(group, member_id), member.heartbeat_deadline_ms)
+        return
     if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
         # A parked member is kept alive by the rebalance; its heartbeat is
         # rescheduled when its parked request is answered.
@@ -165,7 +178,9 @@ def complete_join(shard: Shard, group: Group) -> None:
     )
 
 
-def join_response(group: Group, member: Member, leader_view: tuple[Any, ...] | None = None) -> JoinGroupResponse:
+def join_response(
+    group: Group, member: Member, leader_view: tuple[Any, ...] | None = None
+) -> JoinGroupResponse:
     is_leader = group.is_leader(member.member_id)
     if is_leader and leader_view is None:
         leader_view = group.current_member_metadata()

@@ -13,7 +13,7 @@ staying immutable and comparable by value.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
@@ -59,8 +59,8 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberRecord, ...]
 
 
-RecordKey = Union[OffsetCommitKey, GroupMetadataKey]
-RecordValue = Union[OffsetCommitValue, GroupMetadataValue, None]
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | None
 
 
 class Record(NamedTuple):

@@ -20,14 +20,15 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 from coordinator import admin, join, offsets, rebalance
 from coordinator.config import CoordinatorConfig
+from coordinator.errors import Errors
 from coordinator.group import Group
 from coordinator.messages import (
     DeleteGroupsRequest,
@@ -42,9 +43,15 @@ from coordinator.messages import (
     Request,
     SyncGroupRequest,
 )
-from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Record
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 from coordinator.state import GroupState
-from coordinator.status import CoordinatorStatus, precheck
+from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
 
 Token = Hashable
@@ -61,7 +68,7 @@ class Result:
         return bool(self.records or self.responses)
 
 
-HANDLERS: dict[type, Callable[["Shard", Any, Token], Response | None]] = {
+HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     JoinGroupRequest: join.handle_join_group,
     SyncGroupRequest: rebalance.handle_sync_group,
     HeartbeatRequest: rebalance.handle_heartbeat,
@@ -106,12 +113,16 @@ class Shard:
         handler = HANDLERS.get(type(request))
         if handler is None:
             raise TypeError(f"not a group protocol request: {type(request).__name__}")
-        self._begin(now_ms)
-        early = precheck(request, CoordinatorStatus.ACTIVE)
-        response = early if early is not None else handler(self, request, token)
+        self.now_ms = now_ms
+        out = self._out = Result()
+        group_id = getattr(request, "group_id", None)
+        if group_id is not None and not is_valid_group_id(group_id, request):
+            response = error_response(request, Errors.INVALID_GROUP_ID)
+        else:
+            response = handler(self, request, token)
         if response is not None:
-            self.reply(token, response)
-        return self._end()
+            out.responses.append((token, response))
+        return out
 
     def handle_join_group(self, request: JoinGroupRequest, now_ms: int, token: Token = None) -> Result:
         return self.handle(request, now_ms, token)
@@ -213,6 +224,11 @@ class Shard:
         self._out.records.append(record)
         self.replay(record)
 
+    def write_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """`write` for an offset record, without the dispatch on the key type."""
+        self._out.records.append(Record(key, value))
+        offsets.apply_offset_record(self, key, value)
+
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""
         self._out.records.append(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
@@ -241,8 +257,7 @@ class Shard:
         self._out = Result()
 
     def _end(self) -> Result:
-        out, self._out = self._out, Result()
-        return out
+        return self._out
 
     # --------------------------------------------------------- inspection
 
@@ -256,4 +271,3 @@ class Shard:
 
     def member_count(self) -> int:
         return sum(g.size for g in self.groups.values())
-

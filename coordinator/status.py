@@ -9,8 +9,8 @@ Heartbeat during loading is answered NONE, a SyncGroup REBALANCE_IN_PROGRESS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
-from typing import Callable
 
 from coordinator.errors import Errors
 from coordinator.messages import (

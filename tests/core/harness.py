@@ -72,7 +72,9 @@ class Harness:
         for result in self.shard.poll_timers(self.now):
             self.absorb(result)
 
-    def advance_until_answered(self, tokens: list[int], step_ms: int = 1_000, limit_ms: int = 600_000) -> None:
+    def advance_until_answered(
+        self, tokens: list[int], step_ms: int = 1_000, limit_ms: int = 600_000
+    ) -> None:
         waited = 0
         self.advance(0)
         while not all(t in self.answers for t in tokens):
@@ -110,10 +112,19 @@ class Harness:
             member_id = first.member_id
         return self.send(self.join_request(group, member_id, **kw))
 
-    def sync(self, group: str, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             **kw: Any) -> int:
-        return self.send(SyncGroupRequest(group, generation, member_id,
-                                          assignments=tuple((assignments or {}).items()), **kw))
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        **kw: Any,
+    ) -> int:
+        return self.send(
+            SyncGroupRequest(
+                group, generation, member_id, assignments=tuple((assignments or {}).items()), **kw
+            )
+        )
 
     def heartbeat(self, group: str, member_id: str, generation: int, **kw: Any) -> Errors:
         return self.call(HeartbeatRequest(group, generation, member_id, **kw)).error
@@ -121,13 +132,21 @@ class Harness:
     def leave(self, group: str, *member_ids: str) -> Any:
         return self.call(LeaveGroupRequest(group, tuple(MemberIdentity(m) for m in member_ids)))
 
-    def commit(self, group: str, offsets: dict[tuple[str, int], int], generation: int = -1,
-               member_id: str = "", **kw: Any) -> dict[tuple[str, int], Errors]:
+    def commit(
+        self,
+        group: str,
+        offsets: dict[tuple[str, int], int],
+        generation: int = -1,
+        member_id: str = "",
+        **kw: Any,
+    ) -> dict[tuple[str, int], Errors]:
         parts = tuple(OffsetCommitPartition(t, p, o) for (t, p), o in offsets.items())
         response = self.call(OffsetCommitRequest(group, parts, generation, member_id, **kw))
         return response.errors()
 
-    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+    def fetch(
+        self, group: str, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
         parts = tuple(partitions) if partitions is not None else None
         response = self.call(OffsetFetchRequest(group, parts))
         assert response.error is Errors.NONE

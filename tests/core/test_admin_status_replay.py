@@ -3,7 +3,15 @@ routing, and the replay round trip."""
 
 import pytest
 
-from coordinator import CoordinatorStatus, Errors, GroupState, Shard, java_string_hash, partition_for, precheck
+from coordinator import (
+    CoordinatorStatus,
+    Errors,
+    GroupState,
+    Shard,
+    java_string_hash,
+    partition_for,
+    precheck,
+)
 from coordinator.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -24,8 +32,15 @@ def test_describe_stable_and_rebalancing_group() -> None:
     h = Harness()
     (leader, f1), gen = h.form_group("g", 2, client_host="/10.0.0.1")
     [described] = h.call(DescribeGroupsRequest(("g",))).groups
-    assert described.state == "Stable" and described.protocol == "range" and described.protocol_type == "consumer"
-    assert {m.member_id: m.assignment for m in described.members} == {leader: leader.encode(), f1: f1.encode()}
+    assert (
+        described.state == "Stable"
+        and described.protocol == "range"
+        and described.protocol_type == "consumer"
+    )
+    assert {m.member_id: m.assignment for m in described.members} == {
+        leader: leader.encode(),
+        f1: f1.encode(),
+    }
     assert all(m.client_host == "/10.0.0.1" and m.metadata for m in described.members)
     h.join("g", leader)
     [rebalancing] = h.call(DescribeGroupsRequest(("g",))).groups
@@ -102,7 +117,14 @@ def test_precheck_errors_reach_every_partition() -> None:
 @pytest.mark.parametrize(
     "text,expected",
     # Values printed by Java 17's String.hashCode.
-    [("", 0), ("a", 97), ("group", 98629247), ("consumer-group-1", 147483020), ("é☃", 16954), ("😀x", 54959989)],
+    [
+        ("", 0),
+        ("a", 97),
+        ("group", 98629247),
+        ("consumer-group-1", 147483020),
+        ("é☃", 16954),
+        ("😀x", 54959989),
+    ],
 )
 def test_java_string_hash(text: str, expected: int) -> None:
     assert java_string_hash(text) == expected

@@ -187,7 +187,11 @@ def test_leave_batch_by_member_and_instance() -> None:
         LeaveGroupRequest("g", (MemberIdentity(a), MemberIdentity(a), MemberIdentity("", "nobody")))
     )
     assert response.error is Errors.NONE
-    assert [r.error for r in response.members] == [Errors.NONE, Errors.UNKNOWN_MEMBER_ID, Errors.UNKNOWN_MEMBER_ID]
+    assert [r.error for r in response.members] == [
+        Errors.NONE,
+        Errors.UNKNOWN_MEMBER_ID,
+        Errors.UNKNOWN_MEMBER_ID,
+    ]
     assert h.shard.groups["g"].state is S.PREPARING_REBALANCE
     assert b == h.shard.groups["g"].leader_id
 

@@ -62,7 +62,9 @@ def test_commit_in_completing_rebalance() -> None:
     t = h.join("g")
     h.advance_until_answered([t])
     r = h.take(t)
-    assert h.commit("g", {("t", 0): 1}, r.generation_id, r.member_id) == {("t", 0): Errors.REBALANCE_IN_PROGRESS}
+    assert h.commit("g", {("t", 0): 1}, r.generation_id, r.member_id) == {
+        ("t", 0): Errors.REBALANCE_IN_PROGRESS
+    }
 
 
 def test_metadata_too_large_per_partition() -> None:

@@ -33,8 +33,12 @@ from coordinator.messages import (
 
 from tests.core.harness import Harness
 
-REJOIN = {Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.NOT_COORDINATOR,
-          Errors.COORDINATOR_NOT_AVAILABLE}
+REJOIN = {
+    Errors.REBALANCE_IN_PROGRESS,
+    Errors.ILLEGAL_GENERATION,
+    Errors.NOT_COORDINATOR,
+    Errors.COORDINATOR_NOT_AVAILABLE,
+}
 RESET = {Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID, Errors.GROUP_MAX_SIZE_REACHED}
 
 
@@ -102,13 +106,17 @@ class Simulation:
                 self.commit(m)
             elif now >= m.next_heartbeat:
                 m.next_heartbeat = now + 3_000
-                self.on_error(m, self.h.call(HeartbeatRequest(m.group, m.generation, m.member_id,
-                                                              m.instance_id)).error)
+                self.on_error(
+                    m, self.h.call(HeartbeatRequest(m.group, m.generation, m.member_id, m.instance_id)).error
+                )
 
     def join(self, m: SimMember) -> None:
         m.phase = "joining"
-        m.token = self.h.send(self.h.join_request(m.group, m.member_id, group_instance_id=m.instance_id,
-                                                  rebalance_timeout_ms=20_000))
+        m.token = self.h.send(
+            self.h.join_request(
+                m.group, m.member_id, group_instance_id=m.instance_id, rebalance_timeout_ms=20_000
+            )
+        )
 
     def leave(self, m: SimMember) -> None:
         self.h.call(LeaveGroupRequest(m.group, (MemberIdentity(m.member_id, m.instance_id),)))
@@ -118,8 +126,13 @@ class Simulation:
         partition = self.rng.randrange(4)
         offset = m.offsets.get(partition, 0) + self.rng.randrange(1, 100)
         m.offsets[partition] = offset
-        request = OffsetCommitRequest(m.group, (OffsetCommitPartition("t", partition, offset),),
-                                      m.generation, m.member_id, m.instance_id)
+        request = OffsetCommitRequest(
+            m.group,
+            (OffsetCommitPartition("t", partition, offset),),
+            m.generation,
+            m.member_id,
+            m.instance_id,
+        )
         error = self.h.call(request).partitions[0].error
         if error is Errors.NONE:
             self.committed[(m.group, partition)] = offset
@@ -152,8 +165,9 @@ class Simulation:
         self.last_generation[m.group] = m.generation
         assignments = tuple((x.member_id, b"a") for x in r.members)  # type: ignore[attr-defined]
         m.phase = "syncing"
-        m.token = self.h.send(SyncGroupRequest(m.group, m.generation, m.member_id, m.instance_id,
-                                               assignments=assignments))
+        m.token = self.h.send(
+            SyncGroupRequest(m.group, m.generation, m.member_id, m.instance_id, assignments=assignments)
+        )
 
     def on_error(self, m: SimMember, error: Errors) -> None:
         if error is Errors.NONE:
@@ -181,7 +195,9 @@ class Simulation:
             assert not (group.pending_members & set(group.members)), "pending and active"
             assert group.num_awaiting_join == sum(m.is_awaiting_join for m in group.members.values())
             assert group.leader_id is None or group.leader_id in group.members
-            assert all(group.members[mid].group_instance_id == iid for iid, mid in group.static_members.items())
+            assert all(
+                group.members[mid].group_instance_id == iid for iid, mid in group.static_members.items()
+            )
             assert group.size <= 60
 
     def check_offsets(self) -> None:

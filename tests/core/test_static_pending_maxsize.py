@@ -92,8 +92,13 @@ def test_unknown_instance_with_member_id_and_fenced_member() -> None:
     t = h.join("g", group_instance_id="s0")
     h.advance_until_answered([t])
     r = h.take(t)
-    assert h.call(h.join_request(member_id=r.member_id, group_instance_id="zz")).error is Errors.UNKNOWN_MEMBER_ID
-    assert h.call(h.join_request(member_id="stale", group_instance_id="s0")).error is Errors.FENCED_INSTANCE_ID
+    assert (
+        h.call(h.join_request(member_id=r.member_id, group_instance_id="zz")).error
+        is Errors.UNKNOWN_MEMBER_ID
+    )
+    assert (
+        h.call(h.join_request(member_id="stale", group_instance_id="s0")).error is Errors.FENCED_INSTANCE_ID
+    )
 
 
 # ----------------------------------------------------------- pending members

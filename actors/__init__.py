@@ -1,0 +1,1 @@
+"""The Ray layer: partition actors, controller, client routing and the `raygroups` CLI."""

@@ -1,0 +1,1 @@
+"""Offset analytics in Spark on the same Ray cluster (RayDP), reading the offsets log."""
