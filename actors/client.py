@@ -1,0 +1,286 @@
+"""The client: one method per group protocol request, sync and async.
+
+Requests go to the leader of `partition_for(group_id)` (Kafka's placement).
+The routing table is cached from the controller and refreshed when a leader
+answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
+COORDINATOR_NOT_AVAILABLE, or cannot be reached; the call is retried with
+backoff until its deadline, then `CoordinatorUnavailableError` is raised.
+The sync methods are for plain processes and threads; inside an async Ray
+actor use the `*_async` methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from actors.retry import Backoff, CoordinatorUnavailableError, coordinator_error
+from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    MemberIdentity,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    Request,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from coordinator.routing import partition_for
+
+DEFAULT_TIMEOUT_S = 30.0
+UNREACHABLE = (RayActorError, ray.exceptions.ActorUnavailableError)
+
+
+class Client:
+    def __init__(self, controller: Any, timeout_s: float = DEFAULT_TIMEOUT_S, backoff: Backoff | None = None):
+        self.controller = controller
+        self.timeout_s = timeout_s
+        self.backoff = backoff or Backoff()
+        self.num_partitions = 0
+        self._leaders: list[Any] = []
+        self._epochs: list[int] = []
+        self.refresh()
+
+    # ------------------------------------------------------------- routing
+
+    def refresh(self) -> None:
+        self._set_routing(ray.get(self.controller.routing.remote()))
+
+    async def refresh_async(self) -> None:
+        self._set_routing(await self.controller.routing.remote())
+
+    def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
+        self.num_partitions, self._leaders, self._epochs = routing
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def leader(self, partition: int) -> Any:
+        return self._leaders[partition]
+
+    # ------------------------------------------------------------- sending
+
+    def send(self, request: Request, partition: int | None = None, timeout_s: float | None = None) -> Any:
+        """Send one request to its group's coordinator; retried as described above."""
+        p = self._partition(request, partition)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        for attempt in range(1_000_000):
+            leader, epoch = self._leaders[p], self._epochs[p]
+            try:
+                response = ray.get(leader.handle.remote(request))
+                error = coordinator_error(response)
+            except UNREACHABLE as exc:
+                response, error = exc, None
+                self._report(p, epoch)
+            if error is None and not isinstance(response, BaseException):
+                return response
+            self._wait_or_raise(request, response, deadline, attempt)
+            self.refresh()
+        raise AssertionError("unreachable")
+
+    async def send_async(
+        self, request: Request, partition: int | None = None, timeout_s: float | None = None
+    ) -> Any:
+        p = self._partition(request, partition)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        for attempt in range(1_000_000):
+            leader, epoch = self._leaders[p], self._epochs[p]
+            try:
+                response = await leader.handle.remote(request)
+                error = coordinator_error(response)
+            except UNREACHABLE as exc:
+                response, error = exc, None
+                self.controller.report_unreachable.remote(p, epoch)
+            if error is None and not isinstance(response, BaseException):
+                return response
+            await asyncio.sleep(self._delay_or_raise(request, response, deadline, attempt))
+            await self.refresh_async()
+        raise AssertionError("unreachable")
+
+    def _partition(self, request: Request, partition: int | None) -> int:
+        if partition is not None:
+            return partition
+        return self.partition_for(request.group_id)  # type: ignore[union-attr]
+
+    def _report(self, partition: int, epoch: int) -> None:
+        self.controller.report_unreachable.remote(partition, epoch)
+
+    def _delay_or_raise(self, request: Request, last: Any, deadline: float, attempt: int) -> float:
+        delay = self.backoff.delay_s(attempt)
+        if time.monotonic() + delay > deadline:
+            raise CoordinatorUnavailableError(
+                f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}: "
+                f"no coordinator answered in time (last: {last!r:.200})"
+            )
+        return delay
+
+    def _wait_or_raise(self, request: Request, last: Any, deadline: float, attempt: int) -> None:
+        time.sleep(self._delay_or_raise(request, last, deadline, attempt))
+
+    # ------------------------------------------------------ group requests
+
+    def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        return self.send(request, timeout_s=max(self.timeout_s, request.rebalance_timeout_ms / 1000 + 5))  # type: ignore[no-any-return]
+
+    async def join_group_async(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        timeout = max(self.timeout_s, request.rebalance_timeout_ms / 1000 + 5)
+        return await self.send_async(request, timeout_s=timeout)  # type: ignore[no-any-return]
+
+    def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        return self.send(request)  # type: ignore[no-any-return]
+
+    async def sync_group_async(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> HeartbeatResponse:
+        return self.send(HeartbeatRequest(group_id, generation_id, member_id, group_instance_id))  # type: ignore[no-any-return]
+
+    async def heartbeat_async(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> HeartbeatResponse:
+        request = HeartbeatRequest(group_id, generation_id, member_id, group_instance_id)
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def leave_group(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResponse:
+        return self.send(LeaveGroupRequest(group_id, tuple(members)))  # type: ignore[no-any-return]
+
+    async def leave_group_async(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResponse:
+        return await self.send_async(LeaveGroupRequest(group_id, tuple(members)))  # type: ignore[no-any-return]
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> OffsetCommitResponse:
+        return self.send(
+            _commit_request(
+                group_id,
+                offsets,
+                generation_id,
+                member_id,
+                group_instance_id,  # type: ignore[no-any-return]
+                retention_time_ms,
+            )
+        )
+
+    async def commit_offsets_async(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> OffsetCommitResponse:
+        request = _commit_request(
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms
+        )
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> OffsetFetchResponse:
+        return self.send(OffsetFetchRequest(group_id, None if partitions is None else tuple(partitions)))  # type: ignore[no-any-return]
+
+    async def fetch_offsets_async(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> OffsetFetchResponse:
+        request = OffsetFetchRequest(group_id, None if partitions is None else tuple(partitions))
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResponse:
+        return self.send(OffsetDeleteRequest(group_id, tuple(partitions)))  # type: ignore[no-any-return]
+
+    async def delete_offsets_async(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> OffsetDeleteResponse:
+        return await self.send_async(OffsetDeleteRequest(group_id, tuple(partitions)))  # type: ignore[no-any-return]
+
+    # ------------------------------------------------- admin, fanned out
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        described: list[DescribedGroup] = []
+        for p, ids in self._by_partition(group_ids).items():
+            response: DescribeGroupsResponse = self.send(DescribeGroupsRequest(tuple(ids)), partition=p)
+            described.extend(response.groups)
+        return described
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        listed: list[ListedGroup] = []
+        for p in range(self.num_partitions):
+            response: ListGroupsResponse = self.send(ListGroupsRequest(tuple(states)), partition=p)
+            listed.extend(response.groups)
+        return sorted(listed, key=lambda g: g.group_id)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+        for p, ids in self._by_partition(group_ids).items():
+            response: DeleteGroupsResponse = self.send(DeleteGroupsRequest(tuple(ids)), partition=p)
+            results.update(response.results)
+        return results
+
+    def _by_partition(self, group_ids: Iterable[str]) -> dict[int, list[str]]:
+        grouped: dict[int, list[str]] = {}
+        for group_id in group_ids:
+            grouped.setdefault(self.partition_for(group_id), []).append(group_id)
+        return grouped
+
+    # --------------------------------------------------------------- admin
+
+    def status(self) -> list[dict[str, Any]]:
+        return ray.get(self.controller.status.remote())  # type: ignore[no-any-return]
+
+    def reassign(self, partition: int, node_id: str | None = None) -> int:
+        epoch = ray.get(self.controller.reassign.remote(partition, node_id))
+        self.refresh()
+        return epoch  # type: ignore[no-any-return]
+
+
+def _commit_request(
+    group_id: str,
+    offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+) -> OffsetCommitRequest:
+    parts = tuple(
+        v if isinstance(v, OffsetCommitPartition) else OffsetCommitPartition(t, p, v)
+        for (t, p), v in offsets.items()
+    )
+    return OffsetCommitRequest(
+        group_id, parts, generation_id, member_id, group_instance_id, retention_time_ms
+    )
+
+
+def controller_handle(namespace: str = DEFAULT_NAMESPACE) -> Any:
+    return ray.get_actor(CONTROLLER_NAME, namespace=namespace)

@@ -1,0 +1,51 @@
+"""Metrics through Ray's own API (`ray.util.metrics`), shown in the Ray dashboard.
+
+Per partition: requests by type and error, request latency (OffsetCommit's
+is the commit latency; JoinGroup's is the time parked, i.e. the join phase),
+flush (append + fsync) latency, load time, groups and members.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.util import metrics
+
+LATENCY_BOUNDARIES_MS = [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1_000, 3_000, 10_000, 60_000]
+
+
+class PartitionMetrics:
+    def __init__(self, partition: int) -> None:
+        tags = {"partition": str(partition)}
+        self.requests = metrics.Counter(
+            "raygroups_requests", "Group protocol requests by type and error", ("partition", "type", "error")
+        )
+        self.latency_ms = metrics.Histogram(
+            "raygroups_request_latency_ms",
+            "Request latency, parked time included",
+            LATENCY_BOUNDARIES_MS,
+            ("partition", "type"),
+        )
+        self.flush_ms = metrics.Histogram(
+            "raygroups_flush_ms",
+            "Append + fsync of one group-commit batch",
+            LATENCY_BOUNDARIES_MS,
+            ("partition",),
+        )
+        self.load_time_ms = metrics.Gauge(
+            "raygroups_load_time_ms", "Last load of the partition", ("partition",)
+        )
+        self.groups = metrics.Gauge("raygroups_groups", "Groups held by the partition", ("partition",))
+        self.members = metrics.Gauge("raygroups_members", "Members held by the partition", ("partition",))
+        for metric in (self.flush_ms, self.load_time_ms, self.groups, self.members):
+            metric.set_default_tags(tags)
+        self._partition = str(partition)
+
+    def observe(self, kind: str, response: Any, started: float) -> None:
+        error = getattr(response, "error", None)
+        name = error.name if error is not None else "NONE"
+        self.requests.inc(1, {"partition": self._partition, "type": kind, "error": name})
+        self.latency_ms.observe(
+            (time.perf_counter() - started) * 1000, {"partition": self._partition, "type": kind}
+        )

@@ -1,0 +1,333 @@
+"""OffsetPartition: the Ray actor that owns one offsets partition.
+
+It holds a `coordinator.Shard`, the partition's `log.PartitionLog`, a timer
+task that drives `Shard.poll_timers`, and a flush task that makes appended
+records durable. Lifecycle, as Kafka's coordinator runtime:
+INITIAL -> LOADING -> ACTIVE -> CLOSED, and FAILED -> LOADING when an append
+fails or the shard breaks an invariant.
+
+Write path (one rule): the shard decides and applies in memory; its records
+join the pending batch; a response is released only when every record it
+could have observed is durable. The flush task appends everything pending as
+one batch and fsyncs it while new records gather for the next one (group
+commit). If an append fails, every waiting response becomes NOT_COORDINATOR
+and the shard is reloaded from the log, which holds only durable records.
+
+Nothing here decides protocol behaviour: requests go into the core, results
+come out of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import Any
+
+from actors.metrics import PartitionMetrics
+from actors.settings import ServiceSettings, SystemClock, partition_dir
+from coordinator import CoordinatorStatus, Errors, Result, Shard, precheck
+from coordinator.messages import Request
+from coordinator.status import error_response
+from log.loader import load_into
+from log.partition import PartitionLog
+
+logger = logging.getLogger(__name__)
+# Records per appended batch: bounds one batch's size after a burst.
+MAX_BATCH_RECORDS = 50_000
+
+
+class PartitionState(Enum):
+    INITIAL = "INITIAL"
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+STATUS_BY_STATE = {
+    PartitionState.INITIAL: CoordinatorStatus.LOADING,
+    PartitionState.LOADING: CoordinatorStatus.LOADING,
+    PartitionState.FAILED: CoordinatorStatus.LOADING,
+    PartitionState.ACTIVE: CoordinatorStatus.ACTIVE,
+    PartitionState.CLOSED: CoordinatorStatus.NOT_COORDINATOR,
+}
+
+
+class OffsetPartition:
+    """One offsets partition. Create with `partition_actor_class().options(...)`."""
+
+    def __init__(self, partition: int, epoch: int, settings: ServiceSettings) -> None:
+        logging.basicConfig(level=logging.INFO)
+        self.partition = partition
+        self.epoch = epoch
+        self.settings = settings
+        self.clock = SystemClock()
+        self.state = PartitionState.INITIAL
+        self.shard: Shard | None = None
+        self.log: PartitionLog | None = None
+        self.load_ms = 0.0
+        self.loaded_records = 0
+        self._tokens = itertools.count()
+        self._futures: dict[int, tuple[asyncio.Future[Any], Request]] = {}
+        self._waiting: deque[tuple[int, int]] = deque()  # (barrier offset, token)
+        self._ready: dict[int, Any] = {}  # token -> response held until durable
+        self._pending: list[Any] = []
+        self._written_end = 0
+        self._durable_end = 0
+        self._flush_wanted: asyncio.Event | None = None
+        self._timer_wake: asyncio.Event | None = None
+        self._timer_sleep_until: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        # One thread: appends and fsyncs of this partition stay in order.
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"offsets-{partition}")
+        self.metrics = PartitionMetrics(partition)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def activate(self) -> str:
+        """Start loading the partition; returns at once (state LOADING)."""
+        if self.state is PartitionState.INITIAL:
+            self._flush_wanted = asyncio.Event()
+            self._timer_wake = asyncio.Event()
+            self._spawn(self._load())
+        return self.state.value
+
+    async def wait_active(self, timeout_s: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while self.state in (PartitionState.INITIAL, PartitionState.LOADING, PartitionState.FAILED):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        return self.state.value
+
+    async def _load(self) -> None:
+        self.state = PartitionState.LOADING
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        try:
+            self.log, self.shard, self.loaded_records = await loop.run_in_executor(
+                self._io, self._open_and_replay
+            )
+        except Exception:
+            logger.exception("partition %d: load failed", self.partition)
+            self.state = PartitionState.FAILED
+            await asyncio.sleep(1.0)
+            self._spawn(self._load())
+            return
+        self._written_end = self._durable_end = self.log.high_watermark
+        self.load_ms = (time.perf_counter() - started) * 1000
+        self.metrics.load_time_ms.set(self.load_ms)
+        self.state = PartitionState.ACTIVE
+        logger.info(
+            "partition %d epoch %d: loaded %d records in %.0f ms",
+            self.partition,
+            self.epoch,
+            self.loaded_records,
+            self.load_ms,
+        )
+        self._apply(self.shard.on_loaded(self.clock.now_ms()))
+        self._spawn(self._flush_loop())
+        self._spawn(self._timer_loop())
+
+    def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
+        directory = partition_dir(self.settings.data_dir, self.partition)
+        log = PartitionLog.open(directory, self.epoch, self.settings.log)
+        shard = Shard(
+            self.settings.coordinator, partition=self.partition, member_id_seed=int.from_bytes(os.urandom(8))
+        )
+        stats = load_into(shard, log)
+        return log, shard, stats.records
+
+    async def unload(self, epoch: int) -> str:
+        """Emigration: answer everything NOT_COORDINATOR, stop timers, close the log."""
+        if epoch < self.epoch:
+            return self.state.value
+        if self.shard is not None and self.state is PartitionState.ACTIVE:
+            self._apply(self.shard.unload(self.clock.now_ms()))
+        self.state = PartitionState.CLOSED
+        await self._drain()
+        for task in self._tasks:
+            task.cancel()
+        self._answer_all(Errors.NOT_COORDINATOR)
+        if self.log is not None:
+            await asyncio.get_running_loop().run_in_executor(self._io, self.log.close)
+        return self.state.value
+
+    async def _drain(self) -> None:
+        """Wait until what was appended before now is durable (or failed)."""
+        target = self._written_end
+        while (
+            self._durable_end < target and self.state is not PartitionState.FAILED and self._pending_flush()
+        ):
+            await asyncio.sleep(0.001)
+
+    def _pending_flush(self) -> bool:
+        return any(not t.done() for t in self._tasks)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        self._tasks = [t for t in self._tasks if not t.done() or t is task]
+
+    # -------------------------------------------------------------- requests
+
+    async def handle(self, request: Request) -> Any:
+        """One group protocol request; parked requests wait here for their answer."""
+        started = time.perf_counter()
+        kind = type(request).__name__
+        early = precheck(request, STATUS_BY_STATE[self.state])
+        if early is not None:
+            self.metrics.observe(kind, early, started)
+            return early
+        assert self.shard is not None
+        token = next(self._tokens)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[token] = (future, request)
+        try:
+            result = self.shard.handle(request, self.clock.now_ms(), token)
+        except Exception:
+            logger.exception("partition %d: shard broke an invariant on %s", self.partition, kind)
+            await self._fail_and_reload()
+            return await future
+        self._apply(result)
+        response = await future
+        self.metrics.observe(kind, response, started)
+        return response
+
+    def _apply(self, result: Result) -> None:
+        """Queue a Result's records and hold its responses until they are durable."""
+        if result.records:
+            self._pending.extend(result.records)
+            self._written_end += len(result.records)
+            assert self._flush_wanted is not None
+            self._flush_wanted.set()
+        barrier = self._written_end
+        for token, response in result.responses:
+            if barrier <= self._durable_end:
+                self._release(token, response)
+            else:
+                self._ready[token] = response
+                self._waiting.append((barrier, token))
+        self._maybe_wake_timers()
+
+    def _release(self, token: int, response: Any) -> None:
+        entry = self._futures.pop(token, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(response)
+
+    # ------------------------------------------------------------ background
+
+    async def _flush_loop(self) -> None:
+        assert self._flush_wanted is not None and self.log is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            batch, self._pending = self._pending, []
+            if not batch:
+                continue
+            started = time.perf_counter()
+            try:
+                self._durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
+            except Exception:
+                logger.exception("partition %d: append failed", self.partition)
+                await self._fail_and_reload()
+                return
+            self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
+            while self._waiting and self._waiting[0][0] <= self._durable_end:
+                _, token = self._waiting.popleft()
+                self._release(token, self._ready.pop(token))
+
+    def _append_and_sync(self, batch: list[Any]) -> int:
+        assert self.log is not None
+        now = self.clock.now_ms()
+        for start in range(0, len(batch), MAX_BATCH_RECORDS):
+            self.log.append(batch[start : start + MAX_BATCH_RECORDS], self.epoch, now)
+        return self.log.sync()
+
+    async def _timer_loop(self) -> None:
+        assert self._timer_wake is not None and self.shard is not None
+        while True:
+            deadline = self.shard.next_deadline_ms()
+            self._timer_sleep_until = deadline
+            self._timer_wake.clear()
+            timeout = None if deadline is None else max(0.0, (deadline - self.clock.now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._timer_wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            if self.state is not PartitionState.ACTIVE:
+                return
+            for result in self.shard.poll_timers(self.clock.now_ms()):
+                self._apply(result)
+
+    def _maybe_wake_timers(self) -> None:
+        if self._timer_wake is None or self.shard is None:
+            return
+        deadline = self.shard.next_deadline_ms()
+        if deadline is not None and (self._timer_sleep_until is None or deadline < self._timer_sleep_until):
+            self._timer_wake.set()
+
+    # --------------------------------------------------------------- failure
+
+    def _answer_all(self, error: Errors) -> None:
+        for future, request in self._futures.values():
+            if not future.done():
+                future.set_result(error_response(request, error))
+        self._futures.clear()
+        self._waiting.clear()
+        self._ready.clear()
+        self._pending.clear()
+
+    async def _fail_and_reload(self) -> None:
+        """FAILED -> LOADING: only durable records survive, as in Kafka's runtime."""
+        if self.state in (PartitionState.FAILED, PartitionState.CLOSED):
+            return
+        self.state = PartitionState.FAILED
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._answer_all(Errors.NOT_COORDINATOR)
+        log, self.log, self.shard = self.log, None, None
+        if log is not None:
+            try:
+                log.close()
+            except Exception:
+                logger.exception("partition %d: closing the failed log", self.partition)
+        self._spawn(self._load())
+
+    # ----------------------------------------------------------- inspection
+
+    async def info(self) -> dict[str, Any]:
+        shard = self.shard
+        return {
+            "partition": self.partition,
+            "epoch": self.epoch,
+            "state": self.state.value,
+            "groups": len(shard.groups) if shard else 0,
+            "members": shard.member_count() if shard else 0,
+            "durable_end": self._durable_end,
+            "load_ms": round(self.load_ms, 1),
+            "loaded_records": self.loaded_records,
+            "node_id": _node_id(),
+            "pid": os.getpid(),
+        }
+
+    async def ping(self) -> int:
+        return self.epoch
+
+    async def noop(self, request: Any = None) -> None:
+        """A do-nothing call: the baseline of the actor benchmark."""
+        return None
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()

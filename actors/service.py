@@ -1,0 +1,107 @@
+"""Starting, finding and stopping the service on a Ray cluster.
+
+`start()` starts the service (or attaches to the one already running in the
+namespace) on the current Ray cluster; with no cluster it starts an embedded
+local one, keeping the log in a local data directory. `connect()` returns a
+client for a running service.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import Any
+
+import ray
+
+from actors.client import Client, controller_handle
+from actors.controller import Controller
+from actors.settings import (
+    CONTROLLER_NAME,
+    DEFAULT_NAMESPACE,
+    EMBEDDED_PARTITIONS,
+    ServiceSettings,
+)
+from coordinator import CoordinatorConfig
+
+DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
+
+
+def init_local_ray(num_cpus: int = 4, namespace: str = DEFAULT_NAMESPACE, **kwargs: Any) -> None:
+    """An embedded single-machine Ray cluster with quiet logs."""
+    if ray.is_initialized():
+        return
+    ray.init(
+        num_cpus=num_cpus,
+        namespace=namespace,
+        include_dashboard=kwargs.pop("include_dashboard", False),
+        object_store_memory=kwargs.pop("object_store_memory", 256 * 1024 * 1024),
+        logging_level=kwargs.pop("logging_level", logging.WARNING),
+        log_to_driver=kwargs.pop("log_to_driver", False),
+        configure_logging=True,
+        **kwargs,
+    )
+
+
+def start(
+    data_dir: str | None = None,
+    *,
+    num_partitions: int | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    address: str | None = None,
+    coordinator_config: CoordinatorConfig | None = None,
+    settings: ServiceSettings | None = None,
+) -> Client:
+    """Start (or attach to) the service and return a client.
+
+    With no Ray cluster yet and no `address`, an embedded local cluster is
+    started and the partition count defaults to the embedded one.
+    """
+    embedded = not ray.is_initialized() and address is None and "RAY_ADDRESS" not in os.environ
+    if embedded:
+        init_local_ray(namespace=namespace)
+    elif not ray.is_initialized():
+        ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
+    if settings is None:
+        settings = ServiceSettings(
+            data_dir=os.path.abspath(data_dir or DEFAULT_DATA_DIR),
+            num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else 50),
+            namespace=namespace,
+        )
+    if coordinator_config is not None:
+        settings = replace(settings, coordinator=coordinator_config)
+    controller = (
+        ray.remote(Controller)
+        .options(
+            name=CONTROLLER_NAME,
+            namespace=settings.namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=-1,
+            num_cpus=0,
+            max_concurrency=1_000,
+        )
+        .remote(settings)
+    )
+    return Client(controller)
+
+
+def connect(
+    address: str | None = None, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0
+) -> Client:
+    """A client for the service running in `namespace` on the Ray cluster."""
+    if not ray.is_initialized():
+        ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
+    return Client(controller_handle(namespace), timeout_s=timeout_s)
+
+
+def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Unload every partition and remove the service's actors; the log stays."""
+    try:
+        controller = controller_handle(namespace)
+    except ValueError:
+        return
+    ray.get(controller.shutdown.remote())
+    ray.kill(controller, no_restart=True)

@@ -1,0 +1,57 @@
+"""Service settings shared by the controller, the partition actors and clients.
+
+One frozen value passed to every actor, so a partition actor needs nothing
+but its partition number, its epoch and these settings to do its job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from coordinator import CoordinatorConfig
+from log.config import LogConfig
+
+DEFAULT_NAMESPACE = "raygroups"
+# Kafka's offsets.topic.num.partitions is 50; an embedded service on one
+# machine gets fewer actors by default (documented in the README).
+CLUSTER_PARTITIONS = 50
+EMBEDDED_PARTITIONS = 8
+CONTROLLER_NAME = "raygroups-controller"
+
+
+def partition_actor_name(partition: int) -> str:
+    return f"raygroups-partition-{partition}"
+
+
+def partition_dir(data_dir: str, partition: int) -> str:
+    return os.path.join(data_dir, f"offsets-{partition}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    data_dir: str
+    num_partitions: int = CLUSTER_PARTITIONS
+    namespace: str = DEFAULT_NAMESPACE
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    # How often the controller checks that every partition actor answers.
+    probe_interval_s: float = 1.0
+    probe_timeout_s: float = 5.0
+    # Concurrent calls one partition actor accepts: parked JoinGroups of a
+    # large group all wait inside it at once.
+    partition_max_concurrency: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ValueError("data_dir must be a non-empty path")
+        if not isinstance(self.num_partitions, int) or self.num_partitions < 1:
+            raise ValueError(f"num_partitions must be an int >= 1, got {self.num_partitions!r}")
+
+
+class SystemClock:
+    """Wall-clock milliseconds: offsets carry commit times that outlive processes."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
