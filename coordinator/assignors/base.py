@@ -87,7 +87,9 @@ class GroupInput:
     partitions_per_topic: dict[str, int]
 
     @classmethod
-    def build(cls, members: Mapping[str, MemberSubscription], partition_counts: Mapping[str, int]) -> GroupInput:
+    def build(
+        cls, members: Mapping[str, MemberSubscription], partition_counts: Mapping[str, int]
+    ) -> GroupInput:
         subscriptions = {m: members[m] for m in java_string_hash_order(members)}
         all_topics = java_string_hash_order(t for sub in subscriptions.values() for t in sub.topics)
         with_partitions = [t for t in all_topics if partition_counts.get(t, 0) > 0]
