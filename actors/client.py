@@ -51,7 +51,13 @@ from coordinator.messages import (
 from coordinator.routing import partition_for
 
 DEFAULT_TIMEOUT_S = 30.0
-UNREACHABLE = (RayActorError, ray.exceptions.ActorUnavailableError)
+
+
+class NoLeaderError(RuntimeError):
+    """The controller is between two leaders of a partition."""
+
+
+UNREACHABLE = (RayActorError, ray.exceptions.ActorUnavailableError, NoLeaderError)
 
 
 class Client:
@@ -90,6 +96,8 @@ class Client:
         for attempt in range(1_000_000):
             leader, epoch = self._leaders[p], self._epochs[p]
             try:
+                if leader is None:
+                    raise NoLeaderError(p)
                 response = ray.get(leader.handle.remote(request))
                 error = coordinator_error(response)
             except UNREACHABLE as exc:
@@ -109,6 +117,8 @@ class Client:
         for attempt in range(1_000_000):
             leader, epoch = self._leaders[p], self._epochs[p]
             try:
+                if leader is None:
+                    raise NoLeaderError(p)
                 response = await leader.handle.remote(request)
                 error = coordinator_error(response)
             except UNREACHABLE as exc:

@@ -129,8 +129,8 @@ class Controller:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
         actor_class = ray.remote(OffsetPartition)
         handle = actor_class.options(**options).remote(partition, self.epochs[partition], self.settings)
-        await handle.activate.remote()
         self.leaders[partition] = handle
+        await handle.activate.remote()
         if node_id is not None:
             self.nodes[partition] = node_id
 
@@ -145,11 +145,14 @@ class Controller:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.probe_interval_s)
-            partitions = range(self.num_partitions)
-            alive = await asyncio.gather(*(self._is_alive(p) for p in partitions))
-            for partition, ok in zip(partitions, alive):
+            assert self._lock is not None
+            if self._lock.locked():
+                continue  # a replacement is under way: its partition has no leader yet
+            epochs = dict(self.epochs)
+            alive = await asyncio.gather(*(self._is_alive(p) for p in epochs))
+            for (partition, epoch), ok in zip(epochs.items(), alive):
                 if not ok:
-                    await self._replace(partition, reason="probe failed")
+                    await self._replace(partition, "probe failed", epoch)
 
     async def _is_alive(self, partition: int) -> bool:
         handle = self.leaders.get(partition)
@@ -161,21 +164,20 @@ class Controller:
             return False
         return bool(epoch == self.epochs[partition])
 
-    async def _replace(self, partition: int, reason: str, node_id: str | None = None) -> None:
+    async def _replace(self, partition: int, reason: str, epoch: int, node_id: str | None = None) -> None:
+        """Replace the leader of `epoch`; a no-op if it was already replaced."""
         assert self._lock is not None
         async with self._lock:
+            if self.epochs[partition] != epoch:
+                return
             old = self.leaders.pop(partition, None)
             if old is not None:
                 try:
-                    await asyncio.wait_for(
-                        old.unload.remote(self.epochs[partition]), self.settings.probe_timeout_s
-                    )
+                    await asyncio.wait_for(old.unload.remote(epoch), self.settings.probe_timeout_s)
                 except Exception:
                     pass  # dead or unreachable: it can no longer write, the new epoch fences it
                 ray.kill(old, no_restart=True)
-            logger.info(
-                "partition %d: new leader (%s), epoch %d", partition, reason, self.epochs[partition] + 1
-            )
+            logger.info("partition %d: new leader (%s), epoch %d", partition, reason, epoch + 1)
             self.failovers += 1
             await self._wait_name_free(partition)
             await self._start_leader(partition, node_id)
@@ -198,14 +200,14 @@ class Controller:
         """A client could not reach a leader: check it now rather than at the next probe."""
         await self._ensure_started()
         if epoch == self.epochs.get(partition) and not await self._is_alive(partition):
-            await self._replace(partition, reason="reported unreachable")
+            await self._replace(partition, "reported unreachable", epoch)
 
     async def reassign(self, partition: int, node_id: str | None = None) -> int:
         """Move a partition's leadership (unload the old leader, load a new one)."""
         await self._ensure_started()
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"partition must be in [0, {self.num_partitions}), got {partition}")
-        await self._replace(partition, reason="reassign", node_id=node_id)
+        await self._replace(partition, "reassign", self.epochs[partition], node_id)
         return self.epochs[partition]
 
     async def status(self) -> list[dict[str, Any]]:
@@ -223,6 +225,9 @@ class Controller:
                 }
 
         return list(await asyncio.gather(*(one(p) for p in range(self.num_partitions))))
+
+    async def get_settings(self) -> ServiceSettings:
+        return self.settings
 
     async def stats(self) -> dict[str, Any]:
         return {"failovers": self.failovers, "num_partitions": self.num_partitions}

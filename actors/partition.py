@@ -34,6 +34,8 @@ from actors.settings import ServiceSettings, SystemClock, partition_dir
 from coordinator import CoordinatorStatus, Errors, Result, Shard, precheck
 from coordinator.messages import Request
 from coordinator.status import error_response
+from log.epoch import read_leader_epoch
+from log.errors import FencedEpochError
 from log.loader import load_into
 from log.partition import PartitionLog
 
@@ -114,6 +116,11 @@ class OffsetPartition:
             self.log, self.shard, self.loaded_records = await loop.run_in_executor(
                 self._io, self._open_and_replay
             )
+        except FencedEpochError:
+            # A newer leader owns the partition: this one never serves.
+            logger.warning("partition %d: epoch %d is fenced", self.partition, self.epoch)
+            self.state = PartitionState.CLOSED
+            return
         except Exception:
             logger.exception("partition %d: load failed", self.partition)
             self.state = PartitionState.FAILED
@@ -137,6 +144,9 @@ class OffsetPartition:
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         directory = partition_dir(self.settings.data_dir, self.partition)
+        if os.path.isdir(directory) and read_leader_epoch(directory) > self.epoch:
+            # Checked before waiting for the directory lock the leader holds.
+            raise FencedEpochError(self.epoch, read_leader_epoch(directory))
         log = PartitionLog.open(directory, self.epoch, self.settings.log)
         shard = Shard(
             self.settings.coordinator, partition=self.partition, member_id_seed=int.from_bytes(os.urandom(8))

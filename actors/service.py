@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -105,3 +106,9 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
         return
     ray.get(controller.shutdown.remote())
     ray.kill(controller, no_restart=True)
+    for _ in range(500):  # the name frees once the actor is gone
+        try:
+            controller_handle(namespace)
+        except ValueError:
+            return
+        time.sleep(0.01)

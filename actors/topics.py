@@ -1,0 +1,241 @@
+"""The topic registry: topic partition counts and end offsets, for assignors and lag.
+
+Kafka's group leader reads partition counts from the cluster metadata; here
+`TopicRegistry`, a small named detached actor in the service's namespace,
+holds them, plus one end offset per topic partition for the lag analytics.
+It persists everything in `<data_dir>/topics.json`, written atomically
+(temporary file, fsync, rename, directory fsync), and reloads it when Ray
+restarts it.
+
+Rules, as Kafka's admin API:
+- `create_topic` answers TOPIC_ALREADY_EXISTS for a known name and
+  INVALID_PARTITIONS for fewer than one partition; `create_partitions` only
+  grows a topic (INVALID_PARTITIONS otherwise), UNKNOWN_TOPIC_OR_PARTITION for
+  an unknown one. Names follow Kafka's rule: 1-249 of `[a-zA-Z0-9._-]`, not
+  "." or "..".
+- `describe` returns only the topics that exist; a consumer treats a missing
+  topic as one without partitions, as Kafka's leader does.
+- End offsets are set for existing partitions only, all or nothing; a
+  partition never set has end offset 0 (an empty partition).
+- Clients find the registry through their controller handle, in whatever
+  namespace that controller lives (`registry_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import ray
+
+from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings
+from coordinator.errors import Errors
+from coordinator.topic_partition import TopicPartition
+
+TOPIC_REGISTRY_NAME = "raygroups-topics"
+TOPICS_FILE = "topics.json"
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class TopicError(RuntimeError):
+    """A topic request the registry refused; `error` is Kafka's code."""
+
+    def __init__(self, error: Errors, topic: str) -> None:
+        super().__init__(f"{error.name} for topic {topic!r}")
+        self.error = error
+        self.topic = topic
+
+
+def check_topic_name(name: str) -> None:
+    if not isinstance(name, str) or not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not . or ..")
+
+
+def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class TopicRegistry:
+    """The actor. A sync actor with one thread: requests apply one at a time."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        os.makedirs(settings.data_dir, exist_ok=True)
+        self.path = os.path.join(settings.data_dir, TOPICS_FILE)
+        self.partitions: dict[str, int] = {}
+        self.end: dict[str, dict[int, int]] = {}
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+            for name, topic in data["topics"].items():
+                self.partitions[name] = topic["partitions"]
+                self.end[name] = {int(p): o for p, o in topic["end_offsets"].items()}
+
+    def _persist(self) -> None:
+        topics = {
+            name: {"partitions": count, "end_offsets": {str(p): o for p, o in self.end[name].items()}}
+            for name, count in self.partitions.items()
+        }
+        _write_json_atomically(self.path, {"version": 1, "topics": topics})
+
+    def create_topic(self, name: str, partitions: int) -> Errors:
+        if name in self.partitions:
+            return Errors.TOPIC_ALREADY_EXISTS
+        if partitions < 1:
+            return Errors.INVALID_PARTITIONS
+        self.partitions[name], self.end[name] = partitions, {}
+        self._persist()
+        return Errors.NONE
+
+    def create_partitions(self, name: str, total: int) -> Errors:
+        """Kafka's CreatePartitions: grow `name` to `total` partitions."""
+        if name not in self.partitions:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if total <= self.partitions[name]:
+            return Errors.INVALID_PARTITIONS
+        self.partitions[name] = total
+        self._persist()
+        return Errors.NONE
+
+    def describe(self, names: list[str] | None) -> dict[str, int]:
+        if names is None:
+            return dict(self.partitions)
+        return {n: self.partitions[n] for n in names if n in self.partitions}
+
+    def set_end_offsets(self, offsets: dict[tuple[str, int], int]) -> tuple[Errors, str]:
+        for (topic, partition), offset in offsets.items():
+            if not 0 <= partition < self.partitions.get(topic, 0):
+                return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}"
+            if offset < 0:
+                return Errors.INVALID_REQUEST, f"{topic}-{partition}"
+        for (topic, partition), offset in offsets.items():
+            self.end[topic][partition] = offset
+        self._persist()
+        return Errors.NONE, ""
+
+    def end_offsets(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
+        names = self.partitions if topics is None else [t for t in topics if t in self.partitions]
+        return {(t, p): self.end[t].get(p, 0) for t in names for p in range(self.partitions[t])}
+
+
+# ------------------------------------------------------------ service side
+
+
+def ensure_topic_registry(settings: ServiceSettings) -> Any:
+    """Create the registry of the service in `settings.namespace`, or get the running one."""
+    handle = (
+        ray.remote(TopicRegistry)
+        .options(
+            name=TOPIC_REGISTRY_NAME,
+            namespace=settings.namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=-1,
+            num_cpus=0,
+        )
+        .remote(settings)
+    )
+    ray.get(handle.describe.remote([]))  # created and loaded before the service answers
+    return handle
+
+
+def stop_topic_registry(namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Remove the registry actor (topics.json stays); a no-op when it is not running."""
+    try:
+        handle = ray.get_actor(TOPIC_REGISTRY_NAME, namespace=namespace)
+    except ValueError:
+        return
+    ray.kill(handle, no_restart=True)
+    for _ in range(500):  # the name frees once the actor is gone
+        try:
+            ray.get_actor(TOPIC_REGISTRY_NAME, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.01)
+
+
+# ------------------------------------------------------------- client side
+
+_registries: dict[Any, Any] = {}  # controller handle -> registry handle
+
+
+def registry_for(controller: Any) -> Any:
+    """The registry next to `controller`, looked up once per controller."""
+    handle = _registries.get(controller)
+    if handle is None:
+        namespace = _namespace_of(controller)
+        try:
+            handle = ray.get_actor(TOPIC_REGISTRY_NAME, namespace=namespace)
+        except ValueError:
+            raise RuntimeError(
+                f"no topic registry in namespace {namespace!r}: start the service with actors.start()"
+            ) from None
+        _registries[controller] = handle
+    return handle
+
+
+def _namespace_of(controller: Any) -> str:
+    """The namespace holding `controller`: a client's own namespace may differ."""
+    current = ray.get_runtime_context().namespace
+    named = ray.util.list_named_actors(all_namespaces=True)
+    others = sorted({a["namespace"] for a in named if a["name"] == CONTROLLER_NAME} - {current})
+    for namespace in [current, *others]:
+        try:
+            if ray.get_actor(CONTROLLER_NAME, namespace=namespace) == controller:
+                return namespace
+        except ValueError:
+            continue
+    return current
+
+
+def _check(error: Errors, topic: str) -> None:
+    if error is not Errors.NONE:
+        raise TopicError(error, topic)
+
+
+def create_topic(controller: Any, name: str, partitions: int) -> None:
+    check_topic_name(name)
+    _check(ray.get(registry_for(controller).create_topic.remote(name, partitions)), name)
+
+
+def create_partitions(controller: Any, name: str, total: int) -> None:
+    _check(ray.get(registry_for(controller).create_partitions.remote(name, total)), name)
+
+
+def _names(names: Iterable[str] | None) -> list[str] | None:
+    return None if names is None else list(names)
+
+
+def describe_topics(controller: Any, names: Iterable[str] | None = None) -> dict[str, int]:
+    return ray.get(registry_for(controller).describe.remote(_names(names)))  # type: ignore[no-any-return]
+
+
+async def describe_topics_async(controller: Any, names: Iterable[str] | None = None) -> dict[str, int]:
+    registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
+    return await registry.describe.remote(_names(names))  # type: ignore[no-any-return]
+
+
+def set_end_offsets(controller: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    plain = {(t, p): o for (t, p), o in offsets.items()}
+    error, where = ray.get(registry_for(controller).set_end_offsets.remote(plain))
+    _check(error, where)
+
+
+def end_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
+    raw = ray.get(registry_for(controller).end_offsets.remote(_names(topics)))
+    return {TopicPartition(t, p): o for (t, p), o in raw.items()}
