@@ -1,13 +1,22 @@
 """The `raygroups` command line.
 
 One subcommand per job; `main` returns the process exit code so it can be
-called from tests as well as from the console script.
+called from tests as well as from the console script. `start` runs the
+service on a Ray cluster (an existing one, or a local head it starts);
+`demo` is the embedded demo; the admin commands are in `admin_cli`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 from collections.abc import Sequence
+
+from actors.admin_cli import ADMIN_COMMANDS, add_parsers
+from actors.settings import DEFAULT_NAMESPACE
+
+DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,22 +24,76 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raygroups",
         description="Kafka consumer groups on Ray: coordinator, CLI and offset analytics.",
     )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or the local one)")
+    common.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("demo", help="run a scripted demo scenario")
+    demo = commands.add_parser("demo", help="embedded demo: groups, a killed member and partition, recovery")
+    demo.add_argument("--data-dir", default=os.path.join(DEFAULT_DATA_DIR, "demo"))
+    demo.add_argument("--seconds", type=float, default=8.0)
+    start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
+    start.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="durable, shared by all nodes")
+    start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
+    start.add_argument("--local", action="store_true", help="start a local Ray head node first")
+    commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
+    add_parsers(commands, common)
     return parser
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    print("demo: not implemented yet")
+    import ray
+
+    from actors.demo import run_demo as demo
+
+    try:
+        demo(os.path.abspath(args.data_dir), args.seconds)
+    finally:
+        from actors.service import stop
+
+        if ray.is_initialized():
+            stop()
+            ray.shutdown()
     return 0
 
 
-COMMANDS = {"demo": run_demo}
+def run_start(args: argparse.Namespace) -> int:
+    import actors
+
+    address = args.address
+    if args.local:
+        # A head node that outlives this command, so other commands can attach.
+        subprocess.run(
+            ["ray", "start", "--head", "--disable-usage-stats", "--include-dashboard=false"], check=True
+        )
+        address = "auto"
+    client = actors.start(
+        args.data_dir, num_partitions=args.partitions, namespace=args.namespace, address=address or "auto"
+    )
+    return ADMIN_COMMANDS["status"](client, args)
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    import ray
+
+    import actors
+
+    ray.init(address=args.address or "auto", namespace=args.namespace, log_to_driver=False)
+    actors.stop(args.namespace)
+    return 0
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    import actors
+
+    client = actors.connect(args.address, namespace=args.namespace)
+    return ADMIN_COMMANDS[args.command](client, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    runners = {"demo": run_demo, "start": run_start, "stop": run_stop}
+    return runners.get(args.command, run_admin)(args)
 
 
 if __name__ == "__main__":
