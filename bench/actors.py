@@ -1,0 +1,203 @@
+"""Benchmark of the coordinator on Ray: `python -m bench.actors`.
+
+Starts an embedded local Ray cluster and the service (fsync on, initial
+rebalance delay 0) in a temporary directory and prints:
+- OffsetCommit calls/s through the async client, 1 and 100 partitions per
+  call, with many concurrent callers, as a ratio to a no-op async actor
+  method called the same way (target: >= 0.70);
+- rebalance latency of a Stable group of 10, 100 and 1,000 members that all
+  rejoin: from the last member's JoinGroup to every member's SyncGroup
+  response, as a ratio to one no-op round trip per member (target: 1,000
+  members within 2 s);
+- failover: from `ray.kill` of a partition actor holding 10,000 groups to
+  its groups serving commits again (target: < 3 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import ray
+from rich.console import Console
+from rich.table import Table
+
+import actors
+from actors.client import Client
+from actors.settings import partition_actor_name
+from coordinator import CoordinatorConfig, Errors
+from coordinator.consumer_protocol import Subscription, encode_subscription
+from coordinator.messages import JoinGroupRequest, SyncGroupRequest
+
+SUB = encode_subscription(Subscription(("t",)))
+# A changed subscription: every member's rejoin then takes part in the rebalance.
+SUB_CHANGED = encode_subscription(Subscription(("t", "u")))
+
+
+def join_request(group: str, member_id: str, subscription: bytes = SUB) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group,
+        60_000,
+        60_000,
+        "consumer",
+        (("range", subscription),),
+        member_id=member_id,
+        require_known_member_id=False,
+    )
+
+
+async def rate(calls: int, concurrency: int, make_call: Any) -> float:
+    """Calls per second of `make_call()` awaited by `concurrency` coroutines."""
+    per_worker = calls // concurrency
+
+    async def worker(w: int) -> None:
+        for i in range(per_worker):
+            await make_call(w, i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return per_worker * concurrency / (time.perf_counter() - started)
+
+
+async def bench_commits(client: Client, calls: int, concurrency: int) -> list[tuple[str, float, float]]:
+    leader = client.leader(client.partition_for("bench-commit-0"))
+    noop = await rate(calls, concurrency, lambda w, i: leader.noop.remote())
+    rows = []
+    for width in (1, 100):
+        offsets = {("t", p): 0 for p in range(width)}
+
+        async def commit(w: int, i: int, offsets: dict[tuple[str, int], int] = offsets) -> None:
+            response = await client.commit_offsets_async(f"bench-commit-{w}", {tp: i for tp in offsets})
+            assert response.partitions[0].error is Errors.NONE
+
+        rows.append((f"OffsetCommit x{width} partitions", await rate(calls, concurrency, commit), noop))
+    return rows
+
+
+async def form_and_rebalance(client: Client, group: str, members: int) -> float:
+    """Seconds from the last JoinGroup of a full rejoin to the last SyncGroup answer."""
+    ids = [""] * members
+    while True:  # form the group: rejoin until one generation holds everyone
+        joined = await asyncio.gather(*(client.join_group_async(join_request(group, m)) for m in ids))
+        ids = [r.member_id if r.error is Errors.NONE else "" for r in joined]
+        if all(r.error is Errors.NONE for r in joined) and len({r.generation_id for r in joined}) == 1:
+            if await sync_all(client, group, joined):
+                break
+    rejoin = [client.join_group_async(join_request(group, m, SUB_CHANGED)) for m in ids]
+    started = time.perf_counter()
+    joined = await asyncio.gather(*rejoin)
+    assert await sync_all(client, group, joined)
+    return time.perf_counter() - started
+
+
+async def sync_all(client: Client, group: str, joined: list[Any]) -> bool:
+    leader = joined[0].leader
+    generation = joined[0].generation_id
+    assignment = tuple((r.member_id, b"a") for r in joined)
+    responses = await asyncio.gather(
+        *(
+            client.sync_group_async(
+                SyncGroupRequest(
+                    group, generation, r.member_id, assignments=assignment if r.member_id == leader else ()
+                )
+            )
+            for r in joined
+        )
+    )
+    return all(r.error is Errors.NONE for r in responses)
+
+
+async def bench_failover(client: Client, groups: int) -> tuple[float, int]:
+    partition = 0
+    names = [g for g in (f"fo-{i}" for i in range(groups * 60)) if client.partition_for(g) == partition][
+        :groups
+    ]
+    sem = asyncio.Semaphore(200)
+
+    async def seed(g: str) -> None:
+        async with sem:
+            await client.commit_offsets_async(g, {("t", p): 1 for p in range(10)})
+
+    await asyncio.gather(*(seed(g) for g in names))
+    leader = ray.get_actor(partition_actor_name(partition))
+    started = time.perf_counter()
+    ray.kill(leader, no_restart=True)
+    response = await client.commit_offsets_async(names[0], {("t", 0): 2})
+    elapsed = time.perf_counter() - started
+    assert response.partitions[0].error is Errors.NONE
+    status = client.status()[partition]
+    return elapsed, int(status.get("loaded_records", 0))
+
+
+async def run(args: argparse.Namespace, client: Client) -> None:
+    table = Table(title="coordinator on Ray (one machine, fsync on)")
+    for column in ("figure", "value", "baseline", "ratio", "target"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for name, value, noop in await bench_commits(client, args.calls, args.concurrency):
+        console.print(f"{name}: {value:,.0f}/s vs no-op {noop:,.0f}/s")
+        table.add_row(
+            f"{name}, {args.concurrency} callers",
+            f"{value:,.0f} calls/s",
+            f"{noop:,.0f} no-op/s",
+            f"{value / noop:.2f}",
+            ">= 0.70",
+        )
+    leader = client.leader(0)
+    started = time.perf_counter()
+    for _ in range(200):
+        await leader.noop.remote()
+    round_trip = (time.perf_counter() - started) / 200
+    for members in args.members:
+        seconds = await form_and_rebalance(client, f"bench-rebalance-{members}", members)
+        console.print(f"rebalance of {members}: {seconds * 1000:,.0f} ms")
+        table.add_row(
+            f"rebalance, {members} members",
+            f"{seconds * 1000:,.0f} ms",
+            f"{members * round_trip * 1000:,.0f} ms",
+            f"{seconds / (members * round_trip):.2f}",
+            "<= 2 s" if members == 1000 else "",
+        )
+    elapsed, records = await bench_failover(client, args.failover_groups)
+    table.add_row(
+        f"failover, {args.failover_groups:,} groups ({records:,} records)",
+        f"{elapsed * 1000:,.0f} ms",
+        f"{round_trip * 1000:.2f} ms",
+        f"{elapsed / round_trip:,.0f}",
+        "< 3 s",
+    )
+    console.print(table)
+
+
+console = Console()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=6_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--failover-groups", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-")
+    try:
+        actors.init_local_ray(num_cpus=2)
+        client = actors.start(
+            data_dir,
+            num_partitions=4,
+            coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+        )
+        asyncio.run(run(args, client))
+    finally:
+        actors.stop()
+        ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
