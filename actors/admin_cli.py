@@ -18,6 +18,7 @@ from rich.table import Table
 from actors.client import Client
 from coordinator import Errors
 from coordinator.consumer_protocol import decode_assignment
+from coordinator.topic_partition import TopicPartition
 
 console = Console()
 
@@ -40,9 +41,8 @@ def describe_rows(client: Client, group_ids: Sequence[str]) -> list[list[Any]]:
     for described in client.describe_groups(group_ids):
         owners: dict[tuple[str, int], Any] = {}
         for member in described.members:
-            if member.assignment:
-                for tp in decode_assignment(member.assignment).partitions:
-                    owners[(tp.topic, tp.partition)] = member
+            for tp in _assigned_partitions(member.assignment):
+                owners[(tp.topic, tp.partition)] = member
         committed = {
             (p.topic, p.partition): p.offset for p in client.fetch_offsets(described.group_id).partitions
         }
@@ -128,12 +128,19 @@ def cmd_describe(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _assignment_text(assignment: bytes) -> str:
+def _assigned_partitions(assignment: bytes) -> tuple[TopicPartition, ...]:
+    """The partitions of a consumer-protocol assignment; none for other payloads."""
     if not assignment:
-        return ""
+        return ()
     try:
-        parts = decode_assignment(assignment).partitions
+        return decode_assignment(assignment).partitions
     except ValueError:
+        return ()
+
+
+def _assignment_text(assignment: bytes) -> str:
+    parts = _assigned_partitions(assignment)
+    if assignment and not parts:
         return f"<{len(assignment)} bytes>"
     return ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts)
 

@@ -1,0 +1,65 @@
+"""The `raygroups` admin commands against a running service."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actors.cli import main
+from actors.client import Client
+from coordinator import Errors
+from coordinator.messages import MemberIdentity
+
+from tests.ray.helpers import form_group, wait_until
+
+pytestmark = pytest.mark.ray
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    (leader, follower), gen = form_group(service, "cli-live", 2)
+    service.commit_offsets("cli-live", {("t", 0): 7}, gen, leader)
+    code, listed = run_json(capsys, "list")
+    assert code == 0 and {"GROUP": "cli-live", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"} in listed
+    code, described = run_json(capsys, "describe", "cli-live")
+    assert code == 0
+    assert [(r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"]) for r in described] == [("t", 0, 7)]
+    code, members = run_json(capsys, "describe", "cli-live", "--members")
+    assert {m["CONSUMER-ID"] for m in members} == {leader, follower}
+    code, status = run_json(capsys, "status")
+    assert code == 0 and len(status) == service.num_partitions
+    assert all(p["STATE"] == "ACTIVE" for p in status)
+    assert main(["describe", "cli-nope"]) == 1
+
+
+def test_reset_offsets_only_on_inactive_groups(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    (member,), gen = form_group(service, "cli-reset", 1)
+    service.commit_offsets("cli-reset", {("t", 0): 50, ("u", 0): 10}, gen, member)
+    assert main(["reset-offsets", "cli-reset", "--to-offset", "3", "--execute"]) == 1
+    assert "inactive" in capsys.readouterr().out
+    service.leave_group("cli-reset", [MemberIdentity(member)])
+    wait_until(lambda: service.describe_groups(["cli-reset"])[0].state == "Empty")
+    code, dry = run_json(capsys, "reset-offsets", "cli-reset", "--shift-by", "-5", "--topic", "t")
+    assert dry == [{"GROUP": "cli-reset", "TOPIC": "t", "PARTITION": 0, "OLD-OFFSET": 50, "NEW-OFFSET": 45}]
+    assert service.fetch_offsets("cli-reset").offsets()[("t", 0)] == 50, "without --execute nothing changes"
+    assert main(["reset-offsets", "cli-reset", "--to-earliest", "--execute"]) == 0
+    assert service.fetch_offsets("cli-reset").offsets() == {("t", 0): 0, ("u", 0): 0}
+
+
+def test_delete_and_reassign(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    service.commit_offsets("cli-del", {("t", 0): 1})
+    code, deleted = run_json(capsys, "delete", "cli-del")
+    assert code == 0 and deleted == [{"GROUP": "cli-del", "RESULT": "NONE"}]
+    assert service.describe_groups(["cli-del"])[0].state == "Dead"
+    partition = service.partition_for("cli-moved")
+    service.commit_offsets("cli-moved", {("t", 0): 4})
+    before = service.status()[partition]["epoch"]
+    code, moved = run_json(capsys, "reassign", str(partition))
+    assert moved == [{"PARTITION": partition, "NEW-EPOCH": before + 1}]
+    assert service.fetch_offsets("cli-moved").offsets() == {("t", 0): 4}
+    assert service.delete_groups(["cli-moved"]) == {"cli-moved": Errors.NONE}
