@@ -230,7 +230,11 @@ class Controller:
         return self.settings
 
     async def stats(self) -> dict[str, Any]:
-        return {"failovers": self.failovers, "num_partitions": self.num_partitions}
+        return {
+            "failovers": self.failovers,
+            "num_partitions": self.num_partitions,
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
     async def shutdown(self) -> None:
         """Unload every partition and stop its actor (the data stays on disk)."""

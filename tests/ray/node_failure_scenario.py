@@ -1,0 +1,66 @@
+"""A worker node dies: its partitions move to the remaining nodes.
+
+Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share
+a process with the test session's cluster): `python -m tests.ray.node_failure_scenario`.
+Prints the moves and exits non-zero if any check fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import ray
+from ray.cluster_utils import Cluster
+
+import actors
+from actors.settings import CONTROLLER_NAME
+
+
+def main() -> int:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    data_dir = tempfile.mkdtemp(prefix="raygroups-nodes-")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="raygroups", log_to_driver=False)
+    try:
+        client = actors.start(data_dir, num_partitions=6, address=cluster.address)
+        status = client.status()
+        controller_node = ray.get(ray.get_actor(CONTROLLER_NAME).stats.remote())["node_id"]
+        victim = next(w for w in workers if w.node_id != controller_node)
+        moved = [p["partition"] for p in status if p["node_id"] == victim.node_id]
+        assert moved, f"no partition on the victim node: {status}"
+        groups = {
+            p: next(g for g in (f"g{i}" for i in range(10_000)) if client.partition_for(g) == p)
+            for p in moved
+        }
+        for p, group in groups.items():
+            client.commit_offsets(group, {("t", 0): 100 + p})
+        cluster.remove_node(victim)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = {p["partition"]: p for p in client.status()}
+            if all(
+                now[p].get("state") == "ACTIVE" and now[p].get("node_id") != victim.node_id for p in moved
+            ):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"partitions did not move: {client.status()}")
+        for p, group in groups.items():
+            assert client.fetch_offsets(group).offsets() == {("t", 0): 100 + p}
+        print(f"moved partitions {moved} off node {victim.node_id[:12]}; commits intact")
+        actors.stop()
+        return 0
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
