@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the benchmarks: every bench/bench_*.py in turn, or only the files given.
+# Run the benchmarks: every bench module in turn (`python -m bench.<name>`),
+# or only the names given (e.g. `bash scripts/bench.sh core load`).
 # Each prints its own table of figures; they are never part of the test suite.
 set -euo pipefail
 
@@ -8,14 +9,14 @@ bash "$root/scripts/setup.sh"
 cd "$root"
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
 
-shopt -s nullglob
-files=("$@")
-(( ${#files[@]} )) || files=(bench/bench_*.py)
-if (( ${#files[@]} == 0 )); then
-    echo "bench: no benchmarks yet (bench/bench_*.py)" >&2
-    exit 1
+names=("$@")
+if (( ${#names[@]} == 0 )); then
+    for f in bench/*.py; do
+        name="$(basename "$f" .py)"
+        [[ "$name" == __init__ ]] || names+=("$name")
+    done
 fi
-for f in "${files[@]}"; do
-    echo "== $f"
-    "$root/.venv/bin/python" "$f"
+for name in "${names[@]}"; do
+    echo "== bench.$name"
+    "$root/.venv/bin/python" -m "bench.$name"
 done
