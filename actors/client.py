@@ -274,6 +274,43 @@ class Client:
         self.refresh()
         return epoch  # type: ignore[no-any-return]
 
+    # ------------------------------------------------- topic registry (actors.topics)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Kafka's CreateTopics; TopicError TOPIC_ALREADY_EXISTS or INVALID_PARTITIONS."""
+        from actors import topics
+
+        topics.create_topic(self.controller, name, partitions)
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Kafka's CreatePartitions: grow a topic to `total`; subscribed groups rebalance."""
+        from actors import topics
+
+        topics.create_partitions(self.controller, name, total)
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        """Partition count per existing topic (every topic when `names` is None)."""
+        from actors import topics
+
+        return topics.describe_topics(self.controller, names)
+
+    async def describe_topics_async(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        from actors import topics
+
+        return await topics.describe_topics_async(self.controller, names)
+
+    def set_end_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Record end offsets of existing topic partitions (for lag)."""
+        from actors import topics
+
+        topics.set_end_offsets(self.controller, offsets)
+
+    def end_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
+        """End offset per TopicPartition of the topics (0 where never set)."""
+        from actors import topics
+
+        return topics.end_offsets(self.controller, names)
+
 
 def _commit_request(
     group_id: str,

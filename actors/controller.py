@@ -16,13 +16,14 @@ import asyncio
 import json
 import logging
 import os
+import uuid
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings, partition_actor_name
+from actors.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
 METADATA_FILE = "controller.json"
@@ -48,32 +49,42 @@ class Controller:
         self.settings = settings
         self.metadata_path = os.path.join(settings.data_dir, METADATA_FILE)
         os.makedirs(settings.data_dir, exist_ok=True)
-        self.num_partitions, self.epochs = self._load_metadata()
+        self.num_partitions = settings.num_partitions
+        self.epochs: dict[int, int] = {p: 0 for p in range(settings.num_partitions)}
+        # Actor names, persisted so a restarted controller finds live actors.
+        self.actor_names: dict[int, str] = {}
+        self.standby_names: list[str] = []
+        self._load_metadata()
         self.leaders: dict[int, Any] = {}
-        self.nodes: dict[int, str] = {}
+        self.standbys: list[tuple[str, Any]] = []
         self._started: asyncio.Future[None] | None = None
         self._lock: asyncio.Lock | None = None
         self.failovers = 0
 
-    def _load_metadata(self) -> tuple[int, dict[int, int]]:
-        if os.path.exists(self.metadata_path):
-            with open(self.metadata_path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data["num_partitions"] != self.settings.num_partitions:
-                logger.warning(
-                    "data dir holds %d offsets partitions; ignoring num_partitions=%d",
-                    data["num_partitions"],
-                    self.settings.num_partitions,
-                )
-            return data["num_partitions"], {int(p): e for p, e in data["epochs"].items()}
-        epochs = {p: 0 for p in range(self.settings.num_partitions)}
-        _write_json_atomically(
-            self.metadata_path, {"num_partitions": self.settings.num_partitions, "epochs": epochs}
-        )
-        return self.settings.num_partitions, epochs
+    def _load_metadata(self) -> None:
+        if not os.path.exists(self.metadata_path):
+            self._persist()
+            return
+        with open(self.metadata_path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data["num_partitions"] != self.settings.num_partitions:
+            logger.warning(
+                "data dir holds %d offsets partitions; ignoring num_partitions=%d",
+                data["num_partitions"],
+                self.settings.num_partitions,
+            )
+        self.num_partitions = data["num_partitions"]
+        self.epochs = {int(p): e for p, e in data["epochs"].items()}
+        self.actor_names = {int(p): n for p, n in data.get("actors", {}).items()}
+        self.standby_names = list(data.get("standbys", []))
 
     def _persist(self) -> None:
-        data = {"num_partitions": self.num_partitions, "epochs": {str(p): e for p, e in self.epochs.items()}}
+        data = {
+            "num_partitions": self.num_partitions,
+            "epochs": {str(p): e for p, e in self.epochs.items()},
+            "actors": {str(p): n for p, n in self.actor_names.items()},
+            "standbys": [name for name, _ in getattr(self, "standbys", [])],
+        }
         _write_json_atomically(self.metadata_path, data)
 
     # ------------------------------------------------------------- startup
@@ -89,36 +100,44 @@ class Controller:
                 self._started = None
                 raise
             self._started.set_result(None)
-            asyncio.get_running_loop().create_task(self._watch())
+            loop = asyncio.get_running_loop()
+            loop.create_task(self._watch())
+            loop.create_task(self._refill_standbys())
         await self._started
 
     async def _adopt_or_start_all(self) -> None:
+        for name in self.standby_names:
+            handle = self._find(name)
+            if handle is not None and await self._ping(handle) == -1:
+                self.standbys.append((name, handle))
         for partition in range(self.num_partitions):
-            handle = self._find_live(partition)
+            handle = self._find(self.actor_names.get(partition))
             if handle is not None:
-                try:
-                    epoch = await asyncio.wait_for(handle.ping.remote(), self.settings.probe_timeout_s)
-                except Exception:
-                    epoch = -1
-                if epoch == self.epochs[partition]:
+                if await self._ping(handle) == self.epochs[partition]:
                     self.leaders[partition] = handle
                     continue
                 ray.kill(handle)
-            await self._start_leader(partition)
+            await self._start_leader(partition, use_standby=False)
+        self._persist()
 
-    def _find_live(self, partition: int) -> Any:
+    def _find(self, name: str | None) -> Any:
+        if name is None:
+            return None
         try:
-            return ray.get_actor(partition_actor_name(partition), namespace=self.settings.namespace)
+            return ray.get_actor(name, namespace=self.settings.namespace)
         except ValueError:
             return None
 
-    async def _start_leader(self, partition: int, node_id: str | None = None) -> None:
-        """Create the next-epoch leader of a partition; it loads from the log."""
-        self.epochs[partition] += 1
-        self._persist()
-        node_id = node_id or self._pick_node(partition)
+    async def _ping(self, handle: Any) -> int | None:
+        try:
+            return int(await asyncio.wait_for(handle.ping.remote(), self.settings.probe_timeout_s))
+        except Exception:
+            return None
+
+    def _create_actor(self, partition: int | None, epoch: int, node_id: str | None) -> tuple[str, Any]:
+        name = f"raygroups-offsets-{uuid.uuid4().hex[:12]}"
         options: dict[str, Any] = {
-            "name": partition_actor_name(partition),
+            "name": name,
             "namespace": self.settings.namespace,
             "lifetime": "detached",
             "num_cpus": 0,
@@ -127,12 +146,47 @@ class Controller:
         }
         if node_id is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
-        actor_class = ray.remote(OffsetPartition)
-        handle = actor_class.options(**options).remote(partition, self.epochs[partition], self.settings)
-        self.leaders[partition] = handle
-        await handle.activate.remote()
-        if node_id is not None:
-            self.nodes[partition] = node_id
+        return name, ray.remote(OffsetPartition).options(**options).remote(partition, epoch, self.settings)
+
+    async def _start_leader(
+        self, partition: int, node_id: str | None = None, use_standby: bool = True
+    ) -> None:
+        """Make the next-epoch leader of a partition; it loads from the log.
+
+        A live standby is promoted when there is one (and no node was asked
+        for); otherwise a new actor is started.
+        """
+        self.epochs[partition] += 1
+        epoch = self.epochs[partition]
+        self._persist()
+        standby = await self._take_standby() if use_standby and node_id is None else None
+        if standby is not None:
+            name, handle = standby
+            self.leaders[partition], self.actor_names[partition] = handle, name
+            await handle.assume.remote(partition, epoch)
+        else:
+            name, handle = self._create_actor(partition, epoch, node_id or self._pick_node(partition))
+            self.leaders[partition], self.actor_names[partition] = handle, name
+            await handle.activate.remote()
+        self._persist()
+
+    async def _take_standby(self) -> tuple[str, Any] | None:
+        while self.standbys:
+            name, handle = self.standbys.pop(0)
+            if await self._ping(handle) == -1:
+                return name, handle
+            ray.kill(handle, no_restart=True)
+        return None
+
+    async def _refill_standbys(self) -> None:
+        """Keep `standby_actors` started processes ready for failover."""
+        while True:
+            while len(self.standbys) < self.settings.standby_actors:
+                name, handle = self._create_actor(None, -1, self._pick_node(len(self.standbys)))
+                if await self._ping(handle) == -1:
+                    self.standbys.append((name, handle))
+                    self._persist()
+            await asyncio.sleep(self.settings.probe_interval_s)
 
     def _pick_node(self, partition: int) -> str | None:
         alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
@@ -179,14 +233,7 @@ class Controller:
                 ray.kill(old, no_restart=True)
             logger.info("partition %d: new leader (%s), epoch %d", partition, reason, epoch + 1)
             self.failovers += 1
-            await self._wait_name_free(partition)
             await self._start_leader(partition, node_id)
-
-    async def _wait_name_free(self, partition: int) -> None:
-        for _ in range(200):
-            if self._find_live(partition) is None:
-                return
-            await asyncio.sleep(0.01)
 
     # ------------------------------------------------------------ public API
 
@@ -247,4 +294,7 @@ class Controller:
             except Exception:
                 pass
             ray.kill(handle, no_restart=True)
+        for _, handle in self.standbys:
+            ray.kill(handle, no_restart=True)
         self.leaders.clear()
+        self.standbys.clear()

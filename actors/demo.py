@@ -23,7 +23,7 @@ from rich.console import Console
 
 from actors.admin_cli import DESCRIBE_COLUMNS, describe_rows, print_table
 from actors.client import Client
-from actors.settings import DEFAULT_NAMESPACE, EMBEDDED_PARTITIONS, partition_actor_name
+from actors.settings import DEFAULT_NAMESPACE, EMBEDDED_PARTITIONS
 from coordinator import CoordinatorConfig
 
 console = Console()
@@ -122,7 +122,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
     ray.kill(consumers.pop(victim), no_restart=True)
     partition = client.partition_for("billing")
     console.print(f"[bold red]killing offsets partition actor {partition}[/] (leader of 'billing')")
-    ray.kill(ray.get_actor(partition_actor_name(partition)), no_restart=True)
+    ray.kill(client.leader(partition), no_restart=True)
     time.sleep(seconds / 2)
     _wait_stable(client, [g.group_id for g in GROUPS], expect_members={"orders-app": 2})
     console.print("groups recovered")

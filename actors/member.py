@@ -1,71 +1,85 @@
-"""GroupMember: the consumer side of the group protocol, like Kafka's
-ConsumerCoordinator or aiokafka's coordinator, over a `Client`.
+"""GroupMember: the consumer side of the group protocol for plain processes, Ray tasks and sync actors.
 
-A background thread joins the group, runs the assignor when this member
-leads, syncs, heartbeats every `heartbeat_interval_ms` and rejoins on
-REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID. The thread
-works the same in plain processes, Ray tasks and Ray actors (sync or async):
-it never blocks an actor's event loop.
+Like Kafka's KafkaConsumer group management (ConsumerCoordinator): the member
+joins, runs the assignor when it leads, syncs, heartbeats and rejoins in a
+background thread, calls the rebalance listeners in that thread, and commits
+and fetches offsets. The decisions live in `member_loop.MemberLoop`, shared
+with `async_member.AsyncGroupMember` (the same API as coroutines, for async
+actors and asyncio programs); this module owns the constructor both share
+(`MemberBase`) and the blocking driver.
 
-Rules, as Kafka's consumer:
-- The rebalance protocol is COOPERATIVE when every configured assignor
-  supports it, else EAGER. Eager members revoke everything before they
-  rejoin; cooperative members keep their partitions, revoke only those that
-  move away and rejoin at once so they can be handed over (KIP-429).
-- Listeners run in the member's thread: `on_revoked` before partitions are
-  given up, `on_assigned` for new ones, `on_lost` when the membership is
-  gone (the partitions may already belong to someone else).
-- FENCED_INSTANCE_ID is fatal for this member: it stops and the error is
-  raised to the user by the next call.
-- `max_poll_interval_ms`: a member whose application stops calling `poll()`
-  leaves the group, as Kafka's does.
-- Static members (group_instance_id) do not send LeaveGroup on close.
+Rules:
+- With no `client`, `start()` connects to the running service
+  (`actors.connect()`); with no `topic_partitions`, partition counts come
+  from the service's topic registry.
+- `poll()` (or `wait_for_assignment()`) tells the member the application is
+  alive: without one for `max_poll_interval_ms` the member leaves the group.
+- `close()` returns once the loop has stopped; a loop parked in a JoinGroup
+  or SyncGroup is released by the LeaveGroup of a dynamic member, and
+  abandoned (it drops its answer) for a static one, which sends none.
+- Listeners run in the member's thread, which sends keep-alive heartbeats
+  from a helper thread meanwhile, so a listener slower than the session
+  timeout keeps the membership (Kafka's heartbeat thread does the same). Their
+  exceptions are logged, not raised: the membership goes on.
+- A `topic_partitions` callable gets the wanted topics (None: every topic)
+  and returns a mapping (for AsyncGroupMember it may return an awaitable).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from actors.client import Client
-from coordinator.assignors.base import RebalanceProtocol
-from coordinator.assignors.leader import perform_assignment, subscription_metadata
-from coordinator.assignors.registry import get_assignor
-from coordinator.consumer_protocol import decode_assignment, decode_subscription
-from coordinator.errors import Errors
-from coordinator.messages import JoinGroupRequest, MemberIdentity, OffsetCommitPartition, SyncGroupRequest
+from actors.member_loop import MemberLoop
+from actors.member_types import (
+    Describe,
+    Effect,
+    MemberConfig,
+    Notify,
+    OffsetAndMetadata,
+    Send,
+    Steps,
+    advance,
+    committed_offsets,
+)
+from actors.service import connect
 from coordinator.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
-Listener = Callable[[set[TopicPartition]], None]
-TopicPartitions = Mapping[str, int] | Callable[[Iterable[str]], Mapping[str, int]]
-REJOIN_ERRORS = {Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID}
+Listener = Callable[[set[TopicPartition]], Any]
+# A mapping of partition counts, or a callable given the wanted topics (None: all of them).
+TopicPartitions = (
+    Mapping[str, int]
+    | Callable[[tuple[str, ...] | None], Mapping[str, int] | Awaitable[Mapping[str, int]]]
+)
+Offsets = Mapping[TopicPartition | tuple[str, int], int]
+DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")  # Kafka's partition.assignment.strategy
 
 
-class FencedInstanceError(RuntimeError):
-    """Another process joined with this member's group.instance.id."""
+class MemberBase(ABC):
+    """What GroupMember and AsyncGroupMember share: configuration, state reads, listeners."""
 
-
-class CommitFailedError(RuntimeError):
-    """The commit was refused because the group rebalanced; the member rejoins."""
-
-
-class GroupMember:
     def __init__(
         self,
-        client: Client,
         group_id: str,
-        topics: Iterable[str],
+        topics: Iterable[str] = (),
         *,
-        topic_partitions: TopicPartitions,
-        assignors: Iterable[str] = ("range", "cooperative-sticky"),
+        pattern: re.Pattern[str] | str | None = None,
+        client: Client | None = None,
+        topic_partitions: TopicPartitions | None = None,
+        assignors: Iterable[str] = DEFAULT_ASSIGNORS,
         session_timeout_ms: int = 45_000,
         rebalance_timeout_ms: int | None = None,
         heartbeat_interval_ms: int = 3_000,
         max_poll_interval_ms: int = 300_000,
+        metadata_max_age_ms: int = 300_000,
+        retry_backoff_ms: int = 100,
         group_instance_id: str | None = None,
         client_id: str = "raygroups",
         client_host: str = "",
@@ -73,53 +87,129 @@ class GroupMember:
         on_revoked: Listener | None = None,
         on_lost: Listener | None = None,
     ) -> None:
-        self.client = client
-        self.group_id = group_id
-        self.topics = tuple(dict.fromkeys(topics))
-        self.topic_partitions = topic_partitions
-        self.assignors = tuple(assignors)
-        if not self.assignors:
-            raise ValueError("at least one assignor is needed")
-        for name in self.assignors:
-            get_assignor(name)
-        self.protocol = (
-            RebalanceProtocol.COOPERATIVE
-            if all(
-                RebalanceProtocol.COOPERATIVE in get_assignor(a).supported_protocols for a in self.assignors
-            )
-            else RebalanceProtocol.EAGER
+        self.config = MemberConfig(
+            group_id=group_id,
+            topics=tuple(dict.fromkeys(topics)),
+            pattern=re.compile(pattern) if isinstance(pattern, str) else pattern,
+            assignors=tuple(assignors),
+            session_timeout_ms=session_timeout_ms,
+            # Kafka sends max.poll.interval.ms as the rebalance timeout.
+            rebalance_timeout_ms=rebalance_timeout_ms or max_poll_interval_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
         )
-        self.session_timeout_ms = session_timeout_ms
-        # Kafka sends max.poll.interval.ms as the rebalance timeout.
-        self.rebalance_timeout_ms = rebalance_timeout_ms or max_poll_interval_ms
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.max_poll_interval_ms = max_poll_interval_ms
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
+        self.client = client
+        self.topic_partitions = topic_partitions
         self.listeners = {"assigned": on_assigned, "revoked": on_revoked, "lost": on_lost}
-        self.member_id = ""
-        self.generation_id = -1
-        self.protocol_name: str | None = None
-        self.rebalances = 0
-        self._owned: set[TopicPartition] = set()
-        self._last_assignment: list[TopicPartition] | None = None
-        self._last_generation = -1
-        self._lock = threading.RLock()
-        self._stable = threading.Event()
+        self._init_driver()
+        self.core = MemberLoop(self.config, wake=self._wake_loop, set_stable=self._set_stable)
+
+    @abstractmethod
+    def _init_driver(self) -> None: ...
+
+    @abstractmethod
+    def _wake_loop(self) -> None: ...
+
+    @abstractmethod
+    def _set_stable(self, stable: bool) -> None: ...
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def group_id(self) -> str:
+        return self.config.group_id
+
+    @property
+    def member_id(self) -> str:
+        return self.core.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self.core.generation_id
+
+    @property
+    def protocol_name(self) -> str | None:
+        """The assignor the group selected."""
+        return self.core.protocol_name
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.core.member_id) and self.core.leader_id == self.core.member_id
+
+    @property
+    def is_stable(self) -> bool:
+        """In a completed generation with nothing pending (Kafka's state STABLE)."""
+        return self.core.stable and self.core.fatal is None
+
+    @property
+    def rebalances(self) -> int:
+        """Completed SyncGroup rounds of this member."""
+        return self.core.rebalances
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        return self.core.subscription or ()
+
+    def assignment(self) -> set[TopicPartition]:
+        self.core.raise_fatal()
+        return self.core.assignment()
+
+    def poll(self) -> set[TopicPartition]:
+        """The application is alive (max.poll.interval.ms); returns the assignment."""
+        self.core.poll()
+        return self.assignment()
+
+    def _static_counts(self, topics: tuple[str, ...] | None) -> Mapping[str, int] | Awaitable[Any]:
+        source = self.topic_partitions
+        assert source is not None
+        if callable(source):
+            return source(topics)
+        return dict(source) if topics is None else {t: source[t] for t in topics if t in source}
+
+    def _listener(self, effect: Notify) -> Listener | None:
+        return self.listeners[effect.listener]
+
+    def _listener_failed(self, effect: Notify) -> None:
+        logger.exception("%s: on_%s listener failed", self.config.group_id, effect.listener)
+
+
+class GroupMember(MemberBase):
+    """A group member driven by a background thread; see the module docstring."""
+
+    def _init_driver(self) -> None:
         self._wake = threading.Event()
-        self._closed = threading.Event()
-        self._need_rejoin = True
-        self._last_poll = time.monotonic()
-        self._fatal: BaseException | None = None
+        self._stable = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _wake_loop(self) -> None:
+        self._wake.set()
+
+    def _set_stable(self, stable: bool) -> None:
+        if stable:
+            self._stable.set()
+        else:
+            self._stable.clear()
+
+    def _connected(self) -> Client:
+        if self.client is None:
+            self.client = connect()
+        return self.client
 
     # ------------------------------------------------------------ public
 
     def start(self) -> GroupMember:
         if self._thread is None:
+            client = self._connected()
+            if self.topic_partitions is None:
+                client.describe_topics(())  # fails here, not in the loop, when there is no registry
+            self.core.poll()
             self._thread = threading.Thread(
-                target=self._run, name=f"group-member-{self.group_id}", daemon=True
+                target=self._run, name=f"group-member-{self.config.group_id}", daemon=True
             )
             self._thread.start()
         return self
@@ -130,262 +220,104 @@ class GroupMember:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def assignment(self) -> set[TopicPartition]:
-        self._raise_fatal()
-        with self._lock:
-            return set(self._owned)
-
     def wait_for_assignment(self, timeout: float | None = None) -> set[TopicPartition]:
         """Block until the member is in a stable generation; returns its partitions."""
+        self.core.poll()
+        if self.core.closed:
+            raise RuntimeError("the member is closed")
         if not self._stable.wait(timeout):
-            self._raise_fatal()
-            raise TimeoutError(f"member of {self.group_id!r} not stable after {timeout} s")
-        return self.assignment()
+            self.core.raise_fatal()
+            raise TimeoutError(f"member of {self.config.group_id!r} not stable after {timeout} s")
+        return self.poll()
 
-    def poll(self) -> set[TopicPartition]:
-        """Tell the member the application is alive (max.poll.interval.ms)."""
-        self._last_poll = time.monotonic()
-        return self.assignment()
+    def commit(self, offsets: Offsets, metadata: str = "") -> None:
+        """OffsetCommit with this member's generation; CommitFailedError if refused."""
+        self.core.raise_fatal()
+        response = self._connected().send(self.core.commit_request(offsets, metadata))
+        self.core.on_commit_response(response)
 
-    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int], metadata: str = "") -> None:
-        self._raise_fatal()
-        with self._lock:
-            generation, member_id = self.generation_id, self.member_id
-        parts = tuple(OffsetCommitPartition(t, p, o, metadata) for (t, p), o in offsets.items())
-        response = self.client.commit_offsets(
-            self.group_id,
-            {(p.topic, p.partition): p for p in parts},
-            generation,
-            member_id,
-            self.group_instance_id,
-        )
-        failed = {(p.topic, p.partition): p.error for p in response.partitions if p.error is not Errors.NONE}
-        if failed:
-            if set(failed.values()) & REJOIN_ERRORS:
-                self._request_rejoin()
-                raise CommitFailedError(f"commit refused, the group rebalanced: {failed}")
-            raise RuntimeError(f"commit failed: {failed}")
+    async def commit_async(self, offsets: Offsets, metadata: str = "") -> None:
+        self.core.raise_fatal()
+        response = await self._connected().send_async(self.core.commit_request(offsets, metadata))
+        self.core.on_commit_response(response)
 
-    async def commit_async(
-        self, offsets: Mapping[TopicPartition | tuple[str, int], int], metadata: str = ""
-    ) -> None:
-        import asyncio
+    def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing was committed)."""
+        response = self._connected().fetch_offsets(self.config.group_id, [(t, p) for t, p in partitions])
+        return committed_offsets(response)
 
-        await asyncio.get_running_loop().run_in_executor(None, self.commit, offsets, metadata)
-
-    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> dict[TopicPartition, int]:
-        response = self.client.fetch_offsets(self.group_id, [(t, p) for t, p in partitions])
-        return {TopicPartition(p.topic, p.partition): p.offset for p in response.partitions}
-
-    def close(self, leave: bool = True) -> None:
-        """Stop; a dynamic member leaves the group (a static one keeps its place)."""
-        if self._closed.is_set():
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the loop, revoke the partitions and (dynamic members) leave the group."""
+        if not self.core.close():
             return
-        self._closed.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        with self._lock:
-            member_id = self.member_id
-        if leave and member_id and self.group_instance_id is None and self._fatal is None:
-            self._revoke(set(self._owned))
-            try:
-                self.client.leave_group(self.group_id, [MemberIdentity(member_id)])
-            except Exception:
-                logger.warning("%s: LeaveGroup failed", self.group_id, exc_info=True)
+        deadline = time.monotonic() + timeout_s
+        thread = self._thread
+        while thread is not None and thread.is_alive() and not self.core.parked:
+            if time.monotonic() > deadline:
+                break
+            thread.join(0.05)
+        if self.client is not None:
+            self._drive(self.core.leave())
+        if thread is not None and (self.config.group_instance_id is None or not self.core.parked):
+            thread.join(max(0.0, deadline - time.monotonic()))
 
-    # ---------------------------------------------------------- the loop
+    # ------------------------------------------------------------ driver
 
     def _run(self) -> None:
         try:
-            while not self._closed.is_set():
-                if self._poll_timed_out():
-                    self._leave_for_poll_timeout()
-                elif self._need_rejoin:
-                    self._join_and_sync()
-                else:
-                    self._wake.wait(self.heartbeat_interval_ms / 1000)
-                    self._wake.clear()
-                    if not self._closed.is_set() and not self._need_rejoin:
-                        self._heartbeat()
-        except FencedInstanceError as exc:
-            self._fatal = exc
-            self._stable.set()
-        except Exception as exc:
-            logger.exception("%s: member loop failed", self.group_id)
-            self._fatal = exc
-            self._stable.set()
+            self._drive(self.core.run(), until_closed=True)
+        except BaseException as exc:
+            self.core.fail(exc)
 
-    def _poll_timed_out(self) -> bool:
-        return (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms and bool(
-            self.member_id
-        )
-
-    def _leave_for_poll_timeout(self) -> None:
-        logger.warning(
-            "%s: poll() not called for %d ms: leaving the group", self.group_id, self.max_poll_interval_ms
-        )
-        self._lose()
-        if self.group_instance_id is None:
-            self.client.leave_group(self.group_id, [MemberIdentity(self.member_id)])
-        with self._lock:
-            self.member_id, self.generation_id = "", -1
-        while not self._closed.is_set() and self._poll_timed_out_since_leave():
-            self._wake.wait(0.1)
-            self._wake.clear()
-        self._need_rejoin = True
-
-    def _poll_timed_out_since_leave(self) -> bool:
-        return (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms
-
-    def _heartbeat(self) -> None:
-        with self._lock:
-            generation, member_id = self.generation_id, self.member_id
-        error = self.client.heartbeat(self.group_id, generation, member_id, self.group_instance_id).error
-        self._on_error(error)
-
-    def _on_error(self, error: Errors) -> None:
-        if error is Errors.NONE:
-            return
-        if error is Errors.FENCED_INSTANCE_ID:
-            raise FencedInstanceError(f"{self.group_instance_id!r} was fenced by a newer member")
-        if error in (Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID):
-            self._lose()
-            if error is Errors.UNKNOWN_MEMBER_ID:
-                with self._lock:
-                    self.member_id = ""
-        self._request_rejoin()
-
-    def _request_rejoin(self) -> None:
-        self._need_rejoin = True
-        self._stable.clear()
-        self._wake.set()
-
-    # ------------------------------------------------------- join & sync
-
-    def _join_and_sync(self) -> None:
-        if self.protocol is RebalanceProtocol.EAGER:
-            self._revoke(set(self._owned))
-        response = self.client.join_group(self._join_request())
-        if response.error is Errors.MEMBER_ID_REQUIRED:
-            with self._lock:
-                self.member_id = response.member_id
-            return
-        if response.error is not Errors.NONE:
-            self._on_join_error(response.error)
-            return
-        with self._lock:
-            self.member_id, self.generation_id = response.member_id, response.generation_id
-            self.protocol_name = response.protocol_name
-        assignments = ()
-        if response.leader == response.member_id and not response.skip_assignment:
-            assignments = tuple(self._assign(response).items())
-        sync = self.client.sync_group(
-            SyncGroupRequest(
-                self.group_id,
-                response.generation_id,
-                response.member_id,
-                self.group_instance_id,
-                response.protocol_type,
-                response.protocol_name,
-                assignments,
-            )
-        )
-        if sync.error is not Errors.NONE:
-            self._on_error(sync.error)
-            return
-        self._on_assignment(decode_assignment(sync.assignment).partitions if sync.assignment else ())
-
-    def _join_request(self) -> JoinGroupRequest:
-        owned = sorted(self._owned) if self.protocol is RebalanceProtocol.COOPERATIVE else []
-        protocols = tuple(
-            (
-                name,
-                subscription_metadata(
-                    name,
-                    self.topics,
-                    owned_partitions=owned,
-                    generation_id=self.generation_id,
-                    last_assignment=self._last_assignment,
-                    last_generation=self._last_generation,
-                ),
-            )
-            for name in self.assignors
-        )
-        return JoinGroupRequest(
-            self.group_id,
-            self.session_timeout_ms,
-            self.rebalance_timeout_ms,
-            "consumer",
-            protocols,
-            member_id=self.member_id,
-            group_instance_id=self.group_instance_id,
-            client_id=self.client_id,
-            client_host=self.client_host,
-        )
-
-    def _on_join_error(self, error: Errors) -> None:
-        if error in (Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED):
-            with self._lock:
-                self.member_id, self.generation_id = "", -1
-        if error is Errors.FENCED_INSTANCE_ID:
-            raise FencedInstanceError(f"{self.group_instance_id!r} was fenced by a newer member")
-        if error in (
-            Errors.INCONSISTENT_GROUP_PROTOCOL,
-            Errors.INVALID_SESSION_TIMEOUT,
-            Errors.INVALID_GROUP_ID,
-        ):
-            raise RuntimeError(f"JoinGroup for {self.group_id!r} failed: {error.name}")
-        time.sleep(0.1)
-
-    def _assign(self, response: Any) -> dict[str, bytes]:
-        metadata = {m.member_id: m.metadata for m in response.members}
-        instance_ids = {m.member_id: m.group_instance_id for m in response.members}
-        topics = {t for md in metadata.values() for t in decode_subscription(md).topics}
-        counts = self.topic_partitions(topics) if callable(self.topic_partitions) else self.topic_partitions
-        return perform_assignment(response.protocol_name, metadata, counts, instance_ids)
-
-    def _on_assignment(self, partitions: Iterable[TopicPartition]) -> None:
-        new = set(partitions)
-        with self._lock:
-            owned = set(self._owned)
-        revoked, added = owned - new, new - owned
-        self._last_assignment, self._last_generation = sorted(new), self.generation_id
-        if revoked:
-            self._revoke(revoked)
-        with self._lock:
-            self._owned = new
-        self.rebalances += 1
-        self._call("assigned", added)
-        if revoked and self.protocol is RebalanceProtocol.COOPERATIVE:
-            # KIP-429: give up what moved, then rejoin so it can be handed over.
-            self._request_rejoin()
-            return
-        self._need_rejoin = False
-        self._stable.set()
-
-    def _revoke(self, partitions: set[TopicPartition]) -> None:
-        if partitions:
-            self._call("revoked", partitions)
-            with self._lock:
-                self._owned -= partitions
-
-    def _lose(self) -> None:
-        with self._lock:
-            lost, self._owned = set(self._owned), set()
-            self.generation_id = -1
-        self._stable.clear()
-        if lost:
-            self._call("lost", lost)
-
-    def _call(self, event: str, partitions: set[TopicPartition]) -> None:
-        listener = self.listeners[event]
-        if listener is not None and (partitions or event == "assigned"):
+    def _drive(self, steps: Steps[None], until_closed: bool = False) -> None:
+        value: Any = None
+        error: BaseException | None = None
+        while (effect := advance(steps, value, error)) is not None:
             try:
-                listener(set(partitions))
-            except Exception:
-                logger.exception("%s: on_%s listener failed", self.group_id, event)
+                value, error = self._perform(effect), None
+            except Exception as exc:
+                value, error = None, exc
+            if until_closed and self.core.closed:
+                steps.close()
+                return
 
-    def _raise_fatal(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Send):
+            return self._connected().send(effect.request, timeout_s=effect.timeout_s)
+        if isinstance(effect, Describe):
+            if self.topic_partitions is None:
+                return self._connected().describe_topics(effect.topics)
+            return self._static_counts(effect.topics)
+        if isinstance(effect, Notify):
+            self._notify(effect)
+            return None
+        self._wake.wait(effect.timeout_s)
+        self._wake.clear()
+        return None
+
+    def _notify(self, effect: Notify) -> None:
+        listener = self._listener(effect)
+        if listener is None:
+            return
+        done = threading.Event()
+        threading.Thread(target=self._keep_alive, args=(done,), daemon=True).start()
+        try:
+            listener(set(effect.partitions))
+        except Exception:
+            self._listener_failed(effect)
+        finally:
+            done.set()
+
+    def _keep_alive(self, done: threading.Event) -> None:
+        """Heartbeats while a listener runs; the loop's own heartbeat handles any error."""
+        interval_s = self.config.heartbeat_interval_ms / 1000
+        while not done.wait(interval_s):
+            request = self.core.heartbeat_request()
+            if request is None:
+                return
+            try:
+                self._connected().send(request, timeout_s=interval_s)
+            except Exception:
+                return

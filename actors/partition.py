@@ -62,11 +62,16 @@ STATUS_BY_STATE = {
 
 
 class OffsetPartition:
-    """One offsets partition. Create with `partition_actor_class().options(...)`."""
+    """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
-    def __init__(self, partition: int, epoch: int, settings: ServiceSettings) -> None:
+    A standby is a started process with everything imported: the controller
+    promotes it with `assume(partition, epoch)` on failover, which saves the
+    seconds a new actor process takes to start.
+    """
+
+    def __init__(self, partition: int | None, epoch: int, settings: ServiceSettings) -> None:
         logging.basicConfig(level=logging.INFO)
-        self.partition = partition
+        self.partition = -1 if partition is None else partition
         self.epoch = epoch
         self.settings = settings
         self.clock = SystemClock()
@@ -87,14 +92,22 @@ class OffsetPartition:
         self._timer_sleep_until: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # One thread: appends and fsyncs of this partition stay in order.
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"offsets-{partition}")
-        self.metrics = PartitionMetrics(partition)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log")
+        self.metrics = PartitionMetrics(self.partition)
 
     # ------------------------------------------------------------ lifecycle
 
+    async def assume(self, partition: int, epoch: int) -> str:
+        """Promote a standby: become the leader of `partition` at `epoch` and load it."""
+        if self.partition >= 0:
+            raise RuntimeError(f"already the leader of partition {self.partition}")
+        self.partition, self.epoch = partition, epoch
+        self.metrics = PartitionMetrics(partition)
+        return await self.activate()
+
     async def activate(self) -> str:
         """Start loading the partition; returns at once (state LOADING)."""
-        if self.state is PartitionState.INITIAL:
+        if self.state is PartitionState.INITIAL and self.partition >= 0:
             self._flush_wanted = asyncio.Event()
             self._timer_wake = asyncio.Event()
             self._spawn(self._load())

@@ -21,10 +21,6 @@ EMBEDDED_PARTITIONS = 8
 CONTROLLER_NAME = "raygroups-controller"
 
 
-def partition_actor_name(partition: int) -> str:
-    return f"raygroups-partition-{partition}"
-
-
 def partition_dir(data_dir: str, partition: int) -> str:
     return os.path.join(data_dir, f"offsets-{partition}")
 
@@ -42,6 +38,8 @@ class ServiceSettings:
     # Concurrent calls one partition actor accepts: parked JoinGroups of a
     # large group all wait inside it at once.
     partition_max_concurrency: int = 10_000
+    # Started, idle partition actors kept ready to take over a failed one.
+    standby_actors: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

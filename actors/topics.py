@@ -18,12 +18,14 @@ Rules, as Kafka's admin API:
 - End offsets are set for existing partitions only, all or nothing; a
   partition never set has end offset 0 (an empty partition).
 - Clients find the registry through their controller handle, in whatever
-  namespace that controller lives (`registry_for`).
+  namespace that controller lives (`registry_for`), and retry a call with
+  backoff for up to 30 s while Ray restarts the registry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -32,7 +34,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
 
+from actors.retry import Backoff
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
@@ -40,6 +44,10 @@ from coordinator.topic_partition import TopicPartition
 TOPIC_REGISTRY_NAME = "raygroups-topics"
 TOPICS_FILE = "topics.json"
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+# Registry calls ride over a restart of the registry actor, as group requests over a failover.
+UNREACHABLE = (RayActorError, ActorUnavailableError)
+BACKOFF = Backoff()
+CALL_TIMEOUT_S = 30.0
 
 
 class TopicError(RuntimeError):
@@ -203,6 +211,34 @@ def _namespace_of(controller: Any) -> str:
     return current
 
 
+def _call(controller: Any, method: str, *args: Any) -> Any:
+    """One registry call, retried with backoff while Ray restarts the registry."""
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    for attempt in itertools.count():
+        try:
+            return ray.get(getattr(registry_for(controller), method).remote(*args))
+        except UNREACHABLE:
+            delay = BACKOFF.delay_s(attempt)
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+async def _call_async(controller: Any, method: str, *args: Any) -> Any:
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    for attempt in itertools.count():
+        try:
+            registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
+            return await getattr(registry, method).remote(*args)
+        except UNREACHABLE:
+            delay = BACKOFF.delay_s(attempt)
+            if time.monotonic() + delay > deadline:
+                raise
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
 def _check(error: Errors, topic: str) -> None:
     if error is not Errors.NONE:
         raise TopicError(error, topic)
@@ -210,11 +246,11 @@ def _check(error: Errors, topic: str) -> None:
 
 def create_topic(controller: Any, name: str, partitions: int) -> None:
     check_topic_name(name)
-    _check(ray.get(registry_for(controller).create_topic.remote(name, partitions)), name)
+    _check(_call(controller, "create_topic", name, partitions), name)
 
 
 def create_partitions(controller: Any, name: str, total: int) -> None:
-    _check(ray.get(registry_for(controller).create_partitions.remote(name, total)), name)
+    _check(_call(controller, "create_partitions", name, total), name)
 
 
 def _names(names: Iterable[str] | None) -> list[str] | None:
@@ -222,20 +258,19 @@ def _names(names: Iterable[str] | None) -> list[str] | None:
 
 
 def describe_topics(controller: Any, names: Iterable[str] | None = None) -> dict[str, int]:
-    return ray.get(registry_for(controller).describe.remote(_names(names)))  # type: ignore[no-any-return]
+    return _call(controller, "describe", _names(names))  # type: ignore[no-any-return]
 
 
 async def describe_topics_async(controller: Any, names: Iterable[str] | None = None) -> dict[str, int]:
-    registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
-    return await registry.describe.remote(_names(names))  # type: ignore[no-any-return]
+    return await _call_async(controller, "describe", _names(names))  # type: ignore[no-any-return]
 
 
 def set_end_offsets(controller: Any, offsets: Mapping[tuple[str, int], int]) -> None:
     plain = {(t, p): o for (t, p), o in offsets.items()}
-    error, where = ray.get(registry_for(controller).set_end_offsets.remote(plain))
+    error, where = _call(controller, "set_end_offsets", plain)
     _check(error, where)
 
 
 def end_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
-    raw = ray.get(registry_for(controller).end_offsets.remote(_names(topics)))
+    raw = _call(controller, "end_offsets", _names(topics))
     return {TopicPartition(t, p): o for (t, p), o in raw.items()}

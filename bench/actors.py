@@ -29,7 +29,6 @@ from rich.table import Table
 
 import actors
 from actors.client import Client
-from actors.settings import partition_actor_name
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
@@ -124,7 +123,8 @@ async def bench_failover(client: Client, groups: int) -> tuple[float, int]:
             await client.commit_offsets_async(g, {("t", p): 1 for p in range(10)})
 
     await asyncio.gather(*(seed(g) for g in names))
-    leader = ray.get_actor(partition_actor_name(partition))
+    client.refresh()
+    leader = client.leader(partition)
     started = time.perf_counter()
     ray.kill(leader, no_restart=True)
     response = await client.commit_offsets_async(names[0], {("t", 0): 2})

@@ -11,7 +11,6 @@ import pytest
 import ray
 
 from actors.client import Client, controller_handle
-from actors.settings import partition_actor_name
 from coordinator import Errors
 from coordinator.messages import MemberIdentity, SyncGroupRequest
 
@@ -100,13 +99,15 @@ def test_killed_partition_actor_is_replaced_and_commits_survive(service: Client)
         response = service.commit_offsets(group, {("t", i % 5): i}, gen, member)
         if response.partitions[0].error is Errors.NONE:
             acknowledged[("t", i % 5)] = i
-    old = ray.get_actor(partition_actor_name(partition))
+    service.refresh()
+    old = service.leader(partition)
     old_epoch = ray.get(old.ping.remote())
     ray.kill(old, no_restart=True)
     # The client retries through the failover transparently.
     fetched = service.fetch_offsets(group).offsets()
     assert fetched == acknowledged
-    new_epoch = ray.get(ray.get_actor(partition_actor_name(partition)).ping.remote())
+    service.refresh()
+    new_epoch = ray.get(service.leader(partition).ping.remote())
     assert new_epoch > old_epoch
     # The member still belongs to the reloaded group and can keep committing.
     assert service.heartbeat(group, gen, member).error is Errors.NONE

@@ -1,0 +1,145 @@
+"""What GroupMember, AsyncGroupMember and their shared decisions (`member_loop`) exchange:
+configuration, errors raised to the application, and the effects the loop yields.
+
+Effects are requests to a driver: `Send` a group request, `Describe` topics
+(partition counts), `Notify` a rebalance listener, `Wait` until woken or a
+timeout. `advance` resumes the loop with an effect's result or exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from coordinator.assignors.base import RebalanceProtocol
+from coordinator.assignors.registry import get_assignor
+from coordinator.errors import Errors
+from coordinator.messages import OffsetFetchResponse, Request
+from coordinator.topic_partition import TopicPartition
+
+T = TypeVar("T")
+
+LOST_ERRORS = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID})
+REJOIN_ERRORS = LOST_ERRORS | {Errors.REBALANCE_IN_PROGRESS}
+# JoinGroup errors no retry fixes: Kafka's consumer raises them to the application.
+FATAL_JOIN_ERRORS = frozenset(
+    {
+        Errors.INCONSISTENT_GROUP_PROTOCOL,
+        Errors.INVALID_SESSION_TIMEOUT,
+        Errors.INVALID_GROUP_ID,
+        Errors.INVALID_REQUEST,
+        Errors.GROUP_MAX_SIZE_REACHED,
+        Errors.GROUP_AUTHORIZATION_FAILED,
+    }
+)
+
+
+class GroupMemberError(RuntimeError):
+    """The member cannot go on; raised by the application's next call."""
+
+
+class FencedInstanceError(GroupMemberError):
+    """Another process joined with this member's group.instance.id."""
+
+
+class CommitFailedError(RuntimeError):
+    """The commit was refused; with a rebalance error the member rejoins."""
+
+    def __init__(self, errors: Mapping[TopicPartition, Errors]) -> None:
+        names = ", ".join(f"{tp}: {e.name}" for tp, e in sorted(errors.items()))
+        super().__init__(f"offset commit failed: {names}")
+        self.errors = dict(errors)
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+
+
+def committed_offsets(response: OffsetFetchResponse) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """`committed()`'s answer: None where the group committed nothing."""
+    if response.error is not Errors.NONE:
+        raise RuntimeError(f"offset fetch failed: {response.error.name}")
+    offsets = {(p.topic, p.partition): OffsetAndMetadata(p.offset, p.metadata) for p in response.partitions}
+    return {TopicPartition(*tp): (o if o.offset >= 0 else None) for tp, o in offsets.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    group_id: str
+    topics: tuple[str, ...]
+    pattern: re.Pattern[str] | None
+    assignors: tuple[str, ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_poll_interval_ms: int
+    metadata_max_age_ms: int
+    retry_backoff_ms: int
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+
+    def __post_init__(self) -> None:
+        if not self.assignors:
+            raise ValueError("at least one assignor is needed")
+        for name in self.assignors:
+            get_assignor(name)
+        if self.pattern is not None and self.topics:
+            raise ValueError("subscribe to topics or to a pattern, not both")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+
+    @property
+    def protocol(self) -> RebalanceProtocol:
+        cooperative = all(
+            RebalanceProtocol.COOPERATIVE in get_assignor(a).supported_protocols for a in self.assignors
+        )
+        return RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
+
+
+# ------------------------------------------------------------------ effects
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A group request; the driver returns its response (`timeout_s` bounds the client's retries)."""
+
+    request: Request
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Describe:
+    """Partition counts of `topics` (None: every known topic); missing topics are absent."""
+
+    topics: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Call the `on_<listener>` rebalance listener with `partitions`."""
+
+    listener: str
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Sleep until the loop is woken or `timeout_s` passes."""
+
+    timeout_s: float
+
+
+Effect = Send | Describe | Notify | Wait
+Steps = Generator[Effect, Any, T]
+
+
+def advance(steps: Steps[Any], value: Any, error: BaseException | None) -> Effect | None:
+    """Resume `steps` with an effect's result (or exception); None once it finished."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(value)
+    except StopIteration:
+        return None
