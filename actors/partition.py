@@ -154,6 +154,7 @@ class OffsetPartition:
         self._apply(self.shard.on_loaded(self.clock.now_ms()))
         self._spawn(self._flush_loop())
         self._spawn(self._timer_loop())
+        self._spawn(self._gauge_loop())
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         directory = partition_dir(self.settings.data_dir, self.partition)
@@ -289,6 +290,12 @@ class OffsetPartition:
                 return
             for result in self.shard.poll_timers(self.clock.now_ms()):
                 self._apply(result)
+
+    async def _gauge_loop(self, interval_s: float = 5.0) -> None:
+        while self.state is PartitionState.ACTIVE and self.shard is not None:
+            self.metrics.groups.set(len(self.shard.groups))
+            self.metrics.members.set(self.shard.member_count())
+            await asyncio.sleep(interval_s)
 
     def _maybe_wake_timers(self) -> None:
         if self._timer_wake is None or self.shard is None:
