@@ -34,10 +34,12 @@ from actors.settings import ServiceSettings, SystemClock, partition_dir
 from coordinator import CoordinatorStatus, Errors, Result, Shard, precheck
 from coordinator.messages import Request
 from coordinator.status import error_response
+from log.compaction import compact
 from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
 from log.loader import load_into
 from log.partition import PartitionLog
+from log.snapshot import write_snapshot
 
 logger = logging.getLogger(__name__)
 # Records per appended batch: bounds one batch's size after a burst.
@@ -93,6 +95,8 @@ class OffsetPartition:
         self._tasks: list[asyncio.Task[None]] = []
         # One thread: appends and fsyncs of this partition stay in order.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log")
+        # Snapshots and compaction run beside appends, never in front of them.
+        self._maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
         self.metrics = PartitionMetrics(self.partition)
 
     # ------------------------------------------------------------ lifecycle
@@ -155,6 +159,7 @@ class OffsetPartition:
         self._spawn(self._flush_loop())
         self._spawn(self._timer_loop())
         self._spawn(self._gauge_loop())
+        self._spawn(self._maintenance_loop())
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         directory = partition_dir(self.settings.data_dir, self.partition)
@@ -296,6 +301,27 @@ class OffsetPartition:
             self.metrics.groups.set(len(self.shard.groups))
             self.metrics.members.set(self.shard.member_count())
             await asyncio.sleep(interval_s)
+
+    async def _maintenance_loop(self) -> None:
+        """Snapshot and compact the log in the background, so that a failover
+        loads live state rather than history (see log/snapshot.py)."""
+        loop = asyncio.get_running_loop()
+        snapshot_at = self._durable_end
+        last_compaction = time.monotonic()
+        while self.state is PartitionState.ACTIVE and self.log is not None:
+            await asyncio.sleep(self.settings.maintenance_interval_s)
+            log = self.log
+            if log is None or self.state is not PartitionState.ACTIVE:
+                return
+            try:
+                if self._durable_end - snapshot_at >= self.settings.snapshot_every_records:
+                    snapshot_at = self._durable_end
+                    await loop.run_in_executor(self._maintenance, write_snapshot, log, self.clock.now_ms())
+                if time.monotonic() - last_compaction >= self.settings.compaction_interval_s:
+                    last_compaction = time.monotonic()
+                    await loop.run_in_executor(self._maintenance, compact, log, self.clock.now_ms())
+            except Exception:
+                logger.exception("partition %d: log maintenance failed", self.partition)
 
     def _maybe_wake_timers(self) -> None:
         if self._timer_wake is None or self.shard is None:

@@ -24,6 +24,7 @@ from actors.settings import (
     EMBEDDED_PARTITIONS,
     ServiceSettings,
 )
+from actors.topics import stop_topic_registry
 from coordinator import CoordinatorConfig
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -34,6 +35,8 @@ def init_local_ray(num_cpus: int = 4, namespace: str = DEFAULT_NAMESPACE, **kwar
     if ray.is_initialized():
         return
     ray.init(
+        # "local": a new cluster even when another one runs on this machine.
+        address="local",
         num_cpus=num_cpus,
         namespace=namespace,
         include_dashboard=kwargs.pop("include_dashboard", False),
@@ -100,6 +103,7 @@ def connect(
 
 def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
     """Unload every partition and remove the service's actors; the log stays."""
+    stop_topic_registry(namespace)
     try:
         controller = controller_handle(namespace)
     except ValueError:

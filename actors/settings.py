@@ -40,6 +40,11 @@ class ServiceSettings:
     partition_max_concurrency: int = 10_000
     # Started, idle partition actors kept ready to take over a failed one.
     standby_actors: int = 1
+    # Log maintenance by each partition actor: a snapshot once this many
+    # records were appended since the last, compaction at this interval.
+    maintenance_interval_s: float = 10.0
+    snapshot_every_records: int = 100_000
+    compaction_interval_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

@@ -145,7 +145,7 @@ class TopicRegistry:
 
 def ensure_topic_registry(settings: ServiceSettings) -> Any:
     """Create the registry of the service in `settings.namespace`, or get the running one."""
-    handle = (
+    handle: Any = (
         ray.remote(TopicRegistry)
         .options(
             name=TOPIC_REGISTRY_NAME,
@@ -199,13 +199,13 @@ def registry_for(controller: Any) -> Any:
 
 def _namespace_of(controller: Any) -> str:
     """The namespace holding `controller`: a client's own namespace may differ."""
-    current = ray.get_runtime_context().namespace
+    current = str(ray.get_runtime_context().namespace)
     named = ray.util.list_named_actors(all_namespaces=True)
     others = sorted({a["namespace"] for a in named if a["name"] == CONTROLLER_NAME} - {current})
     for namespace in [current, *others]:
         try:
             if ray.get_actor(CONTROLLER_NAME, namespace=namespace) == controller:
-                return namespace
+                return str(namespace)
         except ValueError:
             continue
     return current

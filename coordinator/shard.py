@@ -186,8 +186,17 @@ class Shard:
             raise TypeError(f"unknown record key {key!r}")
 
     def replay_many(self, records: Iterable[Record]) -> None:
+        """`replay` for each record, with the common case inlined: loading is
+        the failover path and most records overwrite an offset of a known group."""
+        groups = self.groups
         replay = self.replay
         for record in records:
+            key, value = record
+            if value is not None and type(key) is OffsetCommitKey:
+                group = groups.get(key[0])
+                if group is not None:
+                    group.offsets[(key[1], key[2])] = value  # type: ignore[assignment]
+                    continue
             replay(record)
 
     def on_loaded(self, now_ms: int) -> Result:

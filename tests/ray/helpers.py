@@ -15,7 +15,7 @@ SUB = encode_subscription(Subscription(("t",)))
 
 
 def join_request(group: str, member_id: str = "", session_ms: int = 3_000, **kw: Any) -> JoinGroupRequest:
-    kw.setdefault("rebalance_timeout_ms", 5_000)
+    kw.setdefault("rebalance_timeout_ms", 30_000)
     return JoinGroupRequest(
         group,
         session_ms,
@@ -60,12 +60,17 @@ def form_group(client: Client, group: str, n: int, **kw: Any) -> tuple[list[str]
     return ids, generation
 
 
-def wait_until(predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.05) -> Any:
+def wait_until(predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.05, explain: Any = None) -> Any:
+    """Poll `predicate` until true; on timeout report `explain()` (what was seen)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"condition not met in time; last seen: {explain() if explain else value!r}")
         time.sleep(interval_s)
+
+
+def group_state(client: Client, group: str) -> str:
+    return client.describe_groups([group])[0].state

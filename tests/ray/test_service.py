@@ -14,9 +14,11 @@ from actors.client import Client, controller_handle
 from coordinator import Errors
 from coordinator.messages import MemberIdentity, SyncGroupRequest
 
-from tests.ray.helpers import form_group, join, join_request, wait_until
+from tests.ray.helpers import form_group, group_state, join, join_request, wait_until
 
 pytestmark = pytest.mark.ray
+# Sessions that outlast a slow, loaded machine where a test needs no expiry.
+SLOW_SESSION_MS = 20_000
 
 
 def groups_on_distinct_partitions(client: Client, n: int) -> list[str]:
@@ -57,13 +59,17 @@ def test_two_groups_on_different_partitions_rebalance_concurrently(service: Clie
 
 
 def test_join_and_sync_park_across_actor_calls(service: Client) -> None:
-    (leader, follower), gen = form_group(service, "p", 2)
+    (leader, follower), gen = form_group(service, "p", 2, session_ms=SLOW_SESSION_MS)
     parked: dict[str, object] = {}
-    t = threading.Thread(target=lambda: parked.update(leader=service.join_group(join_request("p", leader))))
+    t = threading.Thread(
+        target=lambda: parked.update(
+            leader=service.join_group(join_request("p", leader, session_ms=SLOW_SESSION_MS))
+        )
+    )
     t.start()
     wait_until(lambda: service.describe_groups(["p"])[0].state == "PreparingRebalance")
     assert t.is_alive(), "the leader's JoinGroup waits for the follower"
-    rejoined = service.join_group(join_request("p", follower))
+    rejoined = service.join_group(join_request("p", follower, session_ms=SLOW_SESSION_MS))
     t.join(10)
     assert parked["leader"].generation_id == rejoined.generation_id == gen + 1  # type: ignore[attr-defined]
     follower_sync: dict[str, object] = {}
@@ -120,7 +126,10 @@ def test_reassign_mid_rebalance_answers_parked_and_clients_converge(service: Cli
     results: dict[str, object] = {}
     t = threading.Thread(target=lambda: results.update(leader=join(service, "r", leader, session_ms=20_000)))
     t.start()
-    wait_until(lambda: service.describe_groups(["r"])[0].state == "PreparingRebalance")
+    wait_until(
+        lambda: group_state(service, "r") == "PreparingRebalance",
+        explain=lambda: (service.describe_groups(["r"]), results, service.status()),
+    )
     service.reassign(partition)
     # The parked JoinGroup got NOT_COORDINATOR inside the client, which
     # retried against the new leader: the group, reloaded as Stable,

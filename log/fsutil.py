@@ -1,0 +1,56 @@
+"""Durable file-system steps shared by the writer, compaction and snapshots.
+
+Rules: a file that must survive a crash is fsynced before it is published
+by a rename, and the directory is fsynced after every create, rename or
+unlink that must survive: on Linux a new directory entry is only durable
+once its directory has been synced.
+"""
+
+from __future__ import annotations
+
+import os
+
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """os.write until every byte is written (it may write fewer)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new file.
+
+    Writes `<path>.tmp`, fsyncs it, renames it over `path`, fsyncs the
+    directory. Recovery deletes stale `.tmp` files.
+    """
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(os.path.dirname(path) or ".")

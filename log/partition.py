@@ -1,0 +1,297 @@
+"""PartitionLog: the writer of one offsets partition's log directory.
+
+Owns `<data_dir>/offsets-<p>/` while open. Rules:
+- One writer per directory: `open` takes an exclusive `flock` on `.lock`
+  (released by the OS if the process dies) and fences by leader epoch: a
+  lower epoch than the directory's is refused, a higher one is recorded.
+  `sync` re-reads the epoch file, so a writer that a newer leader has
+  fenced (e.g. from another host sharing the directory) stops
+  acknowledging.
+- `append` encodes a batch and writes it to the active segment (page cache,
+  not durable) and returns its offsets at once. `sync` makes everything
+  appended before it durable with one fsync and advances the high
+  watermark (HWM): group commit. `sync` may run in a worker thread while
+  the event loop keeps appending; a lock guards the shared state, never
+  held across an fsync.
+- The active segment rolls when a batch would push it past
+  `offsets_segment_bytes`; the old segment is fsynced first, so every
+  segment but the last is complete (recovery relies on it).
+- Any write or fsync failure marks the log failed: every later call raises
+  `LogFailedError` and the owner must reopen it (recovery) and reload.
+- Reads never go past the HWM: what a reader of this log sees is durable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from coordinator.records import Record
+from log.batch import RawBatch, encode_batch
+from log.codec import encode_payload
+from log.config import LogConfig
+from log.epoch import fence, read_leader_epoch, write_leader_epoch
+from log.errors import CorruptLogError, FencedEpochError, LogError, LogFailedError, LogLockedError
+from log.fsutil import fsync_dir, write_all
+from log.recovery import recover
+from log.scan import iter_log_batches
+from log.segment import segment_file_name
+
+LOCK_FILE = ".lock"
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+class PartitionLog:
+    """The open writer of one partition log; create it with `PartitionLog.open`."""
+
+    def __init__(self, directory: str, config: LogConfig, lock_fd: int, leader_epoch: int) -> None:
+        self.directory = directory
+        self.config = config
+        self._lock_fd = lock_fd
+        self._epoch = leader_epoch
+        self._state_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        # Serializes compaction and snapshot writing, and close() against them.
+        self.maintenance_lock = threading.Lock()
+        self._failure: LogError | None = None
+        self._closed = self._closing = False
+        recovered = recover(directory, config.offsets_load_buffer_size, config.fsync)
+        self.truncated_bytes = recovered.truncated_bytes
+        self._active_base = recovered.segments[-1].base_offset
+        self._active_fd = os.open(recovered.segments[-1].path, os.O_WRONLY | os.O_APPEND)
+        self._active_size = recovered.active_size
+        self._retired_fds: list[int] = []
+        self._end_offset = recovered.log_end_offset
+        self._high_watermark = recovered.log_end_offset
+
+    @classmethod
+    def open(
+        cls, directory: str | os.PathLike[str], leader_epoch: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """Lock, fence, recover and open a partition directory for writing.
+
+        Every failure is a `LogError` (an I/O error becomes one), so a
+        caller handling LogError handles them all.
+        """
+        if leader_epoch < 0:
+            raise ValueError(f"leader_epoch must be >= 0, got {leader_epoch}")
+        config = config or LogConfig()
+        path = str(directory)
+        try:
+            _make_dir(path, config.fsync)
+            lock_fd = _lock_dir(path)
+        except OSError as exc:
+            raise LogError(f"{path}: cannot open the partition log: {exc}") from exc
+        try:
+            fence(path, leader_epoch, config.fsync)
+            return cls(path, config, lock_fd, leader_epoch)
+        except OSError as exc:
+            os.close(lock_fd)
+            raise LogError(f"{path}: cannot open the partition log: {exc}") from exc
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record gets (written, maybe not durable)."""
+        return self._end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Durable end: every record below it is on disk."""
+        return self._high_watermark
+
+    @property
+    def active_segment_base(self) -> int:
+        return self._active_base
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    # ----------------------------------------------------------- writes
+
+    def append(self, records: Sequence[Record], leader_epoch: int, timestamp_ms: int) -> tuple[int, int]:
+        """Write one batch; returns (base offset, next offset). Not durable until `sync`.
+
+        A lower `leader_epoch` than the log's is fenced; a higher one is
+        recorded first (`bump_epoch`).
+        """
+        if leader_epoch > self._epoch:
+            self.bump_epoch(leader_epoch)
+        self._check_writable(leader_epoch)
+        if not records:
+            return self._end_offset, self._end_offset
+        payload = encode_payload(records)
+        count = len(records)
+        with self._state_lock:
+            self._check_writable(leader_epoch)
+            base = self._end_offset
+            data = encode_batch(base, count, count - 1, leader_epoch, timestamp_ms, payload)
+            try:
+                if self._active_size and self._active_size + len(data) > self.config.offsets_segment_bytes:
+                    self._roll()
+                write_all(self._active_fd, data)
+            except OSError as exc:
+                raise self._fail(f"append at offset {base} failed: {exc}") from exc
+            self._active_size += len(data)
+            self._end_offset = base + count
+        return base, base + count
+
+    def sync(self) -> int:
+        """Make every appended batch durable; returns the new high watermark."""
+        with self._sync_lock:
+            with self._state_lock:
+                self._check_usable()
+                target = self._end_offset
+                fd = self._active_fd
+                retired = list(self._retired_fds)
+            try:
+                if self.config.fsync and target > self._high_watermark:
+                    _fdatasync(fd)
+            except OSError as exc:
+                raise self._fail(f"fsync failed: {exc}") from exc
+            self._check_not_fenced()
+            with self._state_lock:
+                self._high_watermark = max(self._high_watermark, target)
+                for old in retired:
+                    self._retired_fds.remove(old)
+                    os.close(old)
+            return self._high_watermark
+
+    def bump_epoch(self, leader_epoch: int) -> None:
+        """Record a higher leader epoch for this open writer (same owner, new term)."""
+        with self._state_lock:
+            self._check_usable()
+            if leader_epoch < self._epoch:
+                raise FencedEpochError(leader_epoch, self._epoch)
+            if leader_epoch > self._epoch:
+                try:
+                    write_leader_epoch(self.directory, leader_epoch, self.config.fsync)
+                except OSError as exc:
+                    raise LogError(f"{self.directory}: cannot record epoch {leader_epoch}: {exc}") from exc
+                self._epoch = leader_epoch
+
+    def _roll(self) -> None:
+        if self.config.fsync:
+            os.fsync(self._active_fd)
+        path = os.path.join(self.directory, segment_file_name(self._end_offset))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        if self.config.fsync:
+            fsync_dir(self.directory)
+        # A sync running in a worker thread may still fsync the old fd:
+        # it is closed by the next sync, not here.
+        self._retired_fds.append(self._active_fd)
+        self._active_fd, self._active_base, self._active_size = fd, self._end_offset, 0
+
+    # ------------------------------------------------------------ reads
+
+    def raw_batches(
+        self, from_offset: int = 0, stop_offset: int | None = None
+    ) -> Iterator[tuple[str, RawBatch]]:
+        """(segment path, batch) of durable batches ending after `from_offset`."""
+        self._check_usable()
+        hwm = self._high_watermark
+        stop = hwm if stop_offset is None else min(stop_offset, hwm)
+        buffer_size = self.config.offsets_load_buffer_size
+        # Everything below the high watermark is acknowledged: it must be there.
+        return iter_log_batches(self.directory, buffer_size, from_offset, stop, durable_stop=True)
+
+    # ------------------------------------------------------- lifecycle
+
+    @property
+    def closing(self) -> bool:
+        """Set once `close` began: long maintenance work stops at the next step."""
+        return self._closing
+
+    def close(self) -> None:
+        """Sync (unless failed), release files and the directory lock; idempotent.
+
+        Waits for a compaction or snapshot running in another thread: the
+        directory lock must not be released while they still change files.
+        """
+        if self._closed:
+            return
+        self._closing = True
+        try:
+            if self._failure is None:
+                self.sync()
+        finally:
+            with self.maintenance_lock:
+                self._close_files()
+
+    def _close_files(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for fd in [self._active_fd, *self._retired_fds, self._lock_fd]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._retired_fds.clear()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------- checks
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise LogError(f"{self.directory}: log is closed")
+        if self._failure is not None:
+            raise LogFailedError(f"{self.directory}: log failed earlier, reopen it: {self._failure}")
+
+    def _check_writable(self, leader_epoch: int) -> None:
+        self._check_usable()
+        if leader_epoch < self._epoch:
+            raise FencedEpochError(leader_epoch, self._epoch)
+
+    def _check_not_fenced(self) -> None:
+        try:
+            current = read_leader_epoch(self.directory)
+        except (OSError, CorruptLogError) as exc:
+            # Fencing must not fail open: unable to prove we still lead, stop.
+            raise self._fail(f"cannot read the leader epoch: {exc}") from exc
+        if current > self._epoch:
+            self._failure = FencedEpochError(self._epoch, current)
+            raise self._failure
+
+    def _fail(self, reason: str) -> LogFailedError:
+        error = LogFailedError(f"{self.directory}: {reason}")
+        self._failure = error
+        return error
+
+
+def _make_dir(path: str, fsync: bool) -> None:
+    if os.path.isdir(path):
+        return
+    os.makedirs(path, exist_ok=True)
+    if fsync:
+        fsync_dir(str(Path(path).parent))
+
+
+def _lock_dir(path: str) -> int:
+    fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise LogLockedError(f"{path} is open for writing by another writer") from exc
+    return fd

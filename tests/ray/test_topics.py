@@ -1,0 +1,119 @@
+"""The topic registry (Kafka's topic admin and metadata, end offsets) and what
+members do with it: a partition increase rebalances the subscribed group, a
+pattern subscription picks up a new matching topic."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+from actors import Client, TopicError
+from actors.settings import ServiceSettings
+from actors.topics import TOPICS_FILE, TopicRegistry, registry_for
+from coordinator.errors import Errors
+from coordinator.topic_partition import TopicPartition
+
+from tests.ray.test_member_support import (
+    Cleanup,
+    partitions,
+    session_registry,
+    settled_generation,
+    unique,
+    view,
+    wait_until,
+)
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="session")
+def registry(service: Client, tmp_path_factory: pytest.TempPathFactory) -> Client:
+    return session_registry(service, str(tmp_path_factory.mktemp("topics")))
+
+
+@pytest.fixture
+def cleanup(registry: Client) -> Iterator[Cleanup]:
+    made = Cleanup()
+    yield made
+    made.close()
+
+
+def test_registry_answers_as_kafka_admin_and_keeps_end_offsets(registry: Client) -> None:
+    a, missing = unique("a"), unique("missing")
+    registry.create_topic(a, 3)
+    for call, error in [
+        (lambda: registry.create_topic(a, 3), Errors.TOPIC_ALREADY_EXISTS),
+        (lambda: registry.create_topic(unique("b"), 0), Errors.INVALID_PARTITIONS),
+        (lambda: registry.create_partitions(a, 3), Errors.INVALID_PARTITIONS),
+        (lambda: registry.create_partitions(missing, 5), Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (lambda: registry.set_end_offsets({(a, 3): 1, (a, 0): 9}), Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ]:
+        with pytest.raises(TopicError) as refused:
+            call()
+        assert refused.value.error is error
+    with pytest.raises(ValueError):
+        registry.create_topic("no spaces", 1)
+
+    registry.create_partitions(a, 5)
+    assert registry.describe_topics([a, missing]) == {a: 5}
+    assert registry.describe_topics()[a] == 5
+    registry.set_end_offsets({(a, 0): 10, (a, 4): 7})
+    assert registry.end_offsets([a]) == {TopicPartition(a, p): o for p, o in enumerate([10, 0, 0, 0, 7])}
+
+
+def test_registry_restart_reloads_its_file_and_clients_ride_over_it(registry: Client) -> None:
+    name = unique("kept")
+    registry.create_topic(name, 2)
+    registry.set_end_offsets({(name, 1): 42})
+    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reloads its file
+    assert registry.describe_topics([name]) == {name: 2}
+    assert registry.end_offsets([name]) == {TopicPartition(name, 0): 0, TopicPartition(name, 1): 42}
+
+
+def test_registry_state_round_trips_through_its_file(tmp_path: os.PathLike[str]) -> None:
+    """The actor class as plain Python: what one instance writes, the next loads."""
+    settings = ServiceSettings(data_dir=str(tmp_path))
+    first = TopicRegistry(settings)
+    first.create_topic("x", 1)
+    first.create_partitions("x", 3)
+    first.set_end_offsets({("x", 2): 5})
+    with open(os.path.join(settings.data_dir, TOPICS_FILE), encoding="utf-8") as f:
+        assert json.load(f)["topics"]["x"] == {"partitions": 3, "end_offsets": {"2": 5}}
+    second = TopicRegistry(settings)
+    assert second.describe(None) == {"x": 3}
+    assert second.end_offsets(None) == first.end_offsets(None)
+
+
+def test_partition_increase_rebalances_the_group(registry: Client, cleanup: Cleanup) -> None:
+    topic, group = unique("grow"), unique("grow")
+    registry.create_topic(topic, 2)
+    members = [cleanup.member(group, [topic], assignors=["range"]).start() for _ in range(2)]
+    generation = wait_until(lambda: settled_generation([view(m) for m in members], partitions(topic, 2)))
+
+    registry.create_partitions(topic, 6)  # the leader's metadata refresh sees it and rejoins
+    wait_until(lambda: settled_generation([view(m) for m in members], partitions(topic, 6), generation))
+    assert {len(m.assignment()) for m in members} == {3}
+
+
+def test_pattern_subscription_picks_up_a_new_topic(registry: Client, cleanup: Cleanup) -> None:
+    prefix = unique("orders")
+    first, other = f"{prefix}-eu", unique("payments")
+    registry.create_topic(first, 2)
+    registry.create_topic(other, 2)
+    pattern = re.compile(re.escape(prefix) + r"-.*")
+    group = unique("pattern")
+    members = [cleanup.member(group, pattern=pattern).start(), cleanup.member(group, pattern=pattern.pattern)]
+    members[1].start()
+    generation = wait_until(lambda: settled_generation([view(m) for m in members], partitions(first, 2)))
+    assert members[0].subscription == (first,)
+
+    second = f"{prefix}-us"
+    registry.create_topic(second, 2)
+    expected = partitions(first, 2) | partitions(second, 2)
+    wait_until(lambda: settled_generation([view(m) for m in members], expected, generation))
+    assert {m.subscription for m in members} == {(first, second)}
