@@ -9,7 +9,6 @@ directory for the analytics that follow.
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import shutil
@@ -23,6 +22,7 @@ from rich.console import Console
 
 from actors.admin_cli import DESCRIBE_COLUMNS, describe_rows, print_table
 from actors.client import Client
+from actors.member_types import CommitFailedError
 from actors.settings import DEFAULT_NAMESPACE, EMBEDDED_PARTITIONS
 from coordinator import CoordinatorConfig
 
@@ -81,9 +81,8 @@ class DemoConsumer:
             try:
                 self.member.commit({tp: self.positions[tp] for tp in owned})
                 self.commits += 1
-            except RuntimeError as exc:
-                # Refused during a rebalance: the member rejoins by itself.
-                logging.getLogger(__name__).info("demo consumer: commit not taken: %s", exc)
+            except CommitFailedError:
+                pass  # refused during a rebalance: the member rejoins by itself
 
     def stats(self) -> dict[str, Any]:
         return {"assigned": len(self.member.assignment()), "commits": self.commits}
