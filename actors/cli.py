@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from actors.admin_cli import ADMIN_COMMANDS, add_parsers
 from actors.settings import DEFAULT_NAMESPACE
+from spark_bridge import cli as spark_cli
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
 
@@ -32,12 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="embedded demo: groups, a killed member and partition, recovery")
     demo.add_argument("--data-dir", default=os.path.join(DEFAULT_DATA_DIR, "demo"))
     demo.add_argument("--seconds", type=float, default=8.0)
+    demo.add_argument("--no-report", action="store_true", help="skip the Spark analytics at the end")
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="durable, shared by all nodes")
     start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
+    spark_cli.add_parsers(commands)
     return parser
 
 
@@ -46,8 +49,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
     from actors.demo import run_demo as demo
 
+    data_dir = os.path.abspath(args.data_dir)
     try:
-        demo(os.path.abspath(args.data_dir), args.seconds)
+        end_offsets = demo(data_dir, args.seconds)
+        if not args.no_report:
+            # The analytics run on the demo's own log, with Spark on the same Ray cluster.
+            report = ["--data-dir", data_dir, "--end-offsets", end_offsets]
+            spark_cli.lag_command(build_parser().parse_args(["lag", *report]))
+            out = os.path.join(data_dir, "report")
+            spark_cli.report_command(build_parser().parse_args(["report", *report, "--out", out]))
     finally:
         from actors.service import stop
 
@@ -92,7 +102,7 @@ def run_admin(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runners = {"demo": run_demo, "start": run_start, "stop": run_stop}
+    runners = {"demo": run_demo, "start": run_start, "stop": run_stop, **spark_cli.COMMANDS}
     return runners.get(args.command, run_admin)(args)
 
 

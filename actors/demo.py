@@ -9,6 +9,7 @@ directory for the analytics that follow.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -87,12 +88,16 @@ class DemoConsumer:
     def stats(self) -> dict[str, Any]:
         return {"assigned": len(self.member.assignment()), "commits": self.commits}
 
+    def positions_now(self) -> dict[tuple[str, int], int]:
+        return {(tp.topic, tp.partition): offset for tp, offset in self.positions.items()}
+
     def close(self) -> None:
         self._stop.set()
         self.member.close()
 
 
-def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
+def run_demo(data_dir: str, seconds: float = 8.0) -> str:
+    """Run the demo; returns the path of the end offsets it wrote for the analytics."""
     import actors
 
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -136,10 +141,24 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         describe_rows(client, [g.group_id for g in GROUPS]),
         as_json=False,
     )
+    positions = ray.get([c.positions_now.remote() for c in consumers.values()])
     ray.get([c.close.remote() for c in consumers.values()])
     for c in consumers.values():
         ray.kill(c)
-    return client
+    return write_end_offsets(data_dir, positions)
+
+
+def write_end_offsets(data_dir: str, positions: list[dict[tuple[str, int], int]]) -> str:
+    """Simulated producers ran ahead of the consumers: the topics' end offsets."""
+    ends: dict[str, dict[str, int]] = {}
+    for group in GROUPS:
+        for p in range(group.partitions):
+            consumed = max((pos.get((group.topic, p), 0) for pos in positions), default=0)
+            ends.setdefault(group.topic, {})[str(p)] = consumed + random.randint(0, 200)
+    path = os.path.join(data_dir, "end-offsets.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(ends, f)
+    return path
 
 
 def _wait_stable(

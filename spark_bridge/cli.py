@@ -1,0 +1,212 @@
+"""`raygroups lag` and `raygroups report`: offset analytics from the command line.
+
+Owns the two analytics subcommands; `actors/cli.py` mounts them with
+`add_parsers` and dispatches to `COMMANDS`. Rules:
+- Importing this module is cheap (no Spark, no Ray): the heavy imports
+  happen when a command runs, so other subcommands start fast.
+- Each command starts one Spark session (`session()`: RayDP on the Ray
+  cluster, or `--local` for plain local Spark), computes with Spark, and
+  stops the session before printing or returning, whatever happens.
+- `lag` prints what `kafka-consumer-groups.sh --describe` prints for
+  offsets: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG, "-"
+  where the end is unknown. Without `--end-offsets` the highest committed
+  offset of each partition is the end, and the output says so.
+- Exit codes: 0 done, 1 no such group, 2 bad input or no usable Java.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from rich.console import Console
+
+LAG_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
+FROM_COMMITS = "highest committed offset per partition (no --end-offsets given)"
+EXIT_OK, EXIT_NO_GROUP, EXIT_BAD_INPUT = 0, 1, 2
+T = TypeVar("T")
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Add `lag` and `report` to the `raygroups` subcommands."""
+    lag = subparsers.add_parser(
+        "lag", help="consumer lag per group, topic and partition (Spark)",
+        description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
+    )
+    lag.add_argument("group", nargs="?", help="only this group")
+    _add_common(lag)
+    lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lag.set_defaults(func=lag_command)
+    report = subparsers.add_parser(
+        "report", help="write offset analytics tables (CSV, Parquet) and plots (PNG)",
+        description="Every analytics table as CSV and Parquet, plus lag and commit-rate plots.",
+    )
+    _add_common(report)
+    report.add_argument("--out", required=True, help="directory to write the report into")
+    report.add_argument("--window-ms", type=int, default=60_000, help="time bucket of rates and plots")
+    report.add_argument(
+        "--idle-ms", type=int, default=7 * 24 * 3600 * 1000, help="a group idle this long is listed as idle"
+    )
+    report.add_argument("--top-groups", type=int, default=10, help="groups drawn in the plots")
+    report.set_defaults(func=report_command)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", required=True, help="the offsets log directory (holds offsets-<p>/)")
+    parser.add_argument("--end-offsets", metavar="FILE", help="log end offsets, JSON or CSV")
+    spark = parser.add_argument_group("spark")
+    spark.add_argument("--executors", type=int, default=1)
+    spark.add_argument("--executor-cores", type=int, default=1)
+    spark.add_argument("--executor-memory", default="1GB")
+    spark.add_argument("--ray-address", help="Ray cluster to run Spark on (default: current or local)")
+    spark.add_argument(
+        "--local", action="store_true", help="plain local Spark instead of RayDP (machines without Ray)"
+    )
+
+
+def lag_command(args: argparse.Namespace) -> int:
+    """`raygroups lag [GROUP]`."""
+    try:
+        rows = _compute(args, lag_rows)
+    except CommandError as exc:
+        return exc.report()
+    return print_lag(args, rows)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """`raygroups report --out DIR`."""
+    try:
+        counts = _compute(args, run_report)
+    except CommandError as exc:
+        return exc.report()
+    return print_report(args, counts)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"lag": lag_command, "report": report_command}
+
+
+class CommandError(Exception):
+    """Bad input or environment: reported on stderr with exit code 2."""
+
+    def report(self) -> int:
+        print(f"error: {self}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Namespace, Any], T]) -> T:
+    """Check the input, start Spark, run `work`, and stop Spark before returning its result."""
+    from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
+    from spark_bridge.jvm import JavaVersionError
+    from spark_bridge.spark_session import session
+
+    if not os.path.isdir(args.data_dir):
+        raise CommandError(f"no offsets log directory at {args.data_dir}")
+    try:
+        ends = load_end_offsets(args.end_offsets) if args.end_offsets else None
+        started = session(
+            args.executors, args.executor_cores, args.executor_memory,
+            fallback_local=args.local, ray_address=args.ray_address,
+        )
+    except (EndOffsetsError, JavaVersionError) as exc:
+        raise CommandError(str(exc)) from exc
+    with started as spark:
+        return work(spark, args, ends)
+
+
+# ------------------------------------------------------------------ lag
+
+
+def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[dict[str, Any]]:
+    """The lag table, sorted by group, topic and partition, as plain dicts."""
+    from pyspark.sql import functions as F
+
+    from spark_bridge.jobs import consumer_lag
+    from spark_bridge.reader import read_offsets_log
+
+    lag = consumer_lag(read_offsets_log(spark, args.data_dir), ends)
+    if args.group is not None:
+        lag = lag.where(F.col("group_id") == args.group)
+    rows = [row.asDict() for row in lag.collect()]
+    # Sorted here, not by Spark: a global sort costs a sampling job more, and the table is small.
+    return sorted(rows, key=lambda row: (row["group_id"], row["topic"], row["topic_partition"]))
+
+
+def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]], console: Console | None = None) -> int:
+    source = f"file {args.end_offsets}" if args.end_offsets else FROM_COMMITS
+    if args.json:
+        print(json.dumps({"end_offsets": source, "partitions": [_lag_json(r) for r in rows]}, indent=2))
+    else:
+        _print_lag_table(rows, source, console)
+    if args.group is not None and not rows:
+        print(f"Consumer group '{args.group}' has no committed offsets.", file=sys.stderr)
+        return EXIT_NO_GROUP
+    return EXIT_OK
+
+
+def _lag_json(row: dict[str, Any]) -> dict[str, Any]:
+    keys = ("group_id", "topic", "topic_partition", "current_offset", "log_end_offset", "lag")
+    names = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag")
+    return {name: row[key] for name, key in zip(names, keys)}
+
+
+def lag_table(rows: list[dict[str, Any]]) -> Any:
+    """The rich table of `raygroups lag`."""
+    from rich.table import Table
+
+    table = Table(*LAG_COLUMNS, box=None, pad_edge=False)
+    for column in table.columns[2:]:
+        column.justify = "right"
+    for row in rows:
+        cells = (row["group_id"], row["topic"], row["topic_partition"], row["current_offset"],
+                 row["log_end_offset"], row["lag"])
+        table.add_row(*("-" if cell is None else str(cell) for cell in cells))
+    return table
+
+
+def _print_lag_table(rows: list[dict[str, Any]], source: str, console: Console | None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    console.print(lag_table(rows))
+    console.print(f"LOG-END-OFFSET: {source}", soft_wrap=True)
+
+
+# --------------------------------------------------------------- report
+
+
+def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict[str, int]:
+    """Compute and write the report; returns rows per table."""
+    from spark_bridge.reader import read_offsets_log
+    from spark_bridge.report import ReportSettings, build_tables, write_report
+
+    # Seven tables read the same log: read it once, before their jobs run side by side.
+    log_df = read_offsets_log(spark, args.data_dir).cache()
+    try:
+        log_df.count()
+        settings = ReportSettings(int(time.time() * 1000), args.window_ms, args.idle_ms, args.top_groups)
+        return write_report(build_tables(log_df, ends, settings), args.out, settings.top_groups)
+    finally:
+        log_df.unpersist()
+
+
+def print_report(args: argparse.Namespace, counts: dict[str, int], console: Console | None = None) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("TABLE", "ROWS", "FILES", box=None)
+    for name, count in counts.items():
+        table.add_row(name, str(count), f"{name}.csv {name}.parquet")
+    table.add_row("plots", "", "lag_over_time.png commit_rate.png")
+    console = console or Console()
+    console.print(f"report written to {os.path.abspath(args.out)}")
+    console.print(table)
+    if not args.end_offsets:
+        console.print(f"lag measured against the {FROM_COMMITS}")
+    return EXIT_OK

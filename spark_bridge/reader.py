@@ -1,0 +1,107 @@
+"""Reading the offsets log into Spark: one task per segment, rows by `record_to_row`.
+
+Owns turning `<data_dir>/offsets-<p>/` directories into a DataFrame (and,
+for small logs and tests, into rows on the driver). Rules:
+- Read-only, through `log.reader.LogReader`: nothing is written, truncated,
+  renamed or locked, so a live log and a crashed writer's log are both safe
+  to read. Only complete, CRC-valid batches are read: a live log is read up
+  to its last complete batch when the task runs, and a torn tail is the end.
+- The driver only lists segments; the executors read them. A task covers
+  one segment's offset range `[base, next segment's base)` of one partition,
+  the last segment's range being open. Ranges are offsets, not files: a
+  compaction or a segment roll between planning and reading changes which
+  file holds a range, never which records it holds, so no record is lost
+  or read twice.
+- The executors' Python workers import this module by name, so raygroups
+  must be installed on every node (cluster.yaml does it); they load only
+  its dependencies (`log.reader`, `spark_bridge.rows`), never Ray or RayDP.
+  The data directory must be readable at the same path on every node.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from log.reader import LogReader
+from spark_bridge.rows import COLUMNS, LogRow, record_to_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_PARTITION_DIR = re.compile(r"^offsets-(\d+)$")
+
+
+class SegmentTask(NamedTuple):
+    """One Spark task: the records of `partition` with offsets in [start_offset, stop_offset)."""
+
+    directory: str
+    partition: int
+    start_offset: int
+    # None: up to the end of the log when the task runs.
+    stop_offset: int | None
+
+
+def partition_dirs(data_dir: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """(partition, directory) of every `offsets-<p>` directory, by partition."""
+    found = []
+    for name in os.listdir(data_dir):
+        match = _PARTITION_DIR.match(name)
+        path = os.path.join(str(data_dir), name)
+        if match and os.path.isdir(path):
+            found.append((int(match[1]), path))
+    return sorted(found)
+
+
+def plan_tasks(data_dir: str | os.PathLike[str]) -> list[SegmentTask]:
+    """One task per segment of every partition log under `data_dir`."""
+    tasks: list[SegmentTask] = []
+    for partition, directory in partition_dirs(data_dir):
+        bases = [segment.base_offset for segment in LogReader(directory).segments()]
+        stops: list[int | None] = [*bases[1:], None]
+        tasks.extend(SegmentTask(directory, partition, base, stop) for base, stop in zip(bases, stops))
+    return tasks
+
+
+def read_task_rows(task: SegmentTask) -> Iterator[LogRow]:
+    """The rows of one task's offset range; runs in a Spark executor's Python worker."""
+    start, stop = task.start_offset, task.stop_offset
+    for batch in LogReader(task.directory).batches(start, stop):
+        timestamp_ms = batch.timestamp_ms
+        for offset, record in zip(batch.offsets, batch.records):
+            if offset >= start and (stop is None or offset < stop):
+                yield record_to_row(task.partition, offset, timestamp_ms, record)
+
+
+def read_log_rows(data_dir: str | os.PathLike[str]) -> Iterator[LogRow]:
+    """Every row of the log, read in this process (small logs, tests)."""
+    for task in plan_tasks(data_dir):
+        yield from read_task_rows(task)
+
+
+def log_schema() -> StructType:
+    """The Spark schema of `COLUMNS`."""
+    from pyspark.sql import types
+
+    spark_types = {
+        "int": types.IntegerType(), "long": types.LongType(), "string": types.StringType(),
+        "boolean": types.BooleanType(),
+    }
+    return types.StructType([types.StructField(name, spark_types[kind], True) for name, kind in COLUMNS])
+
+
+def read_offsets_log(spark: SparkSession, data_dir: str | os.PathLike[str]) -> DataFrame:
+    """A DataFrame of every record of the offsets log under `data_dir`, read by the executors."""
+    tasks = plan_tasks(os.path.abspath(data_dir))
+    # One slice per task: parallelize would otherwise pack several segments into one task.
+    rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(read_task_rows)
+    # Rows are built by record_to_row against COLUMNS: checking each one again costs time for nothing.
+    return spark.createDataFrame(rdd, log_schema(), verifySchema=False)
+
+
+def rows_dataframe(spark: SparkSession, rows: Iterable[LogRow]) -> DataFrame:
+    """A DataFrame of rows built on the driver (constructed histories, small logs)."""
+    return spark.createDataFrame(list(rows), log_schema())

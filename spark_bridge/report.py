@@ -1,0 +1,168 @@
+"""The analytics report: every job's table as CSV and Parquet, plus PNG plots.
+
+Owns the files of `raygroups report --out DIR`. Rules:
+- Tables are computed by Spark and written by the driver, one `<name>.csv`
+  and one `<name>.parquet` per table, so the files land where the command
+  runs (executors may be on other machines). The results are aggregates
+  (per group and partition, or per group and window), small enough to
+  collect, and are sorted on the driver: a Spark sort costs one more job.
+- Plots use matplotlib's object API on the Agg canvas (no pyplot global
+  state, no display): `lag_over_time.png` and `commit_rate.png`, one line
+  per group for the `top_groups` groups with the most lag (then the most
+  commits); the tables hold every group.
+- Nothing here reads the clock: `now_ms` comes from the caller.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+
+from spark_bridge import jobs
+from spark_bridge.end_offsets import EndOffsets
+
+DEFAULT_TOP_GROUPS = 10
+# Kafka's offsets.retention.minutes default (7 days): a group idle that long loses its offsets.
+DEFAULT_IDLE_THRESHOLD_MS = 7 * 24 * 3600 * 1000
+_ARROW_TYPES = {
+    "int": pa.int32(), "bigint": pa.int64(), "string": pa.string(), "boolean": pa.bool_(),
+    "double": pa.float64(),
+}
+_ORDER = {
+    "committed_offsets": ["group_id", "topic", "topic_partition"],
+    "lag": ["group_id", "topic", "topic_partition"],
+    "lag_over_time": ["group_id", "window_start_ms"],
+    "commit_rate": ["group_id", "window_start_ms"],
+    "rebalance_history": ["group_id", "log_partition", "log_offset"],
+    "idle_groups": ["group_id"],
+    "expired_groups": ["group_id"],
+}
+
+
+class Table(NamedTuple):
+    """A collected result: column names, rows and Spark type names."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    types: list[str]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    now_ms: int
+    window_ms: int = jobs.DEFAULT_WINDOW_MS
+    idle_threshold_ms: int = DEFAULT_IDLE_THRESHOLD_MS
+    top_groups: int = DEFAULT_TOP_GROUPS
+
+
+def build_tables(
+    log_df: DataFrame, end_offsets: EndOffsets | None, settings: ReportSettings
+) -> dict[str, DataFrame]:
+    """Every report table, by file name."""
+    tables = {
+        "committed_offsets": jobs.committed_offsets(log_df),
+        "lag": jobs.consumer_lag(log_df, end_offsets),
+        "lag_over_time": jobs.lag_over_time(log_df, end_offsets, settings.window_ms),
+        "commit_rate": jobs.commit_rate(log_df, settings.window_ms),
+        "rebalance_history": jobs.rebalance_history(log_df),
+        "idle_groups": jobs.idle_groups(log_df, settings.now_ms, settings.idle_threshold_ms),
+        "expired_groups": jobs.expired_groups(log_df),
+    }
+    return tables
+
+
+def write_report(
+    tables: dict[str, DataFrame], out_dir: str, top_groups: int = DEFAULT_TOP_GROUPS
+) -> dict[str, int]:
+    """Write every table (CSV + Parquet) and the plots; returns rows per table."""
+    os.makedirs(out_dir, exist_ok=True)
+    # Spark runs jobs from several driver threads at once: the small jobs' planning and scheduling overlap.
+    with ThreadPoolExecutor(max_workers=len(tables) or 1) as pool:
+        futures = {name: pool.submit(collect_table, frame, _ORDER.get(name, ()))
+                   for name, frame in tables.items()}
+        collected = {name: future.result() for name, future in futures.items()}
+    for name, table in collected.items():
+        write_csv(os.path.join(out_dir, f"{name}.csv"), table)
+        write_parquet(os.path.join(out_dir, f"{name}.parquet"), table)
+    lag_rows = collected["lag_over_time"].dicts()
+    rate_rows = collected["commit_rate"].dicts()
+    groups = top_groups_by(collected["lag"].dicts(), rate_rows, top_groups)
+    plot_over_time(
+        os.path.join(out_dir, "lag_over_time.png"), lag_rows, "lag", groups,
+        "Lag over time, against the current end offsets", "lag (messages)",
+    )
+    plot_over_time(
+        os.path.join(out_dir, "commit_rate.png"), rate_rows, "commits_per_second", groups,
+        "Commit rate", "offset commits / s",
+    )
+    return {name: len(table.rows) for name, table in collected.items()}
+
+
+def collect_table(frame: DataFrame, order: Sequence[str] = ()) -> Table:
+    """The rows of `frame`, sorted by the `order` columns (non-null keys) on the driver."""
+    types = [field.dataType.simpleString() for field in frame.schema.fields]
+    positions = [frame.columns.index(name) for name in order]
+    rows = sorted((tuple(row) for row in frame.collect()), key=lambda row: [row[i] for i in positions])
+    return Table(frame.columns, rows, types)
+
+
+def write_csv(path: str, table: Table) -> None:
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(table.columns)
+        writer.writerows(table.rows)
+
+
+def write_parquet(path: str, table: Table) -> None:
+    fields = [(name, _ARROW_TYPES.get(kind, pa.string())) for name, kind in zip(table.columns, table.types)]
+    schema = pa.schema(fields)
+    data = {name: [row[i] for row in table.rows] for i, name in enumerate(table.columns)}
+    pq.write_table(pa.Table.from_pydict(data, schema=schema), path)
+
+
+def top_groups_by(lag_rows: list[dict[str, Any]], rate_rows: list[dict[str, Any]], limit: int) -> list[str]:
+    """The `limit` groups with the most total lag, ties broken by commits, then by name."""
+    lag: dict[str, int] = {}
+    for row in lag_rows:
+        lag[row["group_id"]] = lag.get(row["group_id"], 0) + (row["lag"] or 0)
+    commits: dict[str, int] = {}
+    for row in rate_rows:
+        commits[row["group_id"]] = commits.get(row["group_id"], 0) + row["offset_commits"]
+    groups = set(lag) | set(commits)
+    return sorted(groups, key=lambda g: (-lag.get(g, 0), -commits.get(g, 0), g))[:limit]
+
+
+def plot_over_time(
+    path: str, rows: list[dict[str, Any]], value: str, groups: list[str], title: str, ylabel: str
+) -> None:
+    """One line per group of `value` against `window_start_ms`, saved as PNG."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 5), dpi=100)
+    axes = figure.add_subplot()
+    for group in groups:
+        points = sorted((r["window_start_ms"], r[value]) for r in rows if r["group_id"] == group)
+        if points:
+            times = [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points]
+            axes.plot(times, [v for _, v in points], marker=".", label=group)  # type: ignore[arg-type]
+    axes.set_title(title)
+    axes.set_xlabel("time (UTC)")
+    axes.set_ylabel(ylabel)
+    if groups and rows:
+        axes.legend(loc="best", fontsize="small")
+    else:
+        axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
+    figure.autofmt_xdate()
+    figure.savefig(path, format="png")

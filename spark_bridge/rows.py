@@ -1,0 +1,107 @@
+"""The row model of the offsets log for analytics: one flat row per record.
+
+Owns `record_to_row`, the pure mapping from a decoded log record to a tuple
+in `COLUMN_NAMES` order, shared by the Spark reader (run in the executors),
+the driver-side reader and the tests. Rules:
+- Pure: no I/O, no clock, no Spark import; the same record always gives the
+  same row. Rows are plain tuples: the cheapest thing to pickle from the
+  Python workers into Spark.
+- Offset commits and group metadata share one schema; a field that does not
+  apply to a record type is None. A tombstone keeps its key fields, its value
+  fields are None and `tombstone` is True.
+- Kafka's "none" sentinels (-1 leader epoch, -1 expire timestamp) become
+  None, so SQL null checks and aggregates mean what they say.
+- `partition` and `offset` locate the record in the offsets log;
+  `topic_partition` is the partition of the committed topic.
+- Time columns are milliseconds since the epoch (`batch_timestamp` is the
+  append time of the record's batch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.records import (
+    NO_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+
+OFFSET_COMMIT = "offset_commit"
+GROUP_METADATA = "group_metadata"
+
+# (name, Spark SQL type name), in row order.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("partition", "int"),
+    ("offset", "long"),
+    ("batch_timestamp", "long"),
+    ("record_type", "string"),
+    ("group_id", "string"),
+    ("topic", "string"),
+    ("topic_partition", "int"),
+    ("committed_offset", "long"),
+    ("leader_epoch", "int"),
+    ("metadata", "string"),
+    ("commit_timestamp", "long"),
+    ("expire_timestamp", "long"),
+    ("generation", "int"),
+    ("protocol_type", "string"),
+    ("protocol", "string"),
+    ("leader", "string"),
+    ("member_count", "int"),
+    ("state_timestamp", "long"),
+    ("tombstone", "boolean"),
+)
+COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+
+LogRow = tuple[Any, ...]
+
+# Value fields of the other record type, all None.
+_NO_GROUP_FIELDS = (None,) * 6
+_NO_COMMIT_FIELDS = (None,) * 5
+
+
+def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: Record) -> LogRow:
+    """The row of `record`, found at `offset` of offsets partition `partition`."""
+    key = record.key
+    # The key type decides the value type (codec invariant): no check per record.
+    value: Any = record.value
+    if isinstance(key, OffsetCommitKey):
+        return _offset_commit_row(partition, offset, batch_timestamp_ms, key, value)
+    if isinstance(key, GroupMetadataKey):
+        return _group_row(partition, offset, batch_timestamp_ms, key, value)
+    raise TypeError(f"not a record key: {key!r}")
+
+
+def _offset_commit_row(
+    partition: int, offset: int, batch_ms: int, key: OffsetCommitKey, value: OffsetCommitValue | None
+) -> LogRow:
+    head = (partition, offset, batch_ms, OFFSET_COMMIT, key.group_id, key.topic, key.partition)
+    if value is None:
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,)
+    epoch = None if value.leader_epoch == NO_LEADER_EPOCH else value.leader_epoch
+    expire = None if value.expire_timestamp_ms == NO_TIMESTAMP else value.expire_timestamp_ms
+    fields = (value.offset, epoch, value.metadata, value.commit_timestamp_ms, expire)
+    return head + fields + _NO_GROUP_FIELDS + (False,)
+
+
+def _group_row(
+    partition: int, offset: int, batch_ms: int, key: GroupMetadataKey, value: GroupMetadataValue | None
+) -> LogRow:
+    head = (partition, offset, batch_ms, GROUP_METADATA, key.group_id, None, None)
+    if value is None:
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,)
+    fields = (
+        value.generation, value.protocol_type, value.protocol, value.leader, len(value.members),
+        value.current_state_timestamp_ms,
+    )
+    return head + _NO_COMMIT_FIELDS + fields + (False,)
+
+
+def row_dict(row: LogRow) -> dict[str, Any]:
+    """A row as {column: value}: for printing and tests."""
+    return dict(zip(COLUMN_NAMES, row))

@@ -1,0 +1,108 @@
+"""`raygroups lag` and `raygroups report` computed by the test session's Spark."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+from spark_bridge import cli
+
+from tests.spark.histories import END_OFFSETS, HISTORY, write_history
+
+pytestmark = pytest.mark.spark
+TABLES = (
+    "committed_offsets", "lag", "lag_over_time", "commit_rate", "rebalance_history", "idle_groups",
+    "expired_groups",
+)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="raygroups")
+    cli.add_parsers(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+def write_ends(path: Path) -> None:
+    ends: dict[str, dict[str, int]] = {}
+    for (topic, partition), end in END_OFFSETS.items():
+        ends.setdefault(topic, {})[str(partition)] = end
+    path.write_text(json.dumps(ends))
+
+
+def test_lag_prints_the_describe_table(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_history(str(tmp_path), HISTORY)
+    args = parse(["lag", "--data-dir", str(tmp_path)])
+    console = Console(file=io.StringIO(), record=True, width=120)
+
+    rows = cli.lag_rows(spark, args, None)
+    assert cli.print_lag(args, rows, console) == cli.EXIT_OK
+
+    lines = [line.split() for line in console.export_text().splitlines() if line.strip()]
+    assert lines[:5] == [
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"],
+        ["billing", "orders", "0", "18", "25", "7"],
+        ["billing", "payments", "0", "3", "3", "0"],
+        ["orders-app", "orders", "0", "25", "25", "0"],
+        ["orders-app", "orders", "1", "30", "30", "0"],
+    ]
+    assert "highest committed offset per partition" in " ".join(lines[5])
+
+    json_args = parse(["lag", "orders-app", "--data-dir", str(tmp_path), "--json", "--end-offsets", "e.json"])
+    ends = {key: end for key, end in END_OFFSETS.items() if key != ("orders", 1)}
+    assert cli.print_lag(json_args, cli.lag_rows(spark, json_args, ends)) == cli.EXIT_OK
+    assert json.loads(capsys.readouterr().out) == {
+        "end_offsets": "file e.json",
+        "partitions": [
+            {"group": "orders-app", "topic": "orders", "partition": 0, "current_offset": 25,
+             "log_end_offset": 40, "lag": 15},
+            {"group": "orders-app", "topic": "orders", "partition": 1, "current_offset": 30,
+             "log_end_offset": None, "lag": None},
+        ],
+    }
+
+
+def test_lag_of_an_unknown_group(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_history(str(tmp_path), HISTORY)
+    args = parse(["lag", "nobody", "--data-dir", str(tmp_path), "--json"])
+
+    assert cli.print_lag(args, cli.lag_rows(spark, args, None)) == cli.EXIT_NO_GROUP
+    assert "'nobody' has no committed offsets" in capsys.readouterr().err
+
+
+def test_report_writes_tables_and_plots(spark: SparkSession, tmp_path: Path) -> None:
+    data_dir, out = tmp_path / "data", tmp_path / "report"
+    write_history(str(data_dir), HISTORY)
+    write_ends(tmp_path / "ends.json")
+    args = parse(["report", "--data-dir", str(data_dir), "--out", str(out), "--end-offsets",
+                  str(tmp_path / "ends.json")])
+
+    counts = cli.run_report(spark, args, END_OFFSETS)
+
+    assert counts == {
+        "committed_offsets": 4, "lag": 4, "lag_over_time": 6, "commit_rate": 6, "rebalance_history": 4,
+        "idle_groups": 2, "expired_groups": 2,
+    }
+    for name in TABLES:
+        with open(out / f"{name}.csv", newline="") as file:
+            assert len(list(csv.reader(file))) == counts[name] + 1
+        assert pq.read_table(out / f"{name}.parquet").num_rows == counts[name]
+    with open(out / "lag.csv", newline="") as file:
+        lag = list(csv.DictReader(file))
+    assert [(r["group_id"], r["topic"], r["topic_partition"], r["lag"]) for r in lag] == [
+        ("billing", "orders", "0", "22"), ("billing", "payments", "0", "0"),
+        ("orders-app", "orders", "0", "15"), ("orders-app", "orders", "1", "0"),
+    ]
+    for plot in ("lag_over_time.png", "commit_rate.png"):
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,76 @@
+"""record_to_row: the pure record -> row mapping shared by the reader and the tests (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
+from spark_bridge.rows import COLUMN_NAMES, COLUMNS, GROUP_METADATA, OFFSET_COMMIT, record_to_row, row_dict
+
+from tests.spark.histories import T0, commit, group, group_tombstone, offset_tombstone
+
+NONE_GROUP_FIELDS = dict.fromkeys(
+    ["generation", "protocol_type", "protocol", "leader", "member_count", "state_timestamp"]
+)
+NONE_COMMIT_FIELDS = dict.fromkeys(
+    ["committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp"]
+)
+
+
+def test_offset_commit_row() -> None:
+    row = record_to_row(3, 42, T0, commit("g", "orders", 7, 1234, T0 - 5, expire_ms=T0 + 99))
+
+    assert len(row) == len(COLUMNS)
+    assert row_dict(row) == {
+        "partition": 3, "offset": 42, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
+        "group_id": "g", "topic": "orders", "topic_partition": 7, "committed_offset": 1234,
+        "leader_epoch": 1, "metadata": "meta-1234", "commit_timestamp": T0 - 5, "expire_timestamp": T0 + 99,
+        **NONE_GROUP_FIELDS, "tombstone": False,
+    }
+
+
+def test_kafka_none_sentinels_become_null() -> None:
+    record = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, -1, "", T0))
+
+    row = row_dict(record_to_row(0, 0, T0, record))
+
+    assert row["leader_epoch"] is None and row["expire_timestamp"] is None
+    assert row["metadata"] == "" and row["committed_offset"] == 5
+
+
+def test_offset_tombstone_keeps_its_key() -> None:
+    row = row_dict(record_to_row(1, 9, T0, offset_tombstone("g", "t", 2)))
+
+    assert row == {
+        "partition": 1, "offset": 9, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
+        "group_id": "g", "topic": "t", "topic_partition": 2, **NONE_COMMIT_FIELDS, **NONE_GROUP_FIELDS,
+        "tombstone": True,
+    }
+
+
+def test_group_metadata_row() -> None:
+    row = row_dict(record_to_row(2, 5, T0 + 1, group("g", 4, 3, T0)))
+
+    assert row == {
+        "partition": 2, "offset": 5, "batch_timestamp": T0 + 1, "record_type": GROUP_METADATA,
+        "group_id": "g", "topic": None, "topic_partition": None, **NONE_COMMIT_FIELDS,
+        "generation": 4, "protocol_type": "consumer", "protocol": "range", "leader": "m0",
+        "member_count": 3, "state_timestamp": T0, "tombstone": False,
+    }
+
+
+def test_empty_group_and_group_tombstone() -> None:
+    empty = row_dict(record_to_row(0, 1, T0, group("g", 2, 0, T0)))
+    deleted = row_dict(record_to_row(0, 2, T0, group_tombstone("g")))
+
+    assert (empty["member_count"], empty["protocol"], empty["leader"]) == (0, None, None)
+    assert empty["tombstone"] is False
+    assert deleted == {
+        **dict.fromkeys(COLUMN_NAMES), "partition": 0, "offset": 2, "batch_timestamp": T0,
+        "record_type": GROUP_METADATA, "group_id": "g", "tombstone": True,
+    }
+
+
+def test_a_record_that_is_not_a_log_record_is_refused() -> None:
+    with pytest.raises(TypeError):
+        record_to_row(0, 0, T0, Record(("g",), None))  # type: ignore[arg-type]
