@@ -24,23 +24,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings
+from log.fsutil import atomic_write_json
 
 logger = logging.getLogger(__name__)
 METADATA_FILE = "controller.json"
-
-
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class Controller:
@@ -85,7 +72,7 @@ class Controller:
             "actors": {str(p): n for p, n in self.actor_names.items()},
             "standbys": [name for name, _ in getattr(self, "standbys", [])],
         }
-        _write_json_atomically(self.metadata_path, data)
+        atomic_write_json(self.metadata_path, data)
 
     # ------------------------------------------------------------- startup
 

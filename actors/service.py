@@ -24,7 +24,8 @@ from actors.settings import (
     EMBEDDED_PARTITIONS,
     ServiceSettings,
 )
-from actors.topics import stop_topic_registry
+from actors.singleton import detached_singleton
+from actors.topics import ensure_topic_registry, stop_topic_registry
 from coordinator import CoordinatorConfig
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -75,20 +76,8 @@ def start(
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)
-    controller = (
-        ray.remote(Controller)
-        .options(
-            name=CONTROLLER_NAME,
-            namespace=settings.namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,
-            max_task_retries=-1,
-            num_cpus=0,
-            max_concurrency=1_000,
-        )
-        .remote(settings)
-    )
+    controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=1_000)
+    ensure_topic_registry(settings)
     return Client(controller)
 
 

@@ -38,8 +38,10 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 
 from actors.retry import Backoff
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings
+from actors.singleton import detached_singleton
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
+from log.fsutil import atomic_write_json
 
 TOPIC_REGISTRY_NAME = "raygroups-topics"
 TOPICS_FILE = "topics.json"
@@ -64,20 +66,6 @@ def check_topic_name(name: str) -> None:
         raise ValueError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not . or ..")
 
 
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class TopicRegistry:
     """The actor. A sync actor with one thread: requests apply one at a time."""
 
@@ -98,7 +86,7 @@ class TopicRegistry:
             name: {"partitions": count, "end_offsets": {str(p): o for p, o in self.end[name].items()}}
             for name, count in self.partitions.items()
         }
-        _write_json_atomically(self.path, {"version": 1, "topics": topics})
+        atomic_write_json(self.path, {"version": 1, "topics": topics})
 
     def create_topic(self, name: str, partitions: int) -> Errors:
         if name in self.partitions:
@@ -145,19 +133,7 @@ class TopicRegistry:
 
 def ensure_topic_registry(settings: ServiceSettings) -> Any:
     """Create the registry of the service in `settings.namespace`, or get the running one."""
-    handle: Any = (
-        ray.remote(TopicRegistry)
-        .options(
-            name=TOPIC_REGISTRY_NAME,
-            namespace=settings.namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,
-            max_task_retries=-1,
-            num_cpus=0,
-        )
-        .remote(settings)
-    )
+    handle = detached_singleton(TopicRegistry, TOPIC_REGISTRY_NAME, settings)
     ray.get(handle.describe.remote([]))  # created and loaded before the service answers
     return handle
 

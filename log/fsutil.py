@@ -8,6 +8,7 @@ once its directory has been synced.
 
 from __future__ import annotations
 
+import json
 import os
 
 TMP_SUFFIX = ".tmp"
@@ -54,3 +55,8 @@ def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(os.path.dirname(path) or ".")
+
+
+def atomic_write_json(path: str, data: object) -> None:
+    """`atomic_write` of a JSON document (metadata files beside the logs)."""
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from actors import Client, CommitFailedError, FencedInstanceError, GroupMember
 from coordinator.topic_partition import TopicPartition
 
-from tests.ray.test_member_support import (
+from tests.ray.member_support import (
     TIMEOUT_S,
     Cleanup,
     Recorder,
     partitions,
-    session_registry,
     settled_generation,
     unique,
     view,
@@ -26,18 +24,6 @@ from tests.ray.test_member_support import (
 )
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="session")
-def registry(service: Client, tmp_path_factory: pytest.TempPathFactory) -> Client:
-    return session_registry(service, str(tmp_path_factory.mktemp("topics")))
-
-
-@pytest.fixture
-def cleanup(registry: Client) -> Iterator[Cleanup]:
-    made = Cleanup()
-    yield made
-    made.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,13 +12,12 @@ import ray
 from actors import Client, GroupMember
 from coordinator.topic_partition import TopicPartition
 
-from tests.ray.test_member_support import (
+from tests.ray.member_support import (
     FAST,
     TIMEOUT_S,
     AsyncMemberHost,
     Cleanup,
     partitions,
-    session_registry,
     settled_generation,
     unique,
     view,
@@ -27,18 +25,6 @@ from tests.ray.test_member_support import (
 )
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="session")
-def registry(service: Client, tmp_path_factory: pytest.TempPathFactory) -> Client:
-    return session_registry(service, str(tmp_path_factory.mktemp("topics")))
-
-
-@pytest.fixture
-def cleanup(registry: Client) -> Iterator[Cleanup]:
-    made = Cleanup()
-    yield made
-    made.close()
 
 
 def views(hosts: list[Any], local: list[GroupMember]) -> list[Any]:

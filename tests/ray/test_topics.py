@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 
 import pytest
 import ray
@@ -18,10 +17,9 @@ from actors.topics import TOPICS_FILE, TopicRegistry, registry_for
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
-from tests.ray.test_member_support import (
+from tests.ray.member_support import (
     Cleanup,
     partitions,
-    session_registry,
     settled_generation,
     unique,
     view,
@@ -29,18 +27,6 @@ from tests.ray.test_member_support import (
 )
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="session")
-def registry(service: Client, tmp_path_factory: pytest.TempPathFactory) -> Client:
-    return session_registry(service, str(tmp_path_factory.mktemp("topics")))
-
-
-@pytest.fixture
-def cleanup(registry: Client) -> Iterator[Cleanup]:
-    made = Cleanup()
-    yield made
-    made.close()
 
 
 def test_registry_answers_as_kafka_admin_and_keeps_end_offsets(registry: Client) -> None:

@@ -16,10 +16,8 @@ from typing import Any
 
 import ray
 
-from actors import AsyncGroupMember, Client, GroupMember
+from actors import AsyncGroupMember, GroupMember
 from actors.member import MemberBase
-from actors.settings import ServiceSettings
-from actors.topics import ensure_topic_registry
 from coordinator.topic_partition import TopicPartition
 
 FAST = {
@@ -145,15 +143,6 @@ class AsyncMemberHost:
 
 
 # --------------------------------------------------------------- cleanup
-
-
-def session_registry(client: Client, data_dir: str) -> Client:
-    """The service's topic registry (created here until actors.start() makes it; then a no-op).
-
-    Tests share the session's service and registry: each uses its own group and topic names.
-    """
-    ensure_topic_registry(ServiceSettings(data_dir=data_dir, num_partitions=4))
-    return client
 
 
 def unique(prefix: str) -> str:
