@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-from rich.console import Console
-from rich.table import Table
 
+from bench.table import Row
+from bench.table import print_table as print_table_rows
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 from log import (
     GroupCommitter,
@@ -48,15 +48,6 @@ EPOCH = 1
 NOW_MS = 1_700_000_000_000
 
 
-@dataclass
-class Row:
-    figure: str
-    value: float
-    unit: str
-    ratio: float | None = None
-    note: str = ""
-
-
 def make_batches(records: int, groups: int, batch_records: int) -> list[list[Record]]:
     """Commits in rounds: every group commits its partitions, again and again."""
     keys = [
@@ -68,7 +59,7 @@ def make_batches(records: int, groups: int, batch_records: int) -> list[list[Rec
     for i in range(records):
         key = keys[i % len(keys)]
         out.append(Record(key, OffsetCommitValue(i, EPOCH, "", NOW_MS + i // 1000)))
-    return [out[i:i + batch_records] for i in range(0, records, batch_records)]
+    return [out[i : i + batch_records] for i in range(0, records, batch_records)]
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -138,8 +129,12 @@ class Timing:
 
 
 def load_timing(
-    directory: str, config: LogConfig, target_factory: Callable[[], Any], snapshot: bool,
-    payloads: list[bytes], runs: int = 5,
+    directory: str,
+    config: LogConfig,
+    target_factory: Callable[[], Any],
+    snapshot: bool,
+    payloads: list[bytes],
+    runs: int = 5,
 ) -> Timing:
     """Open (with recovery) + load into a fresh target, against unpackb of `payloads`."""
     best = Timing(float("inf"), float("inf"), float("inf"), float("inf"))
@@ -177,8 +172,15 @@ def run(records: int, batch_records: int, producers: int, segment_bytes: int) ->
         rows = append_rows(root, directory, config, batches, producers)
         rows.extend(load_rows(directory, config, records))
         payload_bytes = sum(map(len, log_payloads(directory)))
-        rows.append(Row("bytes on disk per record", log_bytes(directory) / records, "B",
-                        log_bytes(directory) / payload_bytes, "ratio: disk / payload bytes"))
+        rows.append(
+            Row(
+                "bytes on disk per record",
+                log_bytes(directory) / records,
+                "B",
+                log_bytes(directory) / payload_bytes,
+                "ratio: disk / payload bytes",
+            )
+        )
         rows.extend(compaction_rows(directory, config, groups))
         rows.append(recovery_row(os.path.join(root, "offsets-2"), batches))
     finally:
@@ -201,10 +203,20 @@ def append_rows(
     note = f"{producers} producers, {len(batches[0])}-record batches, {syncs} fsyncs"
     return [
         Row("durable append, group commit", records / append_s, "records/s", append_s / unpack_s, note),
-        Row("durable append, fsync per batch", sample_records / seq_s, "records/s",
-            seq_s / unpack_s * records / sample_records, f"{len(sample)} batches, one producer"),
-        Row("raw msgpack.unpackb of the log payloads", records / unpack_s, "records/s", 1.0,
-            f"{unpack_s * 1000:.0f} ms: the baseline"),
+        Row(
+            "durable append, fsync per batch",
+            sample_records / seq_s,
+            "records/s",
+            seq_s / unpack_s * records / sample_records,
+            f"{len(sample)} batches, one producer",
+        ),
+        Row(
+            "raw msgpack.unpackb of the log payloads",
+            records / unpack_s,
+            "records/s",
+            1.0,
+            f"{unpack_s * 1000:.0f} ms: the baseline",
+        ),
     ]
 
 
@@ -238,8 +250,15 @@ def compaction_rows(directory: str, config: LogConfig, groups: int) -> list[Row]
     note = f"{len(snapshot.records):,} live records, {groups:,} groups; written in {snap_s:.2f} s"
     rows.append(Row(f"load from snapshot -> {name}", timing.wall_s, "s", timing.ratio, note))
     size = os.path.getsize(path)
-    rows.append(Row("snapshot bytes per live record", size / len(snapshot.records), "B",
-                    size / sum(map(len, payloads)), "ratio: file / payload bytes"))
+    rows.append(
+        Row(
+            "snapshot bytes per live record",
+            size / len(snapshot.records),
+            "B",
+            size / sum(map(len, payloads)),
+            "ratio: file / payload bytes",
+        )
+    )
     return rows
 
 
@@ -267,15 +286,12 @@ def _snapshot_batches(path: str) -> list[Any]:
 
 
 def print_table(rows: list[Row], records: int, segment_bytes: int) -> None:
-    title = f"offsets log: {records:,} offset-commit records, {segment_bytes:,}-byte segments"
-    table = Table(title=title)
-    for column in ("figure", "value", "unit", "x unpackb", "note"):
-        table.add_column(column, justify="right" if column in ("value", "x unpackb") else "left")
-    for row in rows:
-        value = f"{row.value:,.0f}" if row.value >= 100 else f"{row.value:,.3f}"
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}"
-        table.add_row(row.figure, value, row.unit, ratio, row.note)
-    Console(width=160).print(table)
+    print_table_rows(
+        f"offsets log: {records:,} offset-commit records, {segment_bytes:,}-byte segments",
+        rows,
+        "x unpackb",
+        2,
+    )
 
 
 def main() -> None:
@@ -283,8 +299,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch-records", type=int, default=1000)
     parser.add_argument("--producers", type=int, default=8)
-    parser.add_argument("--segment-bytes", type=int, default=None,
-                        help="segment size (default: about an eighth of the log, so compaction has work)")
+    parser.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=None,
+        help="segment size (default: about an eighth of the log, so compaction has work)",
+    )
     args = parser.parse_args()
     segment_bytes = args.segment_bytes or max(64 * 1024, args.records * 3)
     rows = run(args.records, args.batch_records, args.producers, segment_bytes)

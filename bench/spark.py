@@ -22,12 +22,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from bench.table import Row
+from bench.table import print_table as print_table_rows
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -48,15 +46,6 @@ TOPICS = 50
 BATCH_RECORDS = 1000
 EPOCH = 1
 NOW_MS = 1_700_000_000_000
-
-
-@dataclass
-class Row:
-    figure: str
-    value: float
-    unit: str
-    ratio: float | None = None
-    note: str = ""
 
 
 def group_records(groups: int) -> list[list[Record]]:
@@ -82,7 +71,7 @@ def write_log(data_dir: str, records: int, groups: int) -> None:
         directory = os.path.join(data_dir, f"offsets-{partition}")
         with PartitionLog.open(directory, EPOCH, config) as log:
             for start in range(0, len(partition_records), BATCH_RECORDS):
-                log.append(partition_records[start:start + BATCH_RECORDS], EPOCH, NOW_MS + start)
+                log.append(partition_records[start : start + BATCH_RECORDS], EPOCH, NOW_MS + start)
 
 
 def best_of(runs: int, fn: Callable[[], Any]) -> float:
@@ -100,10 +89,20 @@ def local_rows(data_dir: str, records: int) -> list[Row]:
     load_s = best_of(2, lambda: [materialize(d, use_snapshot=False) for d in directories])
     rows_s = best_of(2, lambda: sum(1 for _ in read_log_rows(data_dir)))
     return [
-        Row("log layer load (materialize), 1 process", records / load_s, "records/s", 1.0,
-            f"{load_s:.2f} s over {len(directories)} partitions: the baseline"),
-        Row("rows on the driver (read_log_rows), 1 process", records / rows_s, "rows/s", load_s / rows_s,
-            f"{rows_s:.2f} s: the executors' Python work without Spark"),
+        Row(
+            "log layer load (materialize), 1 process",
+            records / load_s,
+            "records/s",
+            1.0,
+            f"{load_s:.2f} s over {len(directories)} partitions: the baseline",
+        ),
+        Row(
+            "rows on the driver (read_log_rows), 1 process",
+            records / rows_s,
+            "rows/s",
+            load_s / rows_s,
+            f"{rows_s:.2f} s: the executors' Python work without Spark",
+        ),
     ]
 
 
@@ -121,8 +120,13 @@ def spark_rows(data_dir: str, records: int, executors: int, load_s: float) -> li
         raise AssertionError(f"Spark read {counted} rows, the log holds {records}")
     tasks = len(plan_tasks(data_dir))
     return [
-        Row(f"Spark read, {executors} executor(s)", records / read_s, "rows/s", load_s / read_s,
-            f"{read_s:.2f} s, {tasks} tasks, no-op sink"),
+        Row(
+            f"Spark read, {executors} executor(s)",
+            records / read_s,
+            "rows/s",
+            load_s / read_s,
+            f"{read_s:.2f} s, {tasks} tasks, no-op sink",
+        ),
         Row(f"RayDP start, {executors} executor(s)", start_s, "s", None, "init_spark until the session"),
     ]
 
@@ -155,15 +159,12 @@ def _segments(directory: str) -> list[Any]:
 
 
 def print_table(rows: list[Row], records: int, groups: int) -> None:
-    title = f"offsets log -> Spark: {records:,} records, {groups:,} groups, {PARTITIONS} partition logs"
-    table = Table(title=title)
-    for column in ("figure", "value", "unit", "x log load", "note"):
-        table.add_column(column, justify="right" if column in ("value", "x log load") else "left")
-    for row in rows:
-        value = f"{row.value:,.0f}" if row.value >= 100 else f"{row.value:,.2f}"
-        ratio = "" if row.ratio is None else f"{row.ratio:.3f}"
-        table.add_row(row.figure, value, row.unit, ratio, row.note)
-    Console(width=160).print(table)
+    print_table_rows(
+        f"offsets log -> Spark: {records:,} records, {groups:,} groups, {PARTITIONS} partition logs",
+        rows,
+        "x log load",
+        3,
+    )
 
 
 def main() -> None:

@@ -79,8 +79,15 @@ def test_load_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> Non
 
 
 def test_materialized_state_is_last_write_wins_with_deleting_tombstones() -> None:
-    records = [commit("g", "t", 0, 1), commit("g", "t", 0, 2), group("g"), offset_tombstone("g", "t", 0),
-               group_tombstone("h"), commit("g", "t", 0, 3), group_tombstone("g")]
+    records = [
+        commit("g", "t", 0, 1),
+        commit("g", "t", 0, 2),
+        group("g"),
+        offset_tombstone("g", "t", 0),
+        group_tombstone("h"),
+        commit("g", "t", 0, 3),
+        group_tombstone("g"),
+    ]
     state = MaterializedState()
     state.replay_many(records[:3])
     for record in records[3:]:
@@ -90,9 +97,8 @@ def test_materialized_state_is_last_write_wins_with_deleting_tombstones() -> Non
 
 
 def test_loading_into_the_coordinator_shard_matches_its_own_records(tmp_path: Path) -> None:
-    shard_module = pytest.importorskip("coordinator.shard")
-    if not hasattr(shard_module.Shard, "replay_many"):
-        pytest.skip("coordinator.Shard has no replay_many yet")
+    from coordinator import shard as shard_module
+
     records = [commit("g", "t", p, p) for p in range(4)] + [group("g", generation=2), commit("h", "t", 0, 7)]
     with PartitionLog.open(tmp_path, EPOCH) as log:
         log.append(records, EPOCH, NOW_MS)
