@@ -192,7 +192,7 @@ class Client:
         retention_time_ms: int = -1,
     ) -> OffsetCommitResponse:
         return self.send(
-            _commit_request(
+            commit_request(
                 group_id,
                 offsets,
                 generation_id,
@@ -211,7 +211,7 @@ class Client:
         group_instance_id: str | None = None,
         retention_time_ms: int = -1,
     ) -> OffsetCommitResponse:
-        request = _commit_request(
+        request = commit_request(
             group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms
         )
         return await self.send_async(request)  # type: ignore[no-any-return]
@@ -312,7 +312,7 @@ class Client:
         return topics.end_offsets(self.controller, names)
 
 
-def _commit_request(
+def commit_request(
     group_id: str,
     offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
     generation_id: int,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from itertools import starmap
+from operator import attrgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from coordinator.errors import Errors
@@ -336,3 +338,76 @@ Request = (
     | DeleteGroupsRequest
     | OffsetDeleteRequest
 )
+
+
+# ------------------------------------------------------------ wire form
+#
+# Requests and responses cross process boundaries as pickles. A message
+# with a partition per item would otherwise pickle each item as an object
+# (about 7 us each way); these travel as tuples of plain values and are
+# rebuilt without re-running the type checks they passed when first built.
+
+_BUILDERS: dict[tuple[type, bool], Callable[..., Any]] = {}
+_ERRORS_BY_CODE = {int(e): e for e in Errors}
+
+
+def _builder(cls: type, error_codes: bool = False) -> Callable[..., Any]:
+    """A function (field values...) -> instance that skips __init__ and its checks.
+
+    Generated like dataclasses' own __init__, so rebuilding a message costs
+    one call per item rather than one per field. With `error_codes`, an
+    `error` field arrives as its int code.
+    """
+    builder = _BUILDERS.get((cls, error_codes))
+    if builder is None:
+        names = [f.name for f in fields(cls)]
+        env: dict[str, Any] = {"new": object.__new__, "cls": cls, "codes": _ERRORS_BY_CODE}
+        env.update({f"set_{n}": cls.__dict__[n].__set__ for n in names})
+        body = "".join(
+            f"    set_{n}(o, codes[{n}])\n" if error_codes and n == "error" else f"    set_{n}(o, {n})\n"
+            for n in names
+        )
+        exec(f"def build({', '.join(names)}):\n    o = new(cls)\n{body}    return o\n", env)
+        built: Callable[..., Any] = env["build"]
+        builder = _BUILDERS[(cls, error_codes)] = built
+    return builder
+
+
+def _build(cls: type, values: tuple[object, ...] | list[object]) -> Any:
+    return _builder(cls)(*values)
+
+
+def _rebuild_flat(cls: type, values: list[object], index: int, item_cls: type, error_codes: bool) -> Any:
+    values[index] = tuple(starmap(_builder(item_cls, error_codes), values[index]))  # type: ignore[arg-type]
+    return _build(cls, values)
+
+
+def _flat_reducer(cls: type, field_name: str, item_cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    names = tuple(f.name for f in fields(cls))
+    index = names.index(field_name)
+    item_names = tuple(f.name for f in fields(item_cls))
+    error_codes = "error" in item_names
+    error_at = item_names.index("error") if error_codes else -1
+    row_of = attrgetter(*item_names)
+
+    def reduce(self: Any) -> tuple[Any, ...]:
+        values = [getattr(self, name) for name in names]
+        items = values[index]
+        if items is None:
+            return (_build, (cls, values))
+        rows = [row_of(item) for item in items]
+        if error_codes:
+            rows = [(*row[:error_at], int(row[error_at]), *row[error_at + 1 :]) for row in rows]
+        values[index] = rows
+        return (_rebuild_flat, (cls, values, index, item_cls, error_codes))
+
+    return reduce
+
+
+for _cls, _field, _item in (
+    (OffsetCommitRequest, "partitions", OffsetCommitPartition),
+    (OffsetCommitResponse, "partitions", PartitionResult),
+    (OffsetFetchResponse, "partitions", FetchedOffset),
+    (OffsetDeleteResponse, "partitions", PartitionResult),
+):
+    _cls.__reduce__ = _flat_reducer(_cls, _field, _item)  # type: ignore[method-assign, assignment]

@@ -7,6 +7,8 @@ same offsets partition as it would in Kafka.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode as a signed 32-bit int."""
@@ -17,7 +19,9 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@lru_cache(maxsize=65_536)
 def partition_for(group_id: str, num_partitions: int) -> int:
+    """Cached: clients route every request, and hashing is a Python loop."""
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
