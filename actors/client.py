@@ -191,16 +191,8 @@ class Client:
         group_instance_id: str | None = None,
         retention_time_ms: int = -1,
     ) -> OffsetCommitResponse:
-        return self.send(
-            commit_request(
-                group_id,
-                offsets,
-                generation_id,
-                member_id,
-                group_instance_id,  # type: ignore[no-any-return]
-                retention_time_ms,
-            )
-        )
+        request = commit_request(group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms)
+        return self.send(request)  # type: ignore[no-any-return]
 
     async def commit_offsets_async(
         self,
