@@ -191,7 +191,9 @@ class Client:
         group_instance_id: str | None = None,
         retention_time_ms: int = -1,
     ) -> OffsetCommitResponse:
-        request = commit_request(group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms)
+        request = commit_request(
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms
+        )
         return self.send(request)  # type: ignore[no-any-return]
 
     async def commit_offsets_async(
