@@ -10,9 +10,11 @@ Owns the payload layout documented in FORMAT.md ("Payload"). Rules:
   consecutive records of one key version and one value version in columns,
   so one `msgpack.unpackb` yields plain lists and records are assembled by
   `map`/`zip` loops that run in C: no per-record Python bytecode on the
-  load path. String columns are dictionary encoded (`[strings, indices]`):
-  a batch names few groups and topics, so this shrinks the payload and the
-  number of string objects the decoder must create.
+  load path. The load path goes further (`decode_load_runs`): offset runs
+  stay plain tuples until the loader has merged them by key. String
+  columns are dictionary encoded (`[strings, indices]`): a batch names few
+  groups and topics, so this shrinks the payload and the number of string
+  objects the decoder must create.
 - A run of an unknown key version is skipped and counted, never fatal. A
   known key with an unknown value version raises `UnsupportedVersionError`:
   skipping it would let an older value of that key win.
@@ -22,7 +24,7 @@ Owns the payload layout documented in FORMAT.md ("Payload"). Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import groupby, repeat
 from operator import is_, itemgetter
 from typing import Any, NamedTuple
@@ -199,6 +201,75 @@ def decode_payload(payload: bytes | memoryview) -> DecodedPayload:
     return DecodedPayload(records, kept, skipped)
 
 
+# ----------------------------------------------------- bulk load (loader)
+
+OffsetKeyTuple = tuple[str, str, int]
+OffsetPairs = Iterator[tuple[OffsetKeyTuple, tuple[Any, ...] | None]]
+
+
+class LoadRun(NamedTuple):
+    """One run of a payload as the load path takes it (see `decode_load_runs`)."""
+
+    size: int
+    # An offset run: lazy (key, value) pairs of plain tuples, value None for
+    # a tombstone; consume them with `stage_offsets`.
+    offset_pairs: OffsetPairs | None
+    # Any other known run: its records. Both None: an unknown key version.
+    records: list[Record] | None
+
+
+def decode_load_runs(payload: bytes | memoryview) -> list[LoadRun]:
+    """The runs of a payload, in order, for bulk loading.
+
+    Offset records, nearly all of a log, are not built as records here: the
+    loader merges their plain-tuple pairs into a last-wins staging dict in
+    one C-level `dict.update` and builds records for the survivors only
+    (`offset_records`). Raises PayloadError or UnsupportedVersionError.
+    """
+    try:
+        body = _unpackb(payload)
+        if type(body) is not list or not body:
+            raise PayloadError("payload is not a non-empty array")
+        return [_load_run(body[index]) for index in range(1, len(body))]
+    except PayloadError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise PayloadError(f"undecodable payload: {exc!r}") from exc
+
+
+def _load_run(run: list[Any]) -> LoadRun:
+    count = run[2]
+    pairs = _PAIR_DECODERS.get((run[0], run[1]))
+    if pairs is not None and type(count) is int and count >= 0:
+        return LoadRun(count, pairs(run, count), None)
+    return LoadRun(count, None, _decode_run(run))
+
+
+def _offset_commit_pairs(run: list[Any], count: int) -> OffsetPairs:
+    return zip(_offset_key_tuples(run, count), _offset_value_tuples(run, count))
+
+
+def _offset_tombstone_pairs(run: list[Any], count: int) -> OffsetPairs:
+    if len(run) != 6:
+        raise PayloadError(f"offset tombstone run of {len(run)} fields")
+    return zip(_offset_key_tuples(run, count), repeat(None))
+
+
+def stage_offsets(staged: dict[OffsetKeyTuple, tuple[Any, ...] | None], pairs: OffsetPairs) -> None:
+    """Merge one offset run into `staged`: the last record of a key wins."""
+    try:
+        staged.update(pairs)
+    except _DECODE_ERRORS as exc:
+        raise PayloadError(f"undecodable offset run: {exc!r}") from exc
+
+
+def offset_records(staged: Mapping[OffsetKeyTuple, tuple[Any, ...] | None]) -> Iterator[Record]:
+    """The staged offsets as records (tombstones included), in staging order."""
+    keys = map(_new, repeat(OffsetCommitKey), staged.keys())
+    values = [None if value is None else _new(OffsetCommitValue, value) for value in staged.values()]
+    return map(_new, repeat(Record), zip(keys, values))
+
+
 def _decode_run(run: list[Any]) -> list[Record] | None:
     """The records of one run, or None for a run of an unknown key version."""
     count = run[2]
@@ -220,29 +291,39 @@ def _column(values: Any, count: int) -> Any:
 
 def _string_column(column: Any, count: int) -> Iterable[Any]:
     strings, ids = column
-    return map(strings.__getitem__, _column(ids, count))
+    if type(strings) is not list:
+        raise PayloadError("string table is not an array")
+    ids = _column(ids, count)
+    if len(strings) == 1 and ids.count(0) == count:
+        # One distinct value (often: every metadata is ""): no lookups.
+        return repeat(strings[0], count)
+    return map(strings.__getitem__, ids)
+
+
+def _offset_key_tuples(run: list[Any], count: int) -> Iterator[tuple[str, str, int]]:
+    """The keys of an offset run as plain tuples, the fields of OffsetCommitKey."""
+    return zip(_string_column(run[3], count), _string_column(run[4], count), _column(run[5], count))
+
+
+def _offset_value_tuples(run: list[Any], count: int) -> Iterator[tuple[Any, ...]]:
+    """The values of an offset commit run as plain tuples, the fields of OffsetCommitValue."""
+    if len(run) != 11:
+        raise PayloadError(f"offset commit run of {len(run)} fields")
+    return zip(
+        _column(run[6], count),
+        _column(run[7], count),
+        _string_column(run[8], count),
+        _column(run[9], count),
+        _column(run[10], count),
+    )
 
 
 def _offset_keys(run: list[Any], count: int) -> Iterable[OffsetCommitKey]:
-    groups = _string_column(run[3], count)
-    topics = _string_column(run[4], count)
-    return map(_new, repeat(OffsetCommitKey), zip(groups, topics, _column(run[5], count)))
+    return map(_new, repeat(OffsetCommitKey), _offset_key_tuples(run, count))
 
 
 def _decode_offset_commits_v0(run: list[Any], count: int) -> list[Record]:
-    if len(run) != 11:
-        raise PayloadError(f"offset commit run of {len(run)} fields")
-    values = map(
-        _new,
-        repeat(OffsetCommitValue),
-        zip(
-            _column(run[6], count),
-            _column(run[7], count),
-            _string_column(run[8], count),
-            _column(run[9], count),
-            _column(run[10], count),
-        ),
-    )
+    values = map(_new, repeat(OffsetCommitValue), _offset_value_tuples(run, count))
     return list(map(_new, repeat(Record), zip(_offset_keys(run, count), values)))
 
 
@@ -284,4 +365,11 @@ _RUN_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], list[Reco
     (KEY_VERSION_OFFSET_COMMIT, None): _decode_offset_tombstones,
     (KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA): _decode_groups_v0,
     (KEY_VERSION_GROUP_METADATA, None): _decode_group_tombstones,
+}
+
+_PAIR_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], OffsetPairs]] = {
+    (KEY_VERSION_OFFSET_COMMIT_V0, VALUE_VERSION_OFFSET_COMMIT): _offset_commit_pairs,
+    (KEY_VERSION_OFFSET_COMMIT, VALUE_VERSION_OFFSET_COMMIT): _offset_commit_pairs,
+    (KEY_VERSION_OFFSET_COMMIT_V0, None): _offset_tombstone_pairs,
+    (KEY_VERSION_OFFSET_COMMIT, None): _offset_tombstone_pairs,
 }
