@@ -13,12 +13,11 @@ from collections.abc import Hashable, Iterator
 
 from coordinator.consumer_protocol import decode_subscription
 from coordinator.messages import JoinGroupMember
-from coordinator.records import GroupMetadataValue, MemberRecord, OffsetCommitValue
+from coordinator.records import GroupMetadataValue, MemberRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator.state import GroupState, check_transition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 Token = Hashable
-TopicPartitionKey = tuple[str, int]
 
 
 class Member:
@@ -120,7 +119,8 @@ class Group:
         self.initial_join_delay = False
         self.supported_protocols: Counter[str] = Counter()
         self.subscribed_topics: frozenset[str] | None = None
-        self.offsets: dict[TopicPartitionKey, OffsetCommitValue] = {}
+        # Keyed by the record key: replaying a record is one dict store.
+        self.offsets: dict[OffsetCommitKey, OffsetCommitValue] = {}
 
     # -------------------------------------------------------------- queries
 

@@ -4,16 +4,21 @@ Field names follow Kafka's JSON message schemas in snake case. Requests check
 the Python types of their fields at construction and raise TypeError or
 ValueError with a clear message; protocol-level problems (a bad session
 timeout, an unknown member) are answered with a Kafka error code instead.
+
+Messages are frozen dataclasses, except the per-partition items of
+OffsetCommit (`OffsetCommitPartition`, `PartitionResult`): a commit carries
+them by the hundred, and as NamedTuples, like the log's records, they are
+built, taken apart and rebuilt by loops that run in C.
 """
 
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from itertools import starmap
+from itertools import repeat
 from operator import attrgetter
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 from coordinator.errors import Errors
 
@@ -57,7 +62,7 @@ def check_types(obj: object) -> None:
     checkers = _CHECKERS.get(cls)
     if checkers is None:
         hints = get_type_hints(cls)
-        checkers = tuple((f.name, str(hints[f.name]), _checker(hints[f.name])) for f in fields(obj))  # type: ignore[arg-type]
+        checkers = tuple((name, str(hints[name]), _checker(hints[name])) for name in _field_names(cls))
         _CHECKERS[cls] = checkers
     for name, expected, check in checkers:
         value = getattr(obj, name)
@@ -65,6 +70,12 @@ def check_types(obj: object) -> None:
             raise TypeError(
                 f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}"
             )
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The fields of a message dataclass or NamedTuple, in order."""
+    names: tuple[str, ...] = getattr(cls, "_fields", None) or tuple(f.name for f in fields(cls))
+    return names
 
 
 class _Checked:
@@ -184,13 +195,23 @@ class LeaveGroupResponse:
 # ---------------------------------------------------------------- OffsetCommit
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitPartition(_Checked):
+class _OffsetCommitPartitionFields(NamedTuple):
     topic: str
     partition: int
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+class OffsetCommitPartition(_OffsetCommitPartitionFields):
+    __slots__ = ()
+
+    def __new__(
+        cls, topic: str, partition: int, offset: int, metadata: str = "", leader_epoch: int = -1
+    ) -> OffsetCommitPartition:
+        self = tuple.__new__(cls, (topic, partition, offset, metadata, leader_epoch))
+        check_types(self)
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +225,17 @@ class OffsetCommitRequest(_Checked):
     retention_time_ms: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionResult:
+class PartitionResult(NamedTuple):
     topic: str
     partition: int
     error: Errors
+
+
+def partition_results(
+    topics: Iterable[str], partitions: Iterable[int], error: Errors
+) -> tuple[PartitionResult, ...]:
+    """One PartitionResult per (topic, partition), all with `error`."""
+    return tuple(map(_new_tuple, repeat(PartitionResult), zip(topics, partitions, repeat(error))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,32 +371,29 @@ Request = (
 #
 # Requests and responses cross process boundaries as pickles. A message
 # with a partition per item would otherwise pickle each item as an object
-# (about 7 us each way); these travel as tuples of plain values and are
+# (about 7 us each way); these travel as one column per item field and are
 # rebuilt without re-running the type checks they passed when first built.
+# An error column whose items all carry the same error (the usual case)
+# travels as that one code.
 
-_BUILDERS: dict[tuple[type, bool], Callable[..., Any]] = {}
+_BUILDERS: dict[type, Callable[..., Any]] = {}
 _ERRORS_BY_CODE = {int(e): e for e in Errors}
+# tuple.__new__(cls, values) builds a NamedTuple in C, skipping its __new__.
+_new_tuple = tuple.__new__
 
 
-def _builder(cls: type, error_codes: bool = False) -> Callable[..., Any]:
-    """A function (field values...) -> instance that skips __init__ and its checks.
-
-    Generated like dataclasses' own __init__, so rebuilding a message costs
-    one call per item rather than one per field. With `error_codes`, an
-    `error` field arrives as its int code.
-    """
-    builder = _BUILDERS.get((cls, error_codes))
+def _builder(cls: type) -> Callable[..., Any]:
+    """A function (field values...) -> dataclass instance that skips __init__
+    and its checks; generated like dataclasses' own __init__."""
+    builder = _BUILDERS.get(cls)
     if builder is None:
         names = [f.name for f in fields(cls)]
-        env: dict[str, Any] = {"new": object.__new__, "cls": cls, "codes": _ERRORS_BY_CODE}
+        env: dict[str, Any] = {"new": object.__new__, "cls": cls}
         env.update({f"set_{n}": cls.__dict__[n].__set__ for n in names})
-        body = "".join(
-            f"    set_{n}(o, codes[{n}])\n" if error_codes and n == "error" else f"    set_{n}(o, {n})\n"
-            for n in names
-        )
+        body = "".join(f"    set_{n}(o, {n})\n" for n in names)
         exec(f"def build({', '.join(names)}):\n    o = new(cls)\n{body}    return o\n", env)
         built: Callable[..., Any] = env["build"]
-        builder = _BUILDERS[(cls, error_codes)] = built
+        builder = _BUILDERS[cls] = built
     return builder
 
 
@@ -377,29 +401,43 @@ def _build(cls: type, values: tuple[object, ...] | list[object]) -> Any:
     return _builder(cls)(*values)
 
 
-def _rebuild_flat(cls: type, values: list[object], index: int, item_cls: type, error_codes: bool) -> Any:
-    values[index] = tuple(starmap(_builder(item_cls, error_codes), values[index]))  # type: ignore[arg-type]
+def _rebuild_columns(cls: type, values: list[Any], index: int, item_cls: type, error_at: int) -> Any:
+    columns = values[index]
+    if error_at >= 0:
+        codes = columns[error_at]
+        if type(codes) is int:
+            columns[error_at] = repeat(_ERRORS_BY_CODE[codes], len(columns[0]))
+        else:
+            columns[error_at] = map(_ERRORS_BY_CODE.__getitem__, codes)
+    if issubclass(item_cls, tuple):
+        values[index] = tuple(map(_new_tuple, repeat(item_cls), zip(*columns)))
+    else:
+        values[index] = tuple(map(_builder(item_cls), *columns))
     return _build(cls, values)
 
 
-def _flat_reducer(cls: type, field_name: str, item_cls: type) -> Callable[[Any], tuple[Any, ...]]:
-    names = tuple(f.name for f in fields(cls))
+def _columns_reducer(cls: type, field_name: str, item_cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    names = _field_names(cls)
     index = names.index(field_name)
-    item_names = tuple(f.name for f in fields(item_cls))
-    error_codes = "error" in item_names
-    error_at = item_names.index("error") if error_codes else -1
-    row_of = attrgetter(*item_names)
+    item_names = _field_names(item_cls)
+    error_at = item_names.index("error") if "error" in item_names else -1
+    row_of = None if issubclass(item_cls, tuple) else attrgetter(*item_names)
 
     def reduce(self: Any) -> tuple[Any, ...]:
         values = [getattr(self, name) for name in names]
         items = values[index]
         if items is None:
             return (_build, (cls, values))
-        rows = [row_of(item) for item in items]
-        if error_codes:
-            rows = [(*row[:error_at], int(row[error_at]), *row[error_at + 1 :]) for row in rows]
-        values[index] = rows
-        return (_rebuild_flat, (cls, values, index, item_cls, error_codes))
+        rows = items if row_of is None else map(row_of, items)
+        columns: list[Any] = list(zip(*rows)) or [() for _ in item_names]
+        if error_at >= 0:
+            errors = columns[error_at]
+            if errors and errors.count(errors[0]) == len(errors):
+                columns[error_at] = int(errors[0])
+            else:
+                columns[error_at] = list(map(int, errors))
+        values[index] = columns
+        return (_rebuild_columns, (cls, values, index, item_cls, error_at))
 
     return reduce
 
@@ -410,4 +448,4 @@ for _cls, _field, _item in (
     (OffsetFetchResponse, "partitions", FetchedOffset),
     (OffsetDeleteResponse, "partitions", PartitionResult),
 ):
-    _cls.__reduce__ = _flat_reducer(_cls, _field, _item)  # type: ignore[method-assign, assignment]
+    _cls.__reduce__ = _columns_reducer(_cls, _field, _item)  # type: ignore[method-assign, assignment]

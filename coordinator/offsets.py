@@ -7,6 +7,7 @@ records, expiry and deletion write tombstones.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from coordinator import rebalance
@@ -23,6 +24,7 @@ from coordinator.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
     PartitionResult,
+    partition_results,
 )
 from coordinator.records import (
     NO_TIMESTAMP,
@@ -40,6 +42,8 @@ EMPTY = GroupState.EMPTY
 DEAD = GroupState.DEAD
 # Rough size of one offset record's fixed fields, for the commit size limit.
 RECORD_OVERHEAD_BYTES = 48
+# tuple.__new__ builds a NamedTuple from a ready tuple in C.
+_new = tuple.__new__
 
 
 def apply_offset_record(shard: Shard, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
@@ -48,15 +52,20 @@ def apply_offset_record(shard: Shard, key: OffsetCommitKey, value: OffsetCommitV
         if group is None:
             # Offsets without a group record: a simple consumer group.
             group = shard.groups[key.group_id] = Group(key.group_id, shard.now_ms)
-        group.offsets[(key.topic, key.partition)] = value
+        group.offsets[key] = value
         return
     if group is None:
         return
-    group.offsets.pop((key.topic, key.partition), None)
+    group.offsets.pop(key, None)
     if group.generation_id == 0 and group.is_(EMPTY) and not group.offsets and not group.members:
         if not group.pending_members:
             # Never stored as a group: it existed only through its offsets.
             rebalance.forget_group(shard, group)
+
+
+def apply_offset_commits(group: Group, keys: list[OffsetCommitKey], values: list[OffsetCommitValue]) -> None:
+    """`apply_offset_record` for commits (not tombstones) of one live group, in bulk."""
+    group.offsets.update(zip(keys, values))
 
 
 # ------------------------------------------------------------ OffsetCommit
@@ -102,16 +111,36 @@ def _validate_commit(group: Group, request: OffsetCommitRequest) -> Errors | Non
 
 
 def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    limit = shard.config.offset_metadata_max_bytes
+    if not request.partitions:
+        return OffsetCommitResponse(())
+    topics, partitions, offsets, metadata, epochs = zip(*request.partitions)
+    if max(map(len, metadata)) > limit // 4:
+        # Some metadata may be too large once encoded: check partition by partition.
+        return _store_offsets_checked(shard, group, request)
+    size = len(topics) * (RECORD_OVERHEAD_BYTES + len(group.group_id)) + sum(map(len, topics))
+    if size + sum(map(len, metadata)) > shard.config.offsets_max_commit_bytes:
+        return _commit_error(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
+    now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
+    # A commit of many partitions is the hot path: keys and values are built
+    # by C-level loops, as the log's decoder does.
+    keys = list(map(_new, repeat(OffsetCommitKey), zip(repeat(group.group_id), topics, partitions)))
+    fields = zip(offsets, epochs, metadata, repeat(now), repeat(expire))
+    values = list(map(_new, repeat(OffsetCommitValue), fields))
+    shard.write_offsets(group, keys, values)
+    return OffsetCommitResponse(partition_results(topics, partitions, Errors.NONE))
+
+
+def _store_offsets_checked(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
     max_metadata = shard.config.offset_metadata_max_bytes
-    now = shard.now_ms
-    expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else NO_TIMESTAMP
+    now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
     results: list[PartitionResult] = []
     accepted: list[tuple[OffsetCommitKey, OffsetCommitValue]] = []
     size = 0
     group_id = group.group_id
     for p in request.partitions:
         metadata = p.metadata
-        if len(metadata) > max_metadata // 4 and len(metadata.encode("utf-8")) > max_metadata:
+        if len(metadata.encode("utf-8")) > max_metadata:
             results.append(PartitionResult(p.topic, p.partition, Errors.OFFSET_METADATA_TOO_LARGE))
             continue
         size += RECORD_OVERHEAD_BYTES + len(group_id) + len(p.topic) + len(metadata)
@@ -129,6 +158,10 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
     return OffsetCommitResponse(tuple(results))
 
 
+def _expire_timestamp_ms(shard: Shard, request: OffsetCommitRequest) -> int:
+    return shard.now_ms + request.retention_time_ms if request.retention_time_ms >= 0 else NO_TIMESTAMP
+
+
 def _commit_error(request: OffsetCommitRequest, error: Errors) -> OffsetCommitResponse:
     return OffsetCommitResponse(
         tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
@@ -143,13 +176,13 @@ def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token)
     stored = group.offsets if group is not None and not group.is_(DEAD) else {}
     if request.partitions is None:
         found = [
-            FetchedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata)
-            for (topic, partition), v in stored.items()
+            FetchedOffset(key.topic, key.partition, v.offset, v.leader_epoch, v.metadata)
+            for key, v in stored.items()
         ]
         return OffsetFetchResponse(Errors.NONE, tuple(found))
     parts = []
     for topic, partition in request.partitions:
-        v = stored.get((topic, partition))
+        v = stored.get((request.group_id, topic, partition))  # type: ignore[call-overload]
         if v is None:
             parts.append(FetchedOffset(topic, partition, INVALID_OFFSET, -1, ""))
         else:
@@ -173,8 +206,9 @@ def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Toke
     else:
         return OffsetDeleteResponse(Errors.NON_EMPTY_GROUP)
     for topic, partition in deletable:
-        if (topic, partition) in group.offsets:
-            shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
+        key = OffsetCommitKey(group.group_id, topic, partition)
+        if key in group.offsets:
+            shard.write_offset(key, None)
     results = [PartitionResult(t, p, Errors.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in subscribed]
     results += [PartitionResult(t, p, Errors.NONE) for t, p in deletable]
     return OffsetDeleteResponse(Errors.NONE, tuple(results))
@@ -183,7 +217,7 @@ def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Toke
 # -------------------------------------------------------------- expiration
 
 
-def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[OffsetCommitKey]:
     """KIP-211: which offsets of a group have expired (Kafka's removeExpiredOffsets)."""
     # The time retention counts from: when the group became Empty, or else
     # each offset's commit time (None).
@@ -201,14 +235,14 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
     elif group.protocol_type is not None:
         return []
     expired = []
-    for (topic, partition), value in group.offsets.items():
-        if topic in keep_topics:
+    for key, value in group.offsets.items():
+        if key.topic in keep_topics:
             continue
         if value.expire_timestamp_ms != NO_TIMESTAMP:
             if now_ms >= value.expire_timestamp_ms:
-                expired.append((topic, partition))
+                expired.append(key)
         elif now_ms - (value.commit_timestamp_ms if empty_since is None else empty_since) >= retention_ms:
-            expired.append((topic, partition))
+            expired.append(key)
     return expired
 
 
@@ -221,16 +255,16 @@ def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
 
 
 def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -> None:
-    for topic, partition in expired_offsets(group, now_ms, retention_ms):
-        shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
+    for key in expired_offsets(group, now_ms, retention_ms):
+        shard.write_offset(key, None)
     if shard.groups.get(group.group_id) is group and group.is_(EMPTY) and not group.offsets:
         delete_group(shard, group)
 
 
 def delete_group(shard: Shard, group: Group) -> None:
     """Tombstone every offset, then the group itself if it was ever stored."""
-    for topic, partition in list(group.offsets):
-        shard.write_offset(OffsetCommitKey(group.group_id, topic, partition), None)
+    for key in list(group.offsets):
+        shard.write_offset(key, None)
     if group.generation_id > 0:
         shard.write(Record(GroupMetadataKey(group.group_id), None))
     elif shard.groups.get(group.group_id) is group:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from random import Random
 from typing import Any
 from uuid import UUID
@@ -57,6 +58,7 @@ from coordinator.timers import TimerKey, TimerQueue
 Token = Hashable
 Response = Any
 EXPIRE_OFFSETS_KEY: TimerKey = ("expire-offsets",)
+_new = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -195,7 +197,7 @@ class Shard:
             if value is not None and type(key) is OffsetCommitKey:
                 group = groups.get(key[0])
                 if group is not None:
-                    group.offsets[(key[1], key[2])] = value  # type: ignore[assignment]
+                    group.offsets[key] = value  # type: ignore[assignment]
                     continue
             replay(record)
 
@@ -237,6 +239,13 @@ class Shard:
         """`write` for an offset record, without the dispatch on the key type."""
         self._out.records.append(Record(key, value))
         offsets.apply_offset_record(self, key, value)
+
+    def write_offsets(
+        self, group: Group, keys: list[OffsetCommitKey], values: list[OffsetCommitValue]
+    ) -> None:
+        """`write_offset` for many commits (not tombstones) of one live group."""
+        self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
+        offsets.apply_offset_commits(group, keys, values)
 
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""
