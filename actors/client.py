@@ -19,6 +19,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from actors.coalesce import Coalescer
 from actors.retry import Backoff, CoordinatorUnavailableError, coordinator_error
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from coordinator.messages import (
@@ -61,13 +62,24 @@ UNREACHABLE = (RayActorError, ray.exceptions.ActorUnavailableError, NoLeaderErro
 
 
 class Client:
-    def __init__(self, controller: Any, timeout_s: float = DEFAULT_TIMEOUT_S, backoff: Backoff | None = None):
+    """`coalesce`: the async methods send the requests made in one event-loop
+    turn to one leader as one Ray call (see actors/coalesce.py)."""
+
+    def __init__(
+        self,
+        controller: Any,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        backoff: Backoff | None = None,
+        coalesce: bool = True,
+    ):
         self.controller = controller
         self.timeout_s = timeout_s
         self.backoff = backoff or Backoff()
+        self.coalesce = coalesce
         self.num_partitions = 0
         self._leaders: list[Any] = []
         self._epochs: list[int] = []
+        self._coalescers: dict[int, Coalescer] = {}
         self.refresh()
 
     # ------------------------------------------------------------- routing
@@ -80,6 +92,7 @@ class Client:
 
     def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
         self.num_partitions, self._leaders, self._epochs = routing
+        self._coalescers = {}
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -119,7 +132,10 @@ class Client:
             try:
                 if leader is None:
                     raise NoLeaderError(p)
-                response = await leader.handle.remote(request)
+                if self.coalesce:
+                    response = await self._coalescer(p, leader).submit(request)
+                else:
+                    response = await leader.handle.remote(request)
                 error = coordinator_error(response)
             except UNREACHABLE as exc:
                 response, error = exc, None
@@ -129,6 +145,13 @@ class Client:
             await asyncio.sleep(self._delay_or_raise(request, response, deadline, attempt))
             await self.refresh_async()
         raise AssertionError("unreachable")
+
+    def _coalescer(self, partition: int, leader: Any) -> Coalescer:
+        loop = asyncio.get_running_loop()
+        coalescer = self._coalescers.get(partition)
+        if coalescer is None or coalescer.leader is not leader or coalescer.loop is not loop:
+            coalescer = self._coalescers[partition] = Coalescer(leader, loop)
+        return coalescer
 
     def _partition(self, request: Request, partition: int | None) -> int:
         if partition is not None:

@@ -2,12 +2,14 @@
 
 Per partition: requests by type and error, request latency (OffsetCommit's
 is the commit latency; JoinGroup's is the time parked, i.e. the join phase),
-flush (append + fsync) latency, load time, groups and members.
+flush (append + fsync) latency, load time, groups and members. Request
+counts are summed in the actor and reported with the gauges, every 2 s.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from ray.util import metrics
@@ -41,11 +43,21 @@ class PartitionMetrics:
         for metric in (self.flush_ms, self.load_time_ms, self.groups, self.members):
             metric.set_default_tags(tags)
         self._partition = str(partition)
+        self._counts: Counter[tuple[str, str]] = Counter()
 
     def observe(self, kind: str, response: Any, started: float) -> None:
+        """Count a request and record its latency.
+
+        Counts gather here and reach Ray in `flush_counts`: a Ray metric call
+        costs about 5 us, a dict increment a few tens of ns.
+        """
         error = getattr(response, "error", None)
-        name = error.name if error is not None else "NONE"
-        self.requests.inc(1, {"partition": self._partition, "type": kind, "error": name})
+        self._counts[(kind, "NONE" if error is None else error.name)] += 1
         self.latency_ms.observe(
             (time.perf_counter() - started) * 1000, {"partition": self._partition, "type": kind}
         )
+
+    def flush_counts(self) -> None:
+        counts, self._counts = self._counts, Counter()
+        for (kind, error), count in counts.items():
+            self.requests.inc(count, {"partition": self._partition, "type": kind, "error": error})

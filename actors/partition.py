@@ -25,8 +25,10 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from actors.metrics import PartitionMetrics
@@ -184,6 +186,7 @@ class OffsetPartition:
         for task in self._tasks:
             task.cancel()
         self._answer_all(Errors.NOT_COORDINATOR)
+        self.metrics.flush_counts()
         if self.log is not None:
             await asyncio.get_running_loop().run_in_executor(self._io, self.log.close)
         return self.state.value
@@ -228,6 +231,23 @@ class OffsetPartition:
         response = await future
         self.metrics.observe(kind, response, started)
         return response
+
+    async def handle_batch(self, requests: list[Request]) -> AsyncIterator[list[tuple[int, Any]]]:
+        """Many requests in one Ray call (the client's coalescing): a streaming
+        generator of `(index, response)` lists, each yielded as soon as its
+        responses are released, so a parked request holds back no other."""
+        released: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        for index, request in enumerate(requests):
+            task = loop.create_task(self.handle(request))
+            task.add_done_callback(partial(_put_outcome, released, index))
+        unanswered = len(requests)
+        while unanswered:
+            answered = [await released.get()]
+            while not released.empty():
+                answered.append(released.get_nowait())
+            unanswered -= len(answered)
+            yield answered
 
     def _apply(self, result: Result) -> None:
         """Queue a Result's records and hold its responses until they are durable."""
@@ -296,10 +316,11 @@ class OffsetPartition:
             for result in self.shard.poll_timers(self.clock.now_ms()):
                 self._apply(result)
 
-    async def _gauge_loop(self, interval_s: float = 5.0) -> None:
+    async def _gauge_loop(self, interval_s: float = 2.0) -> None:
         while self.state is PartitionState.ACTIVE and self.shard is not None:
             self.metrics.groups.set(len(self.shard.groups))
             self.metrics.members.set(self.shard.member_count())
+            self.metrics.flush_counts()
             await asyncio.sleep(interval_s)
 
     async def _maintenance_loop(self) -> None:
@@ -381,6 +402,19 @@ class OffsetPartition:
     async def noop(self, request: Any = None) -> None:
         """A do-nothing call: the baseline of the actor benchmark."""
         return None
+
+    async def noop_batch(self, requests: list[Any]) -> AsyncIterator[list[tuple[int, None]]]:
+        """`noop` for a coalesced batch: the baseline of coalesced calls."""
+        yield [(index, None) for index in range(len(requests))]
+
+
+def _put_outcome(released: asyncio.Queue[tuple[int, Any]], index: int, task: asyncio.Task[Any]) -> None:
+    """A finished request's response, or the exception it raised, for `handle_batch`."""
+    if task.cancelled():
+        released.put_nowait((index, RuntimeError("the request was cancelled")))
+        return
+    error = task.exception()
+    released.put_nowait((index, error if error is not None else task.result()))
 
 
 def _node_id() -> str:

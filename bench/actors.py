@@ -1,11 +1,13 @@
 """Benchmark of the coordinator on Ray: `python -m bench.actors`.
 
 Starts an embedded local Ray cluster and the service (fsync on, initial
-rebalance delay 0) in a temporary directory and prints:
-- OffsetCommit calls/s through the async client, 1 and 100 partitions per
-  call, with many concurrent callers, as a ratio to a no-op method of the
-  partition actor called the same way: the same request, built and sent the
-  same way, to the same actor (target: >= 0.70);
+rebalance delay 0) in a temporary directory and prints, for the async
+client both with one Ray call per request and coalesced (its default; see
+actors/coalesce.py):
+- OffsetCommit calls/s, 1 and 100 partitions per call, with many concurrent
+  callers, as a ratio to a no-op method of the partition actor called the
+  same way: the same request, built and sent the same way, to the same
+  actor (target: >= 0.70);
 - rebalance latency of a Stable group of 10, 100 and 1,000 members that all
   rejoin: from the last member's JoinGroup to every member's SyncGroup
   response, as a ratio to one no-op round trip per member (target: 1,000
@@ -30,6 +32,7 @@ from rich.table import Table
 
 import actors
 from actors.client import Client, commit_request
+from actors.coalesce import Coalescer
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
@@ -40,19 +43,12 @@ SUB_CHANGED = encode_subscription(Subscription(("t", "u")))
 
 
 def join_request(group: str, member_id: str, subscription: bytes = SUB) -> JoinGroupRequest:
-    return JoinGroupRequest(
-        group,
-        60_000,
-        60_000,
-        "consumer",
-        (("range", subscription),),
-        member_id=member_id,
-        require_known_member_id=False,
-    )
+    protocols = (("range", subscription),)
+    return JoinGroupRequest(group, 60_000, 60_000, "consumer", protocols, member_id=member_id)
 
 
-async def rate(calls: int, concurrency: int, make_call: Any) -> float:
-    """Calls per second of `make_call()` awaited by `concurrency` coroutines."""
+async def run_calls(calls: int, concurrency: int, make_call: Any) -> tuple[int, float]:
+    """(calls made, seconds) of `make_call(worker, i)` awaited by `concurrency` coroutines."""
     per_worker = calls // concurrency
 
     async def worker(w: int) -> None:
@@ -61,39 +57,77 @@ async def rate(calls: int, concurrency: int, make_call: Any) -> float:
 
     started = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return per_worker * concurrency / (time.perf_counter() - started)
+    return per_worker * concurrency, time.perf_counter() - started
 
 
-async def bench_commits(client: Client, calls: int, concurrency: int) -> list[tuple[str, float, float]]:
+class NoopSender:
+    """Sends a request to a partition actor's no-op the way `client` sends requests."""
+
+    def __init__(self, client: Client):
+        self.client = client
+        self.coalescers: dict[int, Coalescer] = {}
+
+    def send(self, group: str, request: Any) -> Any:
+        partition = self.client.partition_for(group)
+        leader = self.client.leader(partition)
+        if not self.client.coalesce:
+            return leader.noop.remote(request)
+        coalescer = self.coalescers.get(partition)
+        if coalescer is None:
+            loop = asyncio.get_running_loop()
+            coalescer = self.coalescers[partition] = Coalescer(leader, loop, "noop", "noop_batch")
+        return coalescer.submit(request)
+
+
+async def bench_commits(
+    clients: dict[str, Client], calls: int, concurrency: int, rounds: int
+) -> list[tuple[str, float, float]]:
     """Commit calls/s vs the same calls to a no-op method of a partition actor:
-    the same request built and sent the same way, only its handling differs."""
+    the same request built and sent the same way, only its handling differs.
+
+    Two ways of sending: one Ray call per request, and coalesced (the async
+    client's default: what the callers send in one loop turn goes as one
+    call; the no-op then goes through a coalescer of its own). The no-op and
+    the commit runs alternate in `rounds` rounds and each rate pools its
+    rounds, so that a machine whose speed drifts (a shared host) slows both
+    alike."""
     rows = []
-    for width in (1, 100):
-        offsets = {("t", p): 0 for p in range(width)}
+    for way, client in clients.items():
+        sender = NoopSender(client)
+        for width in (1, 100):
+            offsets = {("t", p): 0 for p in range(width)}
 
-        async def noop(w: int, i: int, offsets: dict[tuple[str, int], int] = offsets) -> None:
-            group = f"bench-commit-{w}"
-            request = commit_request(group, {tp: i for tp in offsets}, -1, "", None, -1)
-            await client.leader(client.partition_for(group)).noop.remote(request)
+            async def noop(
+                w: int, i: int, offsets: dict[tuple[str, int], int] = offsets, sender: NoopSender = sender
+            ) -> None:
+                group = f"bench-commit-{w}"
+                await sender.send(group, commit_request(group, {tp: i for tp in offsets}, -1, "", None, -1))
 
-        async def commit(w: int, i: int, offsets: dict[tuple[str, int], int] = offsets) -> None:
-            response = await client.commit_offsets_async(f"bench-commit-{w}", {tp: i for tp in offsets})
-            assert response.partitions[0].error is Errors.NONE
+            async def commit(
+                w: int, i: int, offsets: dict[tuple[str, int], int] = offsets, client: Client = client
+            ) -> None:
+                response = await client.commit_offsets_async(f"bench-commit-{w}", {tp: i for tp in offsets})
+                assert response.partitions[0].error is Errors.NONE
 
-        baseline = await rate(calls, concurrency, noop)
-        rows.append((f"OffsetCommit x{width} partitions", await rate(calls, concurrency, commit), baseline))
+            await run_calls(concurrency * 4, concurrency, commit)  # warm up: the groups exist
+            totals = {noop: [0, 0.0], commit: [0, 0.0]}
+            for _ in range(rounds):
+                for call in (noop, commit):
+                    done, seconds = await run_calls(calls // rounds, concurrency, call)
+                    totals[call][0] += done
+                    totals[call][1] += seconds
+            rates = {call: done / seconds for call, (done, seconds) in totals.items()}
+            rows.append((f"OffsetCommit x{width} partitions, {way}", rates[commit], rates[noop]))
     return rows
 
 
 async def form_and_rebalance(client: Client, group: str, members: int) -> float:
     """Seconds from the last JoinGroup of a full rejoin to the last SyncGroup answer."""
-    ids = [""] * members
-    while True:  # form the group: rejoin until one generation holds everyone
-        joined = await asyncio.gather(*(client.join_group_async(join_request(group, m)) for m in ids))
-        ids = [r.member_id if r.error is Errors.NONE else "" for r in joined]
-        if all(r.error is Errors.NONE for r in joined) and len({r.generation_id for r in joined}) == 1:
-            if await sync_all(client, group, joined):
-                break
+    # KIP-394: members get their ids first, so the join phase waits for all of them.
+    first = await asyncio.gather(*(client.join_group_async(join_request(group, "")) for _ in range(members)))
+    ids = [r.member_id for r in first]
+    joined = await asyncio.gather(*(client.join_group_async(join_request(group, m)) for m in ids))
+    assert {r.error for r in joined} == {Errors.NONE} and await sync_all(client, group, joined)
     rejoin = [client.join_group_async(join_request(group, m, SUB_CHANGED)) for m in ids]
     started = time.perf_counter()
     joined = await asyncio.gather(*rejoin)
@@ -145,7 +179,9 @@ async def run(args: argparse.Namespace, client: Client) -> None:
     table = Table(title="coordinator on Ray (one machine, fsync on)")
     for column in ("figure", "value", "baseline", "ratio", "target"):
         table.add_column(column, justify="left" if column == "figure" else "right")
-    for name, value, noop in await bench_commits(client, args.calls, args.concurrency):
+    per_call = Client(client.controller, coalesce=False)
+    ways = {"one call each": per_call, "coalesced": client}
+    for name, value, noop in await bench_commits(ways, args.calls, args.concurrency, args.rounds):
         console.print(f"{name}: {value:,.0f}/s vs no-op {noop:,.0f}/s")
         table.add_row(
             f"{name}, {args.concurrency} callers",
@@ -159,16 +195,17 @@ async def run(args: argparse.Namespace, client: Client) -> None:
     for _ in range(200):
         await leader.noop.remote()
     round_trip = (time.perf_counter() - started) / 200
-    for members in args.members:
-        seconds = await form_and_rebalance(client, f"bench-rebalance-{members}", members)
-        console.print(f"rebalance of {members}: {seconds * 1000:,.0f} ms")
-        table.add_row(
-            f"rebalance, {members} members",
-            f"{seconds * 1000:,.0f} ms",
-            f"{members * round_trip * 1000:,.0f} ms",
-            f"{seconds / (members * round_trip):.2f}",
-            "<= 2 s" if members == 1000 else "",
-        )
+    for way, way_client in ways.items():
+        for members in args.members:
+            seconds = await form_and_rebalance(way_client, f"bench-rebalance-{members}-{way}", members)
+            console.print(f"rebalance of {members}, {way}: {seconds * 1000:,.0f} ms")
+            table.add_row(
+                f"rebalance, {members} members, {way}",
+                f"{seconds * 1000:,.0f} ms",
+                f"{members * round_trip * 1000:,.0f} ms",
+                f"{seconds / (members * round_trip):.2f}",
+                "<= 2 s" if members == 1000 else "",
+            )
     elapsed, records = await bench_failover(client, args.failover_groups)
     table.add_row(
         f"failover, {args.failover_groups:,} groups ({records:,} records)",
@@ -187,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=6_000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=6, help="alternations of no-op and commit runs")
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--failover-groups", type=int, default=10_000)
     args = parser.parse_args(argv)
