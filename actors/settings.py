@@ -42,8 +42,10 @@ class ServiceSettings:
     standby_actors: int = 1
     # Log maintenance by each partition actor: a snapshot once this many
     # records were appended since the last, compaction at this interval.
+    # A failover replays at most that many records after the snapshot
+    # (about 0.3 s at the measured load rate); each snapshot re-reads them.
     maintenance_interval_s: float = 10.0
-    snapshot_every_records: int = 100_000
+    snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
 
     def __post_init__(self) -> None:
