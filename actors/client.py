@@ -22,6 +22,7 @@ from ray.exceptions import RayActorError
 from actors.coalesce import Coalescer
 from actors.retry import Backoff, CoordinatorUnavailableError, coordinator_error
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
+from actors.wire import loads_response
 from coordinator.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -111,7 +112,7 @@ class Client:
             try:
                 if leader is None:
                     raise NoLeaderError(p)
-                response = ray.get(leader.handle.remote(request))
+                response = loads_response(ray.get(leader.handle_wire.remote(request)))
                 error = coordinator_error(response)
             except UNREACHABLE as exc:
                 response, error = exc, None
@@ -135,7 +136,7 @@ class Client:
                 if self.coalesce:
                     response = await self._coalescer(p, leader).submit(request)
                 else:
-                    response = await leader.handle.remote(request)
+                    response = loads_response(await leader.handle_wire.remote(request))
                 error = coordinator_error(response)
             except UNREACHABLE as exc:
                 response, error = exc, None

