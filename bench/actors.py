@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import shutil
-import tempfile
 import time
 from typing import Any
 
@@ -30,9 +27,9 @@ import ray
 from rich.console import Console
 from rich.table import Table
 
-import actors
 from actors.client import Client, commit_request
 from actors.coalesce import Coalescer
+from bench.embedded import embedded_service
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
@@ -228,21 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--failover-groups", type=int, default=10_000)
     args = parser.parse_args(argv)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-")
-    try:
-        actors.init_local_ray(num_cpus=2)
-        client = actors.start(
-            data_dir,
-            num_partitions=4,
-            coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
-        )
+    with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
         asyncio.run(run(args, client))
-    finally:
-        actors.stop()
-        ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -20,9 +20,6 @@ machine.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,6 +33,7 @@ import actors
 from actors import GroupMember
 from actors.settings import ServiceSettings
 from actors.topics import ensure_topic_registry
+from bench.embedded import PARTITIONS, embedded_service
 from coordinator import CoordinatorConfig
 from coordinator.topic_partition import TopicPartition
 
@@ -248,14 +246,9 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=10_000)
     parser.add_argument("--initial-delay-ms", type=int, default=500)
     args = parser.parse_args()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-members-")
-    try:
-        # address="local": a cluster of its own, even when another one runs on this machine.
-        actors.init_local_ray(num_cpus=4, address="local")
-        config = CoordinatorConfig(group_initial_rebalance_delay_ms=args.initial_delay_ms)
-        client = actors.start(data_dir, num_partitions=4, coordinator_config=config)
-        ensure_topic_registry(ServiceSettings(data_dir=data_dir, num_partitions=4))
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=args.initial_delay_ms)
+    with embedded_service(4, config) as (client, data_dir):
+        ensure_topic_registry(ServiceSettings(data_dir=data_dir, num_partitions=PARTITIONS))
         options = {"session_timeout_ms": args.session_ms, "heartbeat_interval_ms": args.heartbeat_ms}
         rtt_s = round_trips_s()
         single_s = run_group(client, "range", 1, 1, args.partitions, options)[0].seconds
@@ -263,11 +256,6 @@ def main() -> None:
             a: run_group(client, a, args.members, args.hosts, args.partitions, options) for a in ASSIGNORS
         }
         print_report(args, rtt_s, single_s, results)
-    finally:
-        actors.stop()
-        ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
