@@ -29,13 +29,15 @@ def main() -> int:
     ray.init(address=cluster.address, namespace="raygroups", log_to_driver=False)
     try:
         client = actors.start(data_dir, num_partitions=6, address=cluster.address)
-        status = client.status()
         controller_node = ray.get(ray.get_actor(CONTROLLER_NAME).stats.remote())["node_id"]
-        hosting = {p["node_id"] for p in status}
-        candidates = [w for w in workers if w.node_id != controller_node and w.node_id in hosting]
-        assert candidates, f"no worker node hosts partitions without the controller: {status}"
-        victim = candidates[0]
+        # The victim: a worker without the controller. Ray may have placed no
+        # partition there: then one is moved there first, as an operator would.
+        victim = next(w for w in workers if w.node_id != controller_node)
+        if victim.node_id not in {p["node_id"] for p in client.status()}:
+            client.reassign(0, victim.node_id)
+        status = client.status()
         moved = [p["partition"] for p in status if p["node_id"] == victim.node_id]
+        assert moved, f"no partition on the victim node {victim.node_id}: {status}"
         groups = {
             p: next(g for g in (f"g{i}" for i in range(10_000)) if client.partition_for(g) == p)
             for p in moved
