@@ -36,7 +36,7 @@ def join(client: Client, group: str, member_id: str = "", **kw: Any) -> JoinGrou
 
 
 def form_group(client: Client, group: str, n: int, **kw: Any) -> tuple[list[str], int]:
-    """n members join concurrently and sync; returns (member ids, generation)."""
+    """n members join concurrently and sync; returns (member ids, leader first; generation)."""
     with ThreadPoolExecutor(n) as pool:
         first = list(pool.map(lambda _: client.join_group(join_request(group, **kw)), range(n)))
         ids = [r.member_id for r in first]
@@ -57,7 +57,8 @@ def form_group(client: Client, group: str, n: int, **kw: Any) -> tuple[list[str]
             )
         )
     assert all(s.error is Errors.NONE for s in syncs), syncs
-    return ids, generation
+    # The elected leader first: callers name the members (leader, follower, ...).
+    return sorted(ids, key=lambda m: m != leader), generation
 
 
 def wait_until(predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.05, explain: Any = None) -> Any:

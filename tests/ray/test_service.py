@@ -109,6 +109,8 @@ def test_killed_partition_actor_is_replaced_and_commits_survive(service: Client)
     old = service.leader(partition)
     old_epoch = ray.get(old.ping.remote())
     ray.kill(old, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):  # ray.kill is asynchronous: wait until it took
+        ray.get(old.ping.remote())
     # The client retries through the failover transparently.
     fetched = service.fetch_offsets(group).offsets()
     assert fetched == acknowledged
