@@ -1,9 +1,14 @@
 """Metrics through Ray's own API (`ray.util.metrics`), shown in the Ray dashboard.
 
 Per partition: requests by type and error, request latency (OffsetCommit's
-is the commit latency; JoinGroup's is the time parked, i.e. the join phase),
+is the commit latency), completed rebalances and their join-phase duration,
 flush (append + fsync) latency, load time, groups and members. Request
 counts are summed in the actor and reported with the gauges, every 2 s.
+
+Ray's metrics agent (installed with `ray[default]`) exports them for
+Prometheus under the `ray_` prefix, e.g. `ray_raygroups_requests_total`;
+the Ray dashboard's Metrics view shows them once Prometheus and Grafana are
+set up (README, "Metrics").
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from collections import Counter
 from typing import Any
 
 from ray.util import metrics
+
+from coordinator.status import response_error
 
 LATENCY_BOUNDARIES_MS = [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1_000, 3_000, 10_000, 60_000]
 
@@ -35,12 +42,25 @@ class PartitionMetrics:
             LATENCY_BOUNDARIES_MS,
             ("partition",),
         )
+        self.rebalances = metrics.Counter(
+            "raygroups_rebalances",
+            "Completed rebalances: join phases that started a generation with members",
+            ("partition",),
+        )
+        self.join_phase_ms = metrics.Histogram(
+            "raygroups_join_phase_ms",
+            "Time from the start of a rebalance to the end of its join phase",
+            LATENCY_BOUNDARIES_MS,
+            ("partition",),
+        )
         self.load_time_ms = metrics.Gauge(
             "raygroups_load_time_ms", "Last load of the partition", ("partition",)
         )
         self.groups = metrics.Gauge("raygroups_groups", "Groups held by the partition", ("partition",))
         self.members = metrics.Gauge("raygroups_members", "Members held by the partition", ("partition",))
-        for metric in (self.flush_ms, self.load_time_ms, self.groups, self.members):
+        for metric in (
+            self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members
+        ):
             metric.set_default_tags(tags)
         self._partition = str(partition)
         self._counts: Counter[tuple[str, str]] = Counter()
@@ -51,11 +71,15 @@ class PartitionMetrics:
         Counts gather here and reach Ray in `flush_counts`: a Ray metric call
         costs about 5 us, a dict increment a few tens of ns.
         """
-        error = getattr(response, "error", None)
-        self._counts[(kind, "NONE" if error is None else error.name)] += 1
+        self._counts[(kind, response_error(response).name)] += 1
         self.latency_ms.observe(
             (time.perf_counter() - started) * 1000, {"partition": self._partition, "type": kind}
         )
+
+    def rebalanced(self, join_phases_ms: list[int]) -> None:
+        for duration in join_phases_ms:
+            self.rebalances.inc()
+            self.join_phase_ms.observe(duration)
 
     def flush_counts(self) -> None:
         counts, self._counts = self._counts, Counter()

@@ -159,7 +159,6 @@ class OffsetPartition:
         # What was loaded lives long: keep the collector from scanning it again.
         gc.freeze()
         self.load_ms = (time.perf_counter() - started) * 1000
-        self.metrics.load_time_ms.set(self.load_ms)
         self.state = PartitionState.ACTIVE
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
@@ -279,6 +278,8 @@ class OffsetPartition:
             self._written_end += len(result.records)
             assert self._flush_wanted is not None
             self._flush_wanted.set()
+        if result.rebalances:
+            self.metrics.rebalanced(result.rebalances)
         barrier = self._written_end
         for token, response in result.responses:
             if barrier <= self._durable_end:
@@ -341,6 +342,8 @@ class OffsetPartition:
 
     async def _gauge_loop(self, interval_s: float = 2.0) -> None:
         while self.state is PartitionState.ACTIVE and self.shard is not None:
+            # Gauges are set again every time: Ray exports only recent values.
+            self.metrics.load_time_ms.set(self.load_ms)
             self.metrics.groups.set(len(self.shard.groups))
             self.metrics.members.set(self.shard.member_count())
             self.metrics.flush_counts()

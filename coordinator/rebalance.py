@@ -161,10 +161,13 @@ def complete_join(shard: Shard, group: Group) -> None:
         # to clear the unresponsive members.
         shard.timers.schedule(("join", group.group_id), shard.now_ms + group.rebalance_timeout_ms())
         return
+    join_phase_ms = shard.now_ms - group.state_timestamp_ms  # time in PreparingRebalance
     group.init_next_generation(shard.now_ms)
     if group.is_(EMPTY):
         shard.write_group(group)
         return
+    # Kafka counts these as the classic group's completed rebalances.
+    shard.note_rebalance(join_phase_ms)
     leader_view = group.current_member_metadata()
     for member in group.members.values():
         if member.join_token is not None:

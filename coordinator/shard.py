@@ -65,9 +65,12 @@ _new = tuple.__new__
 class Result:
     records: list[Record] = field(default_factory=list)
     responses: list[tuple[Token, Response]] = field(default_factory=list)
+    # Join phases completed here (a new generation with members), each as
+    # its duration in ms: the driver's rebalance metrics.
+    rebalances: list[int] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.records or self.responses)
+        return bool(self.records or self.responses or self.rebalances)
 
 
 HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
@@ -229,6 +232,9 @@ class Shard:
 
     def reply(self, token: Token, response: Response) -> None:
         self._out.responses.append((token, response))
+
+    def note_rebalance(self, join_phase_ms: int) -> None:
+        self._out.rebalances.append(join_phase_ms)
 
     def write(self, record: Record) -> None:
         """Append a record to the current Result and apply it."""

@@ -9,8 +9,10 @@ Heartbeat during loading is answered NONE, a SyncGroup REBALANCE_IN_PROGRESS.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
+from operator import attrgetter, itemgetter
+from typing import Any
 
 from coordinator.errors import Errors
 from coordinator.messages import (
@@ -127,3 +129,24 @@ def precheck(request: Request, status: CoordinatorStatus) -> object | None:
     if error is None:
         return None
     return error_response(request, error)
+
+
+_item_error = attrgetter("error")
+_ITEM_ERRORS: dict[type, Callable[[Any], Iterable[Errors]]] = {
+    OffsetCommitResponse: lambda r: map(_item_error, r.partitions),
+    DescribeGroupsResponse: lambda r: map(_item_error, r.groups),
+    DeleteGroupsResponse: lambda r: map(itemgetter(1), r.results),
+}
+
+
+def response_error(response: object) -> Errors:
+    """The error a response reports, for metrics: its own error if it has
+    one that is not NONE, else the first error among its items (an
+    OffsetCommit answer has per-partition errors only)."""
+    error = getattr(response, "error", None)
+    if error is not None and error is not Errors.NONE:
+        return error  # type: ignore[no-any-return]
+    items = _ITEM_ERRORS.get(type(response))
+    if items is None:
+        return Errors.NONE
+    return next(filter(Errors.NONE.__ne__, items(response)), Errors.NONE)

@@ -44,6 +44,7 @@ class Harness:
         self.log: list[Record] = []
         self.answers: dict[int, Any] = {}
         self.open: set[int] = set()
+        self.rebalances: list[int] = []  # join-phase durations the shard reported
         self._next_token = 0
         self.absorb(self.shard.on_loaded(self.now))
 
@@ -84,6 +85,7 @@ class Harness:
 
     def absorb(self, result: Result) -> None:
         self.log.extend(result.records)
+        self.rebalances.extend(result.rebalances)
         for token, response in result.responses:
             assert token in self.open, f"token {token} answered twice or never sent: {response}"
             self.open.remove(token)

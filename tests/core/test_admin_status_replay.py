@@ -24,6 +24,7 @@ from coordinator.messages import (
     SyncGroupRequest,
 )
 from coordinator.records import GroupMetadataKey
+from coordinator.status import response_error
 
 from tests.core.harness import Harness
 
@@ -112,6 +113,23 @@ def test_precheck_errors_reach_every_partition() -> None:
     fetch = precheck(OffsetFetchRequest("g", (("t", 0),)), CoordinatorStatus.NOT_COORDINATOR)
     assert fetch.error is Errors.NOT_COORDINATOR  # type: ignore[union-attr]
     assert precheck(JoinGroupRequest("g", 10, 10, "c", ()), CoordinatorStatus.ACTIVE) is None
+
+
+def test_response_error_sees_item_errors() -> None:
+    h = Harness()
+    ok = h.shard.handle(OffsetCommitRequest("g", (OffsetCommitPartition("t", 0, 1),)), 0).responses[0][1]
+    assert response_error(ok) is Errors.NONE
+    too_large = OffsetCommitRequest(
+        "g", (OffsetCommitPartition("t", 0, 1), OffsetCommitPartition("t", 1, 1, "m" * 10_000))
+    )
+    mixed = h.shard.handle(too_large, 0).responses[0][1]
+    assert response_error(mixed) is Errors.OFFSET_METADATA_TOO_LARGE
+    deleted = h.call(DeleteGroupsRequest(("g", "nobody")))
+    assert response_error(deleted) is Errors.GROUP_ID_NOT_FOUND
+    described = precheck(DescribeGroupsRequest(("g",)), CoordinatorStatus.NOT_COORDINATOR)
+    assert response_error(described) is Errors.NOT_COORDINATOR
+    listed = precheck(ListGroupsRequest(), CoordinatorStatus.LOADING)
+    assert response_error(listed) is Errors.COORDINATOR_LOAD_IN_PROGRESS
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,24 @@ def test_join_phase_completes_when_all_known_members_rejoin() -> None:
     assert {m.member_id for m in responses[0].members} == {leader, f1, f2}
 
 
+def test_completed_rebalances_report_their_join_phase() -> None:
+    h = Harness(group_initial_rebalance_delay_ms=3_000)
+    (leader, f1), gen = h.form_group("g", 2)
+    # The initial delay, extended once because a second member joined in it.
+    assert h.rebalances == [6_000]
+    t_leader = h.join("g", leader)
+    h.advance(2_500)
+    assert h.rebalances == [6_000], "no generation yet: the follower has not rejoined"
+    h.join("g", f1)
+    assert h.take(t_leader).generation_id == gen + 1
+    assert h.rebalances == [6_000, 2_500]
+    # A join phase that ends with no member left is no completed rebalance.
+    h.leave("g", leader, f1)
+    h.advance(REBALANCE_MS)
+    assert h.shard.groups["g"].state is GroupState.EMPTY
+    assert h.rebalances == [6_000, 2_500]
+
+
 def test_join_timeout_drops_members_that_did_not_rejoin() -> None:
     h = Harness()
     (leader, f1, f2), gen = h.form_group("g", 3, session_timeout_ms=60_000)
