@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.errors import RETRIABLE_COORDINATOR_ERRORS, Errors
-from coordinator.messages import DeleteGroupsResponse, DescribeGroupsResponse, OffsetCommitResponse
+from coordinator.status import item_errors
 
 
 class CoordinatorUnavailableError(RuntimeError):
@@ -20,15 +20,10 @@ class CoordinatorUnavailableError(RuntimeError):
 
 
 def coordinator_error(response: Any) -> Errors | None:
-    """The retriable error a whole response carries, if any."""
-    if isinstance(response, OffsetCommitResponse):
-        errors = {p.error for p in response.partitions}
-    elif isinstance(response, DescribeGroupsResponse):
-        errors = {g.error for g in response.groups}
-    elif isinstance(response, DeleteGroupsResponse):
-        errors = {e for _, e in response.results}
-    else:
-        errors = {response.error}
+    """The retriable error a whole response carries, if any: every item of a
+    per-partition or per-group answer has it, or the response's own error."""
+    items = item_errors(response)
+    errors = {response.error} if items is None else set(items)
     if len(errors) == 1:
         (error,) = errors
         if error in RETRIABLE_COORDINATOR_ERRORS:

@@ -139,6 +139,13 @@ _ITEM_ERRORS: dict[type, Callable[[Any], Iterable[Errors]]] = {
 }
 
 
+def item_errors(response: object) -> Iterable[Errors] | None:
+    """The per-item errors of a response that reports errors per partition
+    or per group (OffsetCommit, DescribeGroups, DeleteGroups), else None."""
+    errors = _ITEM_ERRORS.get(type(response))
+    return None if errors is None else errors(response)
+
+
 def response_error(response: object) -> Errors:
     """The error a response reports, for metrics: its own error if it has
     one that is not NONE, else the first error among its items (an
@@ -146,7 +153,7 @@ def response_error(response: object) -> Errors:
     error = getattr(response, "error", None)
     if error is not None and error is not Errors.NONE:
         return error  # type: ignore[no-any-return]
-    items = _ITEM_ERRORS.get(type(response))
+    items = item_errors(response)
     if items is None:
         return Errors.NONE
-    return next(filter(Errors.NONE.__ne__, items(response)), Errors.NONE)
+    return next(filter(Errors.NONE.__ne__, items), Errors.NONE)
