@@ -342,7 +342,7 @@ class OffsetPartition:
 
     async def _gauge_loop(self, interval_s: float = 2.0) -> None:
         while self.state is PartitionState.ACTIVE and self.shard is not None:
-            # Gauges are set again every time: Ray exports only recent values.
+            # Set again every time: Ray's metrics agent drops gauge values not refreshed within its TTL.
             self.metrics.load_time_ms.set(self.load_ms)
             self.metrics.groups.set(len(self.shard.groups))
             self.metrics.members.set(self.shard.member_count())
