@@ -88,29 +88,18 @@ def encode_payload(records: Sequence[Record], offset_deltas: Sequence[int] | Non
     if offset_deltas is not None and len(offset_deltas) != len(records):
         raise ValueError("offset_deltas must have one entry per record")
     body: list[Any] = [None if offset_deltas is None else list(offset_deltas)]
-    keys = list(map(_key_of, records))
-    if records and _all_offset_commits(keys, records):
-        # The common batch: offset commits only, one run, no run detection.
-        body.append(_encode_offset_commits(records, keys))
-        return _packb(body)  # type: ignore[no-any-return]
     start = 0
     # Runs are found by C-level loops over (key type, is tombstone) pairs.
-    kinds = zip(map(type, keys), map(is_, map(_value_of, records), repeat(None)))
+    kinds = zip(map(type, map(_key_of, records)), map(is_, map(_value_of, records), repeat(None)))
     for kind, same in groupby(kinds):
         count = len(list(same))
         encoder = _RUN_ENCODERS.get(kind)
         if encoder is None:
             raise TypeError(f"not a record key: {records[start].key!r}")
-        run = records[start : start + count]
-        body.append(encoder(run, keys[start : start + count]))
+        body.append(encoder(records[start : start + count]))
         start += count
     payload: bytes = _packb(body)
     return payload
-
-
-def _all_offset_commits(keys: list[Any], records: Sequence[Record]) -> bool:
-    types = set(map(type, keys))
-    return types == {OffsetCommitKey} and None not in map(_value_of, records)
 
 
 def _strings(values: Sequence[Any]) -> list[Any]:
@@ -121,8 +110,8 @@ def _strings(values: Sequence[Any]) -> list[Any]:
     return [list(index), list(map(index.__getitem__, values))]
 
 
-def _encode_offset_commits(run: Sequence[Record], keys: Sequence[Any]) -> list[Any]:
-    groups, topics, partitions = zip(*keys)
+def _encode_offset_commits(run: Sequence[Record]) -> list[Any]:
+    groups, topics, partitions = zip(*map(_key_of, run))
     offsets, epochs, metadata, commit_ms, expire_ms = zip(*map(_value_of, run))
     return [
         KEY_VERSION_OFFSET_COMMIT, VALUE_VERSION_OFFSET_COMMIT, len(run),
@@ -131,23 +120,23 @@ def _encode_offset_commits(run: Sequence[Record], keys: Sequence[Any]) -> list[A
     ]
 
 
-def _encode_offset_tombstones(run: Sequence[Record], keys: Sequence[Any]) -> list[Any]:
-    groups, topics, partitions = zip(*keys)
+def _encode_offset_tombstones(run: Sequence[Record]) -> list[Any]:
+    groups, topics, partitions = zip(*map(_key_of, run))
     return [KEY_VERSION_OFFSET_COMMIT, None, len(run), _strings(groups), _strings(topics), partitions]
 
 
-def _encode_groups(run: Sequence[Record], keys: Sequence[Any]) -> list[Any]:
+def _encode_groups(run: Sequence[Record]) -> list[Any]:
     # msgpack packs tuples, NamedTuples included, as arrays: a value is its row.
     rows = list(map(_value_of, run))
-    groups = _strings(list(map(_key_of, keys)))
+    groups = _strings([record[0][0] for record in run])
     return [KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA, len(run), groups, rows]
 
 
-def _encode_group_tombstones(run: Sequence[Record], keys: Sequence[Any]) -> list[Any]:
-    return [KEY_VERSION_GROUP_METADATA, None, len(run), _strings(list(map(_key_of, keys)))]
+def _encode_group_tombstones(run: Sequence[Record]) -> list[Any]:
+    return [KEY_VERSION_GROUP_METADATA, None, len(run), _strings([r[0][0] for r in run])]
 
 
-_RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record], Sequence[Any]], list[Any]]] = {
+_RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record]], list[Any]]] = {
     (OffsetCommitKey, False): _encode_offset_commits,
     (OffsetCommitKey, True): _encode_offset_tombstones,
     (GroupMetadataKey, False): _encode_groups,
