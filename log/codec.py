@@ -102,12 +102,24 @@ def encode_payload(records: Sequence[Record], offset_deltas: Sequence[int] | Non
     return payload
 
 
-def _strings(values: Sequence[Any]) -> list[Any]:
+def _strings(values: Sequence[Any], one_index: bool = True) -> list[Any]:
+    """A dictionary-encoded string column. `one_index`: a column of one
+    distinct string may be written with the single index 0 (never for a
+    run's only column, whose array bounds the run's count)."""
     index = {value: i for i, value in enumerate(dict.fromkeys(values))}
-    if len(index) == 1:
-        # One distinct string (one topic, every metadata ""): no lookups.
-        return [list(index), [0] * len(values)]
+    if one_index and len(index) == 1:
+        # One distinct string (one topic, every metadata ""): index 0 for all.
+        return [list(index), 0]
     return [list(index), list(map(index.__getitem__, values))]
+
+
+def _ints(values: Sequence[int]) -> Any:
+    """An int column, or its one value when every entry is the same (commit
+    and expiry times, leader epochs): a commit batch packs a third as much."""
+    first = values[0]
+    if values[-1] == first and values.count(first) == len(values):
+        return first
+    return values
 
 
 def _encode_offset_commits(run: Sequence[Record]) -> list[Any]:
@@ -116,7 +128,7 @@ def _encode_offset_commits(run: Sequence[Record]) -> list[Any]:
     return [
         KEY_VERSION_OFFSET_COMMIT, VALUE_VERSION_OFFSET_COMMIT, len(run),
         _strings(groups), _strings(topics), partitions,
-        offsets, epochs, _strings(metadata), commit_ms, expire_ms,
+        _ints(offsets), _ints(epochs), _strings(metadata), _ints(commit_ms), _ints(expire_ms),
     ]
 
 
@@ -128,12 +140,12 @@ def _encode_offset_tombstones(run: Sequence[Record]) -> list[Any]:
 def _encode_groups(run: Sequence[Record]) -> list[Any]:
     # msgpack packs tuples, NamedTuples included, as arrays: a value is its row.
     rows = list(map(_value_of, run))
-    groups = _strings([record[0][0] for record in run])
+    groups = _strings([record[0][0] for record in run], one_index=False)
     return [KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA, len(run), groups, rows]
 
 
 def _encode_group_tombstones(run: Sequence[Record]) -> list[Any]:
-    return [KEY_VERSION_GROUP_METADATA, None, len(run), _strings([r[0][0] for r in run])]
+    return [KEY_VERSION_GROUP_METADATA, None, len(run), _strings([r[0][0] for r in run], one_index=False)]
 
 
 _RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record]], list[Any]]] = {
@@ -286,17 +298,29 @@ def _decode_run(run: list[Any]) -> list[Record] | None:
     return None
 
 
-def _column(values: Any, count: int) -> Any:
+def _array(values: Any, count: int) -> list[Any]:
+    """A column that is always an array: it bounds `count` by the payload's size."""
     if type(values) is not list or len(values) != count:
         raise PayloadError(f"column is not an array of {count} values")
     return values
 
 
-def _string_column(column: Any, count: int) -> Iterable[Any]:
+def _column(values: Any, count: int) -> Iterable[Any]:
+    """An int column: an array, or one int standing for `count` copies."""
+    if type(values) is int:
+        return repeat(values, count)
+    return _array(values, count)
+
+
+def _string_column(column: Any, count: int, one_index: bool = True) -> Iterable[Any]:
     strings, ids = column
     if type(strings) is not list:
         raise PayloadError("string table is not an array")
-    ids = _column(ids, count)
+    if one_index and type(ids) is int:
+        if not 0 <= ids < len(strings):
+            raise PayloadError(f"string index {ids} out of range")
+        return repeat(strings[ids], count)
+    ids = _array(ids, count)
     if len(strings) == 1 and ids.count(0) == count:
         # One distinct value (often: every metadata is ""): no lookups.
         return repeat(strings[0], count)
@@ -305,7 +329,7 @@ def _string_column(column: Any, count: int) -> Iterable[Any]:
 
 def _offset_key_tuples(run: list[Any], count: int) -> Iterator[tuple[str, str, int]]:
     """The keys of an offset run as plain tuples, the fields of OffsetCommitKey."""
-    return zip(_string_column(run[3], count), _string_column(run[4], count), _column(run[5], count))
+    return zip(_string_column(run[3], count), _string_column(run[4], count), _array(run[5], count))
 
 
 def _offset_value_tuples(run: list[Any], count: int) -> Iterator[tuple[Any, ...]]:
@@ -337,13 +361,13 @@ def _decode_offset_tombstones(run: list[Any], count: int) -> list[Record]:
 
 
 def _group_keys(run: list[Any], count: int) -> Iterable[GroupMetadataKey]:
-    return map(_new, repeat(GroupMetadataKey), zip(_string_column(run[3], count)))
+    return map(_new, repeat(GroupMetadataKey), zip(_string_column(run[3], count, one_index=False)))
 
 
 def _decode_groups_v0(run: list[Any], count: int) -> list[Record]:
     if len(run) != 5:
         raise PayloadError(f"group metadata run of {len(run)} fields")
-    values = [_group_value_v0(row) for row in _column(run[4], count)]
+    values = [_group_value_v0(row) for row in _array(run[4], count)]
     return list(map(_new, repeat(Record), zip(_group_keys(run, count), values)))
 
 

@@ -112,6 +112,27 @@ def test_string_columns_are_dictionary_encoded() -> None:
     assert payload.count(b"a-long-topic-name") == 1
 
 
+def test_columns_of_one_value_are_written_once() -> None:
+    records = [commit("g", "t", p, 7) for p in range(200)]
+
+    payload = encode_payload(records)
+    run = msgpack.unpackb(payload)[1]
+
+    # offset, leader epoch, both timestamps, and the topic and metadata indices.
+    assert run[6] == 7 and run[7] == 3 and type(run[9]) is int and type(run[10]) is int
+    assert run[4] == [["t"], 0] and run[8][1] == 0
+    assert run[5] == list(range(200)), "the partition column stays an array"
+    assert decode_records(payload) == records
+    assert len(payload) < len(encode_payload([commit("g", "t", p, p) for p in range(200)])) / 2
+
+
+def test_group_runs_keep_their_group_column_an_array() -> None:
+    payload = encode_payload([group("g"), group("g")])
+    assert msgpack.unpackb(payload)[1][3] == [["g"], [0, 0]]
+    payload = encode_payload([group_tombstone("g")])
+    assert msgpack.unpackb(payload)[1][3] == [["g"], [0]]
+
+
 @given(batches)
 @settings(max_examples=100, deadline=None)
 def test_random_batches_round_trip(records: list[Record]) -> None:
@@ -154,6 +175,12 @@ def test_damaged_payloads_raise_payload_errors_only(records: list[Record], data:
         [[1, 2], [1, None, 1, [["g"], [0]], [["t"], [0]], [0]]],
         [None, [2, 0, 1, [["g"], [5]], [[1]]]],
         [None, [1, None, -1, [[], []], [[], []], []]],
+        # One value for a column that must be an array: it would leave the count unbounded.
+        [None, [1, None, 5, [["g"], 0], [["t"], 0], 3]],
+        [None, [2, None, 10**9, [["g"], 0]]],
+        # One index out of its string table; one value that is not an int.
+        [None, [1, None, 1, [["g"], 3], [["t"], [0]], [0]]],
+        [None, [1, 0, 1, [["g"], [0]], [["t"], [0]], [0], 1.5, -1, [[""], 0], 0, -1]],
     ],
 )
 def test_shapes_that_are_not_payloads_are_payload_errors(body: object) -> None:

@@ -58,14 +58,18 @@ def spec_run(run: list[Any]) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | No
     key_version, value_version, count = run[:3]
 
     def strings(column: list[Any]) -> list[Any]:
-        return [column[0][i] for i in column[1]]
+        table, indices = column
+        return [table[indices]] * count if isinstance(indices, int) else [table[i] for i in indices]
+
+    def ints(column: Any) -> list[Any]:
+        return [column] * count if isinstance(column, int) else column
 
     keys: list[tuple[Any, ...]]
     if key_version in (0, 1):
         keys = [("offset", *k) for k in zip(strings(run[3]), strings(run[4]), run[5])]
         if value_version is None:
             return [(k, None) for k in keys]
-        values = zip(run[6], run[7], strings(run[8]), run[9], run[10])
+        values = zip(ints(run[6]), ints(run[7]), strings(run[8]), ints(run[9]), ints(run[10]))
         return [(k, tuple(v)) for k, v in zip(keys, values)]
     keys = [("group", g) for g in strings(run[3])]
     if value_version is None:
