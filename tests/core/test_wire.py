@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from coordinator import Errors
+from coordinator import Errors, messages
 from coordinator.messages import (
     FetchedOffset,
     JoinGroupRequest,
@@ -44,3 +44,21 @@ def test_pickle_round_trip(message: object) -> None:
     first = dataclasses.fields(copy)[0].name  # type: ignore[arg-type]
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(copy, first, None)
+
+
+def test_uniform_results_are_shared_instances_and_the_sharing_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    response = OffsetCommitResponse(messages.partition_results(("t",) * 3, (0, 1, 2), Errors.NONE))
+    copies = [pickle.loads(pickle.dumps(response, protocol=5)) for _ in range(2)]
+    assert copies[0] == copies[1] == response
+    assert all(a is b for a, b in zip(copies[0].partitions, copies[1].partitions))
+    assert all(type(p) is PartitionResult and type(p.error) is Errors for p in copies[0].partitions)
+    failed = messages.partition_results(("t",), (0,), Errors.NOT_COORDINATOR)
+    assert failed == (PartitionResult("t", 0, Errors.NOT_COORDINATOR),)
+
+    monkeypatch.setattr(messages, "SHARED_RESULTS_MAX", 2)
+    messages.partition_results(("u",) * 5, tuple(range(5)), Errors.NONE)
+    assert len(messages._SHARED_RESULTS) <= 5
+    messages.partition_results(("v",), (0,), Errors.NONE)
+    assert len(messages._SHARED_RESULTS) == 1, "a full table is cleared before it grows"
