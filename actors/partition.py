@@ -249,7 +249,8 @@ class OffsetPartition:
         while unanswered:
             await wake.wait()
             wake.clear()
-            answered, released[:] = released[:], []
+            answered = released.copy()
+            released.clear()
             unanswered -= len(answered)
             yield dumps_response(answered)
 
