@@ -236,6 +236,8 @@ class PartitionResult(NamedTuple):
 # allocations, which in a Ray driver's large heap cost mostly garbage
 # collections (measured: a 100-partition commit's answer doubled them).
 _SHARED_RESULTS: dict[tuple[str, int, Errors], PartitionResult] = {}
+_topic_of = attrgetter("topic")
+_partition_of = attrgetter("partition")
 SHARED_RESULTS_MAX = 65_536
 
 
@@ -258,6 +260,14 @@ class OffsetCommitResponse:
 
     def errors(self) -> dict[tuple[str, int], Errors]:
         return {(p.topic, p.partition): p.error for p in self.partitions}
+
+
+def commit_error_response(request: OffsetCommitRequest, error: Errors) -> OffsetCommitResponse:
+    """The answer to a commit that fails as a whole: `error` for every partition."""
+    partitions = request.partitions
+    return OffsetCommitResponse(
+        partition_results(tuple(map(_topic_of, partitions)), tuple(map(_partition_of, partitions)), error)
+    )
 
 
 # ---------------------------------------------------------------- OffsetFetch

@@ -24,6 +24,7 @@ from coordinator.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
     PartitionResult,
+    commit_error_response,
     partition_results,
 )
 from coordinator.records import (
@@ -76,13 +77,13 @@ def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Toke
     if group is None:
         if request.generation_id >= 0:
             # The group failed over or the request comes from an old generation.
-            return _commit_error(request, Errors.ILLEGAL_GENERATION)
+            return commit_error_response(request, Errors.ILLEGAL_GENERATION)
         group = shard.get_or_create_group(request.group_id)
     error = _validate_commit(group, request)
     if error is not None:
-        return _commit_error(request, error)
+        return commit_error_response(request, error)
     if group.is_(GroupState.COMPLETING_REBALANCE):
-        return _commit_error(request, Errors.REBALANCE_IN_PROGRESS)
+        return commit_error_response(request, Errors.REBALANCE_IN_PROGRESS)
     if not group.is_(EMPTY):
         # Commits during PreparingRebalance are allowed: the member learns of
         # the rebalance from its next heartbeat.
@@ -120,7 +121,7 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
         return _store_offsets_checked(shard, group, request)
     size = len(topics) * (RECORD_OVERHEAD_BYTES + len(group.group_id)) + sum(map(len, topics))
     if size + sum(map(len, metadata)) > shard.config.offsets_max_commit_bytes:
-        return _commit_error(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
+        return commit_error_response(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
     now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
     # A commit of many partitions is the hot path: keys and values are built
     # by C-level loops, as the log's decoder does.
@@ -152,7 +153,7 @@ def _store_offsets_checked(shard: Shard, group: Group, request: OffsetCommitRequ
         )
         results.append(PartitionResult(p.topic, p.partition, Errors.NONE))
     if size > shard.config.offsets_max_commit_bytes:
-        return _commit_error(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
+        return commit_error_response(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
     for key, value in accepted:
         shard.write_offset(key, value)
     return OffsetCommitResponse(tuple(results))
@@ -160,12 +161,6 @@ def _store_offsets_checked(shard: Shard, group: Group, request: OffsetCommitRequ
 
 def _expire_timestamp_ms(shard: Shard, request: OffsetCommitRequest) -> int:
     return shard.now_ms + request.retention_time_ms if request.retention_time_ms >= 0 else NO_TIMESTAMP
-
-
-def _commit_error(request: OffsetCommitRequest, error: Errors) -> OffsetCommitResponse:
-    return OffsetCommitResponse(
-        tuple(PartitionResult(p.topic, p.partition, error) for p in request.partitions)
-    )
 
 
 # ------------------------------------------------------------- OffsetFetch

@@ -36,10 +36,10 @@ from coordinator.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
-    PartitionResult,
     Request,
     SyncGroupRequest,
     SyncGroupResponse,
+    commit_error_response,
 )
 
 # Kafka's STRING is int16-length-prefixed: longer ids cannot exist on the wire.
@@ -70,10 +70,6 @@ def is_valid_group_id(group_id: str, request: Request) -> bool:
     return bool(group_id) or isinstance(request, EMPTY_GROUP_ID_ALLOWED)
 
 
-def _commit_error(r: OffsetCommitRequest, e: Errors) -> OffsetCommitResponse:
-    return OffsetCommitResponse(tuple(PartitionResult(p.topic, p.partition, e) for p in r.partitions))
-
-
 def _fetch_error(r: OffsetFetchRequest, e: Errors) -> OffsetFetchResponse:
     # Kafka reports the error at the top and in every requested partition.
     parts = tuple(FetchedOffset(t, p, -1, -1, "", e) for t, p in (r.partitions or ()))
@@ -93,7 +89,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     SyncGroupRequest: lambda r, e: SyncGroupResponse(e),
     HeartbeatRequest: lambda r, e: HeartbeatResponse(e),
     LeaveGroupRequest: lambda r, e: LeaveGroupResponse(e),
-    OffsetCommitRequest: _commit_error,
+    OffsetCommitRequest: commit_error_response,
     OffsetFetchRequest: _fetch_error,
     DescribeGroupsRequest: _describe_error,
     ListGroupsRequest: lambda r, e: ListGroupsResponse(e),
