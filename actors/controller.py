@@ -121,7 +121,11 @@ class Controller:
         except Exception:
             return None
 
-    def _create_actor(self, partition: int | None, epoch: int, node_id: str | None) -> tuple[str, Any]:
+    def _create_actor(
+        self, partition: int | None, epoch: int, node_id: str | None, required: bool = False
+    ) -> tuple[str, Any]:
+        """A new partition actor, on `node_id` if given: as a preference (the
+        controller's spreading) or, `required`, as an operator's order."""
         name = f"raygroups-offsets-{uuid.uuid4().hex[:12]}"
         options: dict[str, Any] = {
             "name": name,
@@ -132,7 +136,7 @@ class Controller:
             "max_restarts": 0,
         }
         if node_id is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=not required)
         return name, ray.remote(OffsetPartition).options(**options).remote(partition, epoch, self.settings)
 
     async def _start_leader(
@@ -152,7 +156,10 @@ class Controller:
             self.leaders[partition], self.actor_names[partition] = handle, name
             await handle.assume.remote(partition, epoch)
         else:
-            name, handle = self._create_actor(partition, epoch, node_id or self._pick_node(partition))
+            if node_id is not None:
+                name, handle = self._create_actor(partition, epoch, node_id, required=True)
+            else:
+                name, handle = self._create_actor(partition, epoch, self._pick_node(partition))
             self.leaders[partition], self.actor_names[partition] = handle, name
             await handle.activate.remote()
         self._persist()
@@ -176,7 +183,7 @@ class Controller:
             await asyncio.sleep(self.settings.probe_interval_s)
 
     def _pick_node(self, partition: int) -> str | None:
-        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        alive = _alive_nodes()
         if not alive:
             return None
         return alive[partition % len(alive)]
@@ -241,6 +248,8 @@ class Controller:
         await self._ensure_started()
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"partition must be in [0, {self.num_partitions}), got {partition}")
+        if node_id is not None and node_id not in _alive_nodes():
+            raise ValueError(f"no live Ray node {node_id!r}")
         await self._replace(partition, "reassign", self.epochs[partition], node_id)
         return self.epochs[partition]
 
@@ -285,3 +294,8 @@ class Controller:
             ray.kill(handle, no_restart=True)
         self.leaders.clear()
         self.standbys.clear()
+
+
+def _alive_nodes() -> list[str]:
+    """The ids of the cluster's live nodes, sorted."""
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))

@@ -146,6 +146,15 @@ def test_reassign_mid_rebalance_answers_parked_and_clients_converge(service: Cli
     assert response.generation_id == follower_again.generation_id == gen + 1  # type: ignore[attr-defined]
 
 
+def test_reassign_to_a_named_node_puts_the_leader_there_or_refuses(service: Client) -> None:
+    node = ray.get_runtime_context().get_node_id()
+    epoch = service.reassign(1, node)
+    assert {(p["epoch"], p["node_id"]) for p in service.status() if p["partition"] == 1} == {(epoch, node)}
+    with pytest.raises(ValueError, match="no live Ray node"):
+        service.reassign(1, "f" * 56)
+    assert [p["epoch"] for p in service.status() if p["partition"] == 1] == [epoch]
+
+
 def test_controller_restart_keeps_service(service: Client) -> None:
     service.commit_offsets("c", {("t", 0): 1})
     before = service.status()
