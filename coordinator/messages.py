@@ -53,7 +53,23 @@ def _checker(hint: Any) -> Checker:
         return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
     if hint is bytes:
         return lambda v: isinstance(v, (bytes, bytearray, memoryview))
+    if hint is str:
+        return _is_utf8_str
     return lambda v: isinstance(v, hint)
+
+
+def _is_utf8_str(value: object) -> bool:
+    """A str that UTF-8 can encode, as every string on Kafka's wire: a lone
+    surrogate would be accepted here and fail later, in the log's encoder."""
+    if not isinstance(value, str):
+        return False
+    if value.isascii():  # a flag of the string: no scan
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_types(obj: object) -> None:
@@ -67,9 +83,17 @@ def check_types(obj: object) -> None:
     for name, expected, check in checkers:
         value = getattr(obj, name)
         if not check(value):
+            if _has_unencodable_str(value):
+                raise ValueError(f"{cls.__name__}.{name} must be valid UTF-8, got {value!r:.80}")
             raise TypeError(
                 f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}"
             )
+
+
+def _has_unencodable_str(value: object) -> bool:
+    if isinstance(value, tuple):
+        return any(map(_has_unencodable_str, value))
+    return isinstance(value, str) and not _is_utf8_str(value)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

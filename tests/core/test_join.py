@@ -3,7 +3,7 @@
 import pytest
 
 from coordinator import Errors, GroupState
-from coordinator.messages import JoinGroupRequest
+from coordinator.messages import JoinGroupRequest, OffsetCommitPartition
 
 from tests.core.harness import REBALANCE_MS, SESSION_MS, Harness, protocols
 
@@ -233,3 +233,15 @@ def test_session_timeout_is_kept_per_member() -> None:
     h = Harness()
     (leader,), gen = h.form_group("g", 1, session_timeout_ms=SESSION_MS)
     assert h.shard.groups["g"].members[leader].session_timeout_ms == SESSION_MS
+
+
+def test_strings_that_utf8_cannot_encode_are_refused_at_construction() -> None:
+    # A lone surrogate would pass a str check and break the log's encoder,
+    # failing the whole partition on every retry.
+    with pytest.raises(ValueError, match="group_id must be valid UTF-8"):
+        JoinGroupRequest("g\ud800", 10, 10, "consumer", ())
+    with pytest.raises(ValueError, match="protocols must be valid UTF-8"):
+        JoinGroupRequest("g", 10, 10, "consumer", (("range\udfff", b""),))
+    with pytest.raises(ValueError, match="metadata must be valid UTF-8"):
+        OffsetCommitPartition("t", 0, 5, "\ud800")
+    assert OffsetCommitPartition("t", 0, 5, "métadonnées ✓").metadata == "métadonnées ✓"
