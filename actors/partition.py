@@ -96,8 +96,8 @@ class OffsetPartition:
         self._tokens = itertools.count()
         # token -> the request's waiter, until its response is released.
         self._waiters: dict[int, _Waiter] = {}
-        self._waiting: deque[tuple[int, int]] = deque()  # (barrier offset, token)
-        self._ready: dict[int, Any] = {}  # token -> response held until durable
+        # (barrier offset, token, response): responses held until durable, in offset order.
+        self._waiting: deque[tuple[int, int, Any]] = deque()
         self._pending: list[Any] = []
         self._written_end = 0
         self._durable_end = 0
@@ -224,6 +224,7 @@ class OffsetPartition:
         """One group protocol request; parked requests wait here for their answer."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._submit(request, partial(_resolve, future))
+        self._maybe_wake_timers()
         return await future
 
     async def handle_wire(self, request: Request) -> bytes:
@@ -245,6 +246,7 @@ class OffsetPartition:
 
         for index, request in enumerate(requests):
             self._submit(request, partial(deliver, index))
+        self._maybe_wake_timers()
         unanswered = len(requests)
         while unanswered:
             await wake.wait()
@@ -292,9 +294,7 @@ class OffsetPartition:
             if barrier <= self._durable_end:
                 self._release(token, response)
             else:
-                self._ready[token] = response
-                self._waiting.append((barrier, token))
-        self._maybe_wake_timers()
+                self._waiting.append((barrier, token, response))
 
     def _release(self, token: int, response: Any) -> None:
         waiter = self._waiters.pop(token, None)
@@ -320,9 +320,10 @@ class OffsetPartition:
                 self._fail_and_reload()
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
-            while self._waiting and self._waiting[0][0] <= self._durable_end:
-                _, token = self._waiting.popleft()
-                self._release(token, self._ready.pop(token))
+            waiting = self._waiting
+            while waiting and waiting[0][0] <= self._durable_end:
+                _, token, response = waiting.popleft()
+                self._release(token, response)
 
     def _append_and_sync(self, batch: list[Any]) -> int:
         assert self.log is not None
@@ -378,6 +379,8 @@ class OffsetPartition:
                 logger.exception("partition %d: log maintenance failed", self.partition)
 
     def _maybe_wake_timers(self) -> None:
+        """Wake the timer task if the shard's next deadline moved earlier
+        (once per call, after its requests reached the shard)."""
         if self._timer_wake is None or self.shard is None:
             return
         deadline = self.shard.next_deadline_ms()
@@ -391,7 +394,6 @@ class OffsetPartition:
         for waiter in waiters.values():
             self._answer(waiter, error_response(waiter.request, error))
         self._waiting.clear()
-        self._ready.clear()
         self._pending.clear()
 
     def _fail_and_reload(self) -> None:

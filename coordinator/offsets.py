@@ -43,6 +43,9 @@ EMPTY = GroupState.EMPTY
 DEAD = GroupState.DEAD
 # Rough size of one offset record's fixed fields, for the commit size limit.
 RECORD_OVERHEAD_BYTES = 48
+# A commit of this many partitions or more is built column by column (C-level
+# loops); a smaller one partition by partition, which is cheaper for it (measured).
+COLUMNS_FROM_PARTITIONS = 8
 # tuple.__new__ builds a NamedTuple from a ready tuple in C.
 _new = tuple.__new__
 
@@ -112,11 +115,10 @@ def _validate_commit(group: Group, request: OffsetCommitRequest) -> Errors | Non
 
 
 def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
-    limit = shard.config.offset_metadata_max_bytes
-    if not request.partitions:
-        return OffsetCommitResponse(())
+    if len(request.partitions) < COLUMNS_FROM_PARTITIONS:
+        return _store_offsets_checked(shard, group, request)
     topics, partitions, offsets, metadata, epochs = zip(*request.partitions)
-    if max(map(len, metadata)) > limit // 4:
+    if max(map(len, metadata)) > shard.config.offset_metadata_max_bytes // 4:
         # Some metadata may be too large once encoded: check partition by partition.
         return _store_offsets_checked(shard, group, request)
     size = len(topics) * (RECORD_OVERHEAD_BYTES + len(group.group_id)) + sum(map(len, topics))
@@ -133,29 +135,26 @@ def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> 
 
 
 def _store_offsets_checked(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    """`_store_offsets` partition by partition, each metadata checked exactly."""
     max_metadata = shard.config.offset_metadata_max_bytes
     now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
-    results: list[PartitionResult] = []
-    accepted: list[tuple[OffsetCommitKey, OffsetCommitValue]] = []
-    size = 0
     group_id = group.group_id
-    for p in request.partitions:
-        metadata = p.metadata
-        if len(metadata.encode("utf-8")) > max_metadata:
-            results.append(PartitionResult(p.topic, p.partition, Errors.OFFSET_METADATA_TOO_LARGE))
+    results: list[PartitionResult] = []
+    keys: list[OffsetCommitKey] = []
+    values: list[OffsetCommitValue] = []
+    size = 0
+    for topic, partition, offset, metadata, leader_epoch in request.partitions:
+        # UTF-8 takes at most 4 bytes a character (requests hold only encodable strings).
+        if len(metadata) * 4 > max_metadata and len(metadata.encode("utf-8")) > max_metadata:
+            results.append(PartitionResult(topic, partition, Errors.OFFSET_METADATA_TOO_LARGE))
             continue
-        size += RECORD_OVERHEAD_BYTES + len(group_id) + len(p.topic) + len(metadata)
-        accepted.append(
-            (
-                OffsetCommitKey(group_id, p.topic, p.partition),
-                OffsetCommitValue(p.offset, p.leader_epoch, metadata, now, expire),
-            )
-        )
-        results.append(PartitionResult(p.topic, p.partition, Errors.NONE))
+        size += RECORD_OVERHEAD_BYTES + len(group_id) + len(topic) + len(metadata)
+        keys.append(_new(OffsetCommitKey, (group_id, topic, partition)))
+        values.append(_new(OffsetCommitValue, (offset, leader_epoch, metadata, now, expire)))
+        results.append(_new(PartitionResult, (topic, partition, Errors.NONE)))
     if size > shard.config.offsets_max_commit_bytes:
         return commit_error_response(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
-    for key, value in accepted:
-        shard.write_offset(key, value)
+    shard.write_offsets(group, keys, values)
     return OffsetCommitResponse(tuple(results))
 
 

@@ -1,6 +1,8 @@
 """OffsetCommit, OffsetFetch, OffsetDelete and KIP-211 offset expiration."""
 
-from coordinator import Errors, GroupState
+import pytest
+
+from coordinator import Errors, GroupState, offsets
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import (
     OffsetCommitPartition,
@@ -81,6 +83,19 @@ def test_commit_too_large_is_invalid_commit_offset_size() -> None:
     response = h.call(OffsetCommitRequest("s", parts))
     assert set(response.errors().values()) == {Errors.INVALID_COMMIT_OFFSET_SIZE}
     assert h.log == []
+
+
+def test_commits_built_by_columns_and_partition_by_partition_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Large commits are built column by column, small ones partition by partition.
+    for width in (1, offsets.COLUMNS_FROM_PARTITIONS - 1, offsets.COLUMNS_FROM_PARTITIONS, 100):
+        parts = tuple(OffsetCommitPartition(f"t{p % 3}", p, p, "m" * (p % 4), p % 2) for p in range(width))
+        outcomes = []
+        for columns_from in (1, 1_000):
+            monkeypatch.setattr(offsets, "COLUMNS_FROM_PARTITIONS", columns_from)
+            h = Harness()
+            response = h.call(OffsetCommitRequest("s", parts, retention_time_ms=RETENTION_MS))
+            outcomes.append((response, h.log, h.fetch("s")))
+        assert outcomes[0] == outcomes[1] and len(outcomes[0][1]) == width
 
 
 def test_fetch_all_of_unknown_group_is_empty() -> None:
