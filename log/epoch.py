@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import BinaryIO
 
 from log.errors import CorruptLogError, FencedEpochError
 from log.fsutil import atomic_write
@@ -27,6 +28,49 @@ def read_leader_epoch(directory: str) -> int:
             raw = file.read()
     except FileNotFoundError:
         return NO_EPOCH
+    return _parse(path, raw)
+
+
+class EpochWatch:
+    """`read_leader_epoch` for a writer that checks it after every fsync,
+    re-reading the file only when it was replaced.
+
+    The file last read is held open, so its inode cannot be reused: while
+    the path still names that inode, the content is the same (the file is
+    only ever replaced whole). A stat instead of an open, read and parse.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, EPOCH_FILE)
+        self._held: tuple[BinaryIO, os.stat_result] | None = None
+        self._epoch = NO_EPOCH
+
+    def read(self) -> int:
+        try:
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            self.close()
+            return NO_EPOCH
+        if self._held is not None and os.path.samestat(named, self._held[1]):
+            return self._epoch
+        self.close()
+        file = open(self.path, "rb")  # held open: see the class docstring
+        try:
+            held = os.fstat(file.fileno())
+            self._epoch = _parse(self.path, file.read())
+        except BaseException:
+            file.close()
+            raise
+        self._held = (file, held)
+        return self._epoch
+
+    def close(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held[0].close()
+
+
+def _parse(path: str, raw: bytes) -> int:
     try:
         data = json.loads(raw)
         epoch = data["leader_epoch"]

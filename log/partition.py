@@ -34,7 +34,7 @@ from coordinator.records import Record
 from log.batch import RawBatch, encode_batch
 from log.codec import encode_payload
 from log.config import LogConfig
-from log.epoch import fence, read_leader_epoch, write_leader_epoch
+from log.epoch import EpochWatch, fence, write_leader_epoch
 from log.errors import CorruptLogError, FencedEpochError, LogError, LogFailedError, LogLockedError
 from log.fsutil import fsync_dir, write_all
 from log.recovery import recover
@@ -67,6 +67,7 @@ class PartitionLog:
         self._retired_fds: list[int] = []
         self._end_offset = recovered.log_end_offset
         self._high_watermark = recovered.log_end_offset
+        self._epoch_watch = EpochWatch(directory)
 
     @classmethod
     def open(
@@ -235,6 +236,7 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
+        self._epoch_watch.close()
         for fd in [self._active_fd, *self._retired_fds, self._lock_fd]:
             try:
                 os.close(fd)
@@ -265,7 +267,7 @@ class PartitionLog:
 
     def _check_not_fenced(self) -> None:
         try:
-            current = read_leader_epoch(self.directory)
+            current = self._epoch_watch.read()
         except (OSError, CorruptLogError) as exc:
             # Fencing must not fail open: unable to prove we still lead, stop.
             raise self._fail(f"cannot read the leader epoch: {exc}") from exc

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from log import (
+    CorruptLogError,
     FencedEpochError,
     LogConfig,
     LogError,
@@ -19,7 +20,7 @@ from log import (
     read_leader_epoch,
 )
 from log import partition as partition_module
-from log.epoch import write_leader_epoch
+from log.epoch import EPOCH_FILE, NO_EPOCH, EpochWatch, write_leader_epoch
 from log.segment import list_dir
 
 from tests.log.helpers import EPOCH, NOW_MS, commit, group, model
@@ -121,6 +122,26 @@ def test_appending_with_a_lower_epoch_is_fenced_and_a_higher_one_recorded(tmp_pa
         assert log.leader_epoch == 4 == read_leader_epoch(str(tmp_path))
         with pytest.raises(FencedEpochError):
             log.append([commit("g", "t", 0, 1)], 3, NOW_MS)
+
+
+def test_the_epoch_watch_sees_every_replacement_of_the_epoch_file(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    watch = EpochWatch(directory)
+    assert watch.read() == NO_EPOCH
+    # Replaced in quick succession: a freed inode could be reused for the
+    # next file, which the watch must not mistake for the one it read.
+    for epoch in range(1, 40):
+        write_leader_epoch(directory, epoch, fsync=False)
+        assert watch.read() == epoch == watch.read()
+    (tmp_path / "tmp").write_bytes(b"not json")
+    os.replace(tmp_path / "tmp", tmp_path / EPOCH_FILE)
+    with pytest.raises(CorruptLogError):
+        watch.read()
+    write_leader_epoch(directory, 40, fsync=False)
+    assert watch.read() == 40
+    os.remove(tmp_path / EPOCH_FILE)
+    assert watch.read() == NO_EPOCH
+    watch.close()
 
 
 def test_a_writer_fenced_by_a_newer_leader_stops_acknowledging(tmp_path: Path) -> None:
