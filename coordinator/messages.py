@@ -50,12 +50,23 @@ def _checker(hint: Any) -> Checker:
     if origin is not None:
         return lambda v: isinstance(v, origin)
     if hint is int:
-        return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+        return _is_int64
     if hint is bytes:
         return lambda v: isinstance(v, (bytes, bytearray, memoryview))
     if hint is str:
         return _is_utf8_str
     return lambda v: isinstance(v, hint)
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _is_int64(value: object) -> bool:
+    """An int (not a bool) that fits Kafka's widest integer, int64: the log
+    could not encode a larger one."""
+    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
+        return False
+    return INT64_MIN <= value <= INT64_MAX
 
 
 def _is_utf8_str(value: object) -> bool:
@@ -73,7 +84,8 @@ def _is_utf8_str(value: object) -> bool:
 
 
 def check_types(obj: object) -> None:
-    """Raise TypeError naming the first field whose value has the wrong type."""
+    """Raise TypeError naming the first field whose value has the wrong type,
+    or ValueError if a str is not valid UTF-8 or an int is beyond int64."""
     cls = type(obj)
     checkers = _CHECKERS.get(cls)
     if checkers is None:
@@ -83,17 +95,23 @@ def check_types(obj: object) -> None:
     for name, expected, check in checkers:
         value = getattr(obj, name)
         if not check(value):
-            if _has_unencodable_str(value):
-                raise ValueError(f"{cls.__name__}.{name} must be valid UTF-8, got {value!r:.80}")
+            reason = _unencodable(value)
+            if reason is not None:
+                raise ValueError(f"{cls.__name__}.{name} must be {reason}, got {value!r:.80}")
             raise TypeError(
                 f"{cls.__name__}.{name} must be {expected}, got {type(value).__name__}: {value!r:.80}"
             )
 
 
-def _has_unencodable_str(value: object) -> bool:
+def _unencodable(value: object) -> str | None:
+    """What a str or int (maybe nested in tuples) of the right type fails to be, if anything."""
     if isinstance(value, tuple):
-        return any(map(_has_unencodable_str, value))
-    return isinstance(value, str) and not _is_utf8_str(value)
+        return next(filter(None, map(_unencodable, value)), None)
+    if isinstance(value, str) and not _is_utf8_str(value):
+        return "valid UTF-8"
+    if isinstance(value, int) and not isinstance(value, bool) and not _is_int64(value):
+        return "within int64"
+    return None
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

@@ -235,13 +235,19 @@ def test_session_timeout_is_kept_per_member() -> None:
     assert h.shard.groups["g"].members[leader].session_timeout_ms == SESSION_MS
 
 
-def test_strings_that_utf8_cannot_encode_are_refused_at_construction() -> None:
-    # A lone surrogate would pass a str check and break the log's encoder,
-    # failing the whole partition on every retry.
+def test_values_the_log_cannot_encode_are_refused_at_construction() -> None:
+    # A lone surrogate or an int beyond int64 would pass a type check and
+    # break the log's encoder, failing the whole partition on every retry.
     with pytest.raises(ValueError, match="group_id must be valid UTF-8"):
         JoinGroupRequest("g\ud800", 10, 10, "consumer", ())
     with pytest.raises(ValueError, match="protocols must be valid UTF-8"):
         JoinGroupRequest("g", 10, 10, "consumer", (("range\udfff", b""),))
     with pytest.raises(ValueError, match="metadata must be valid UTF-8"):
         OffsetCommitPartition("t", 0, 5, "\ud800")
-    assert OffsetCommitPartition("t", 0, 5, "métadonnées ✓").metadata == "métadonnées ✓"
+    with pytest.raises(ValueError, match="offset must be within int64"):
+        OffsetCommitPartition("t", 0, 2**63)
+    with pytest.raises(ValueError, match="session_timeout_ms"):
+        JoinGroupRequest("g", -(2**63) - 1, 10, "consumer", ())
+    with pytest.raises(TypeError, match="offset must be"):
+        OffsetCommitPartition("t", 0, True)
+    assert OffsetCommitPartition("t", 0, 2**63 - 1, "métadonnées ✓").metadata == "métadonnées ✓"
