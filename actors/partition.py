@@ -261,10 +261,12 @@ class OffsetPartition:
         released (and durable). No future, task or callback per request:
         a batch of requests costs little more than its shard work."""
         waiter = _Waiter(request, deliver, time.perf_counter())
-        early = precheck(request, STATUS_BY_STATE[self.state])
-        if early is not None:
-            self._answer(waiter, early)
-            return
+        # Active, the shard checks the group id itself, first, as the precheck would.
+        if self.state is not PartitionState.ACTIVE:
+            early = precheck(request, STATUS_BY_STATE[self.state])
+            if early is not None:
+                self._answer(waiter, early)
+                return
         assert self.shard is not None
         token = next(self._tokens)
         self._waiters[token] = waiter
