@@ -65,7 +65,7 @@ def _is_int64(value: object) -> bool:
     """An int (not a bool) that fits Kafka's widest integer, int64: the log
     could not encode a larger one."""
     if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
-        return False
+        return False  # (the exact type is checked first: the usual case costs one test)
     return INT64_MIN <= value <= INT64_MAX
 
 
@@ -472,9 +472,9 @@ def _build(cls: type, values: tuple[object, ...] | list[object]) -> Any:
 
 
 def _rebuild_columns(
-    cls: type, fields: tuple[Any, ...], index: int, item_cls: type, error_at: int
+    cls: type, field_values: tuple[Any, ...], index: int, item_cls: type, error_at: int
 ) -> Any:
-    values = list(fields)
+    values = list(field_values)
     columns = values[index]
     if item_cls is PartitionResult and type(columns[error_at]) is int:
         values[index] = partition_results(columns[0], columns[1], _ERRORS_BY_CODE[columns[error_at]])
