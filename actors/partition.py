@@ -1,43 +1,39 @@
-"""OffsetPartition: the Ray actor that owns one offsets partition.
+"""OffsetPartition: the Ray actor shell around one offsets partition's runtime.
 
-It holds a `coordinator.Shard`, the partition's `log.PartitionLog`, a timer
-task that drives `Shard.poll_timers`, and a flush task that makes appended
-records durable. Lifecycle, as Kafka's coordinator runtime:
-INITIAL -> LOADING -> ACTIVE -> CLOSED, and FAILED -> LOADING when an append
-fails or the shard breaks an invariant.
-
-Write path (one rule): the shard decides and applies in memory; its records
-join the pending batch; a response is released only when every record it
-could have observed is durable. The flush task appends everything pending as
-one batch and fsyncs it while new records gather for the next one (group
-commit). If an append fails, every waiting response becomes NOT_COORDINATOR
-and the shard is reloaded from the log, which holds only durable records.
-
-Nothing here decides protocol behaviour: requests go into the core, results
-come out of it.
+Every decision lives in `coordinator.runtime.PartitionRuntime` (lifecycle,
+write-path rule, exactly-once answers) and the shard inside it. This shell
+moves requests, time and I/O results in and answers out:
+- requests enter through `handle`, `handle_wire` and `handle_batch`; the
+  runtime validates each one and answers a bad one to its caller alone;
+- the log's appends, fsyncs, opening and closing run on one I/O thread, in
+  order; snapshots and compaction run on a second thread, beside appends;
+- background tasks (load, flush, timers, gauges, maintenance) are
+  supervised: one that raises is a failure of the partition, never a silent
+  end. Any failure moves the runtime to FAILED (every request in flight is
+  answered NOT_COORDINATOR), closes the log on the I/O thread and reloads
+  from it with backoff; a load the runtime refuses (log missing or behind
+  what the partition acknowledged) is not retried and shows in `probe`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import logging
 import os
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from enum import Enum
 from functools import partial
 from typing import Any
 
 from actors.metrics import PartitionMetrics
 from actors.settings import ServiceSettings, SystemClock, partition_dir
 from actors.wire import dumps_response
-from coordinator import CoordinatorStatus, Errors, Result, Shard, precheck
-from coordinator.messages import Request
-from coordinator.status import error_response
+from coordinator import Shard
+from coordinator.checks import InvalidRequestError
+from coordinator.records import Record
+from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
 from log.compaction import compact
 from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
@@ -50,31 +46,22 @@ logger = logging.getLogger(__name__)
 MAX_BATCH_RECORDS = 50_000
 GC_YOUNG_THRESHOLD = 20_000
 NOOP_RESPONSE = dumps_response(None)
+# Reload backoff after a failed load (a log another writer still locks, an I/O error).
+LOAD_RETRY_INITIAL_S = 0.05
+LOAD_RETRY_MAX_S = 2.0
+UNLOAD_DRAIN_TIMEOUT_S = 5.0
 
 
-class PartitionState(Enum):
-    INITIAL = "INITIAL"
-    LOADING = "LOADING"
-    ACTIVE = "ACTIVE"
-    FAILED = "FAILED"
-    CLOSED = "CLOSED"
-
-
-STATUS_BY_STATE = {
-    PartitionState.INITIAL: CoordinatorStatus.LOADING,
-    PartitionState.LOADING: CoordinatorStatus.LOADING,
-    PartitionState.FAILED: CoordinatorStatus.LOADING,
-    PartitionState.ACTIVE: CoordinatorStatus.ACTIVE,
-    PartitionState.CLOSED: CoordinatorStatus.NOT_COORDINATOR,
-}
+class LoadRefused(Exception):
+    """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
 class OffsetPartition:
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
-    promotes it with `assume(partition, epoch)` on failover, which saves the
-    seconds a new actor process takes to start.
+    promotes it with `assume(partition, epoch, known_end)` on failover, which
+    saves the seconds a new actor process takes to start.
     """
 
     def __init__(self, partition: int | None, epoch: int, settings: ServiceSettings) -> None:
@@ -88,24 +75,19 @@ class OffsetPartition:
         self.epoch = epoch
         self.settings = settings
         self.clock = SystemClock()
-        self.state = PartitionState.INITIAL
-        self.shard: Shard | None = None
+        self.runtime = PartitionRuntime(self.partition)
         self.log: PartitionLog | None = None
+        self.known_end = -1
         self.load_ms = 0.0
         self.loaded_records = 0
-        self._tokens = itertools.count()
-        # token -> the request's waiter, until its response is released.
-        self._waiters: dict[int, _Waiter] = {}
-        # (barrier offset, token, response): responses held until durable, in offset order.
-        self._waiting: deque[tuple[int, int, Any]] = deque()
-        self._pending: list[Any] = []
-        self._written_end = 0
-        self._durable_end = 0
-        self._flush_wanted: asyncio.Event | None = None
-        self._timer_wake: asyncio.Event | None = None
+        # Grows while a load replays the log: the controller's sign of progress.
+        self.progress = 0
+        self._failures_seen = 0
+        self._flush_wanted = asyncio.Event()
+        self._timer_wake = asyncio.Event()
         self._timer_sleep_until: int | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-        # One thread: appends and fsyncs of this partition stay in order.
+        self._tasks: set[asyncio.Task[None]] = set()
+        # One thread: appends, fsyncs, opening and closing of this partition's log stay in order.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log")
         # Snapshots and compaction run beside appends, never in front of them.
         self._maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
@@ -113,130 +95,171 @@ class OffsetPartition:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def assume(self, partition: int, epoch: int) -> str:
+    async def assume(self, partition: int, epoch: int, known_end: int = -1) -> str:
         """Promote a standby: become the leader of `partition` at `epoch` and load it."""
         if self.partition >= 0:
             raise RuntimeError(f"already the leader of partition {self.partition}")
         self.partition, self.epoch = partition, epoch
+        self.runtime = PartitionRuntime(partition)
         self.metrics = PartitionMetrics(partition)
-        return await self.activate()
+        return await self.activate(known_end)
 
-    async def activate(self) -> str:
-        """Start loading the partition; returns at once (state LOADING)."""
-        if self.state is PartitionState.INITIAL and self.partition >= 0:
-            self._flush_wanted = asyncio.Event()
-            self._timer_wake = asyncio.Event()
-            self._spawn(self._load())
-        return self.state.value
+    async def activate(self, known_end: int = -1) -> str:
+        """Start loading the partition (idempotent); returns at once.
+
+        `known_end`: the durable end the partition reached under earlier
+        leaders, -1 if it was never loaded anywhere (see `load_refusal`).
+        """
+        if self.runtime.state is RuntimeState.INITIAL and self.partition >= 0:
+            self.known_end = known_end
+            self._spawn(self._load(), "load")
+        return self.runtime.state.value
 
     async def wait_active(self, timeout_s: float = 60.0) -> str:
         deadline = time.monotonic() + timeout_s
-        while self.state in (PartitionState.INITIAL, PartitionState.LOADING, PartitionState.FAILED):
-            if time.monotonic() > deadline:
-                break
+        while self._loading() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        return self.state.value
+        return self.runtime.state.value
+
+    def _loading(self) -> bool:
+        state = self.runtime.state
+        return state in (RuntimeState.INITIAL, RuntimeState.LOADING) or (
+            state is RuntimeState.FAILED and not self.runtime.refused
+        )
 
     async def _load(self) -> None:
-        self.state = PartitionState.LOADING
-        started = time.perf_counter()
+        """LOADING until ACTIVE, retrying with backoff; a refusal or a fence ends it."""
         loop = asyncio.get_running_loop()
-        try:
-            self.log, self.shard, self.loaded_records = await loop.run_in_executor(
-                self._io, self._open_and_replay
-            )
-        except FencedEpochError:
-            # A newer leader owns the partition: this one never serves.
-            logger.warning("partition %d: epoch %d is fenced", self.partition, self.epoch)
-            self.state = PartitionState.CLOSED
+        delay = LOAD_RETRY_INITIAL_S
+        while True:
+            incarnation = self.runtime.begin_load()
+            started = time.perf_counter()
+            try:
+                log, shard, records = await loop.run_in_executor(self._io, self._open_and_replay)
+            except FencedEpochError:
+                logger.warning("partition %d: epoch %d is fenced", self.partition, self.epoch)
+                self._deliver(self.runtime.unload(self.clock.now_ms()))
+                return
+            except LoadRefused as exc:
+                logger.error("partition %d: %s", self.partition, exc)
+                self.runtime.on_load_failed(str(exc), refused=True)
+                self._failures_seen = self.runtime.failures
+                self.metrics.load_failed(refused=True)
+                return
+            except Exception as exc:
+                logger.warning("partition %d: load failed, retry in %.2f s: %r", self.partition, delay, exc)
+                self.runtime.on_load_failed(f"load failed: {exc!r}")
+                self._failures_seen = self.runtime.failures  # this loop retries: nothing to recover
+                self.metrics.load_failed(refused=False)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LOAD_RETRY_MAX_S)
+                continue
+            if self.runtime.state is not RuntimeState.LOADING or self.runtime.incarnation != incarnation:
+                await loop.run_in_executor(self._io, log.close)  # unloaded meanwhile
+                return
+            self._on_loaded(log, shard, records, started)
             return
-        except Exception:
-            logger.exception("partition %d: load failed", self.partition)
-            self.state = PartitionState.FAILED
-            await asyncio.sleep(1.0)
-            self._spawn(self._load())
-            return
-        self._written_end = self._durable_end = self.log.high_watermark
+
+    def _on_loaded(self, log: PartitionLog, shard: Shard, records: int, started: float) -> None:
+        self.log, self.loaded_records = log, records
+        self._failures_seen = self.runtime.failures
         # What was loaded lives long: keep the collector from scanning it again.
         gc.freeze()
         self.load_ms = (time.perf_counter() - started) * 1000
-        self.state = PartitionState.ACTIVE
+        self._deliver(self.runtime.on_loaded(shard, log.high_watermark, self.clock.now_ms()))
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
-            self.partition,
-            self.epoch,
-            self.loaded_records,
-            self.load_ms,
+            self.partition, self.epoch, records, self.load_ms,
         )
-        self._apply(self.shard.on_loaded(self.clock.now_ms()))
-        self._spawn(self._flush_loop())
-        self._spawn(self._timer_loop())
-        self._spawn(self._gauge_loop())
-        self._spawn(self._maintenance_loop())
+        self._spawn(self._flush_loop(), "flush")
+        self._spawn(self._timer_loop(), "timers")
+        self._spawn(self._gauge_loop(), "gauges")
+        self._spawn(self._maintenance_loop(), "maintenance")
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
+        """On the I/O thread: open the log (never an empty one where data must be) and replay it."""
         directory = partition_dir(self.settings.data_dir, self.partition)
-        if os.path.isdir(directory) and read_leader_epoch(directory) > self.epoch:
+        exists = os.path.isdir(directory)
+        if exists and read_leader_epoch(directory) > self.epoch:
             # Checked before waiting for the directory lock the leader holds.
             raise FencedEpochError(self.epoch, read_leader_epoch(directory))
-        log = PartitionLog.open(directory, self.epoch, self.settings.log)
-        shard = Shard(
-            self.settings.coordinator, partition=self.partition, member_id_seed=int.from_bytes(os.urandom(8))
-        )
-        stats = load_into(shard, log)
+        refusal = load_refusal(directory, exists, 0 if exists else -1, self.known_end)
+        if refusal is not None:
+            raise LoadRefused(f"{refusal} (node {_node_id()})")
+        log = PartitionLog.open(directory, self.epoch, self.settings.log, create=self.known_end < 0)
+        try:
+            refusal = load_refusal(directory, True, log.high_watermark, self.known_end)
+            if refusal is not None:
+                raise LoadRefused(f"{refusal} (node {_node_id()})")
+            shard = Shard(
+                self.settings.coordinator,
+                partition=self.partition,
+                member_id_seed=int.from_bytes(os.urandom(8)),
+            )
+            stats = load_into(_Progress(shard, self), log)
+        except BaseException:
+            log.close()
+            raise
         return log, shard, stats.records
 
     async def unload(self, epoch: int) -> str:
-        """Emigration: answer everything NOT_COORDINATOR, stop timers, close the log."""
-        if epoch < self.epoch:
-            return self.state.value
-        if self.shard is not None and self.state is PartitionState.ACTIVE:
-            self._apply(self.shard.unload(self.clock.now_ms()))
-        self.state = PartitionState.CLOSED
+        """Emigration: answer everything NOT_COORDINATOR, stop the tasks, close the log."""
+        if epoch < self.epoch or self.runtime.state is RuntimeState.CLOSED:
+            return self.runtime.state.value
+        self._deliver(self.runtime.unload(self.clock.now_ms()))
         await self._drain()
-        for task in self._tasks:
-            task.cancel()
-        self._answer_all(Errors.NOT_COORDINATOR)
+        self._deliver(self.runtime.abandon())
+        await self._stop_tasks()
         self.metrics.flush_counts()
-        if self.log is not None:
-            await asyncio.get_running_loop().run_in_executor(self._io, self.log.close)
-        return self.state.value
+        log, self.log = self.log, None
+        if log is not None:
+            await asyncio.get_running_loop().run_in_executor(self._io, log.close)
+        return self.runtime.state.value
 
     async def _drain(self) -> None:
-        """Wait until what was appended before now is durable (or failed)."""
-        target = self._written_end
+        """Wait (bounded) until what was decided before now is durable, or the flush failed."""
+        self._flush_wanted.set()
+        deadline = time.monotonic() + UNLOAD_DRAIN_TIMEOUT_S
         while (
-            self._durable_end < target and self.state is not PartitionState.FAILED and self._pending_flush()
+            self.runtime.durable_end < self.runtime.written_end
+            and any(t.get_name() == "flush" for t in self._tasks)
+            and time.monotonic() < deadline
         ):
             await asyncio.sleep(0.001)
 
-    def _pending_flush(self) -> bool:
-        return any(not t.done() for t in self._tasks)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.append(task)
-        self._tasks = [t for t in self._tasks if not t.done() or t is task]
+    async def _stop_tasks(self) -> None:
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -------------------------------------------------------------- requests
 
-    async def handle(self, request: Request) -> Any:
-        """One group protocol request; parked requests wait here for their answer."""
+    async def handle(self, request: Any) -> Any:
+        """One group protocol request; parked requests wait here for their answer.
+        A malformed request raises InvalidRequestError to this caller alone."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._submit(request, partial(_resolve, future))
-        self._maybe_wake_timers()
-        return await future
+        self._after_requests()
+        response = await future
+        if isinstance(response, InvalidRequestError):
+            raise response
+        return response
 
-    async def handle_wire(self, request: Request) -> bytes:
+    async def handle_wire(self, request: Any) -> bytes:
         """`handle` with the response pickled, as the client calls it: Ray
         returns bytes for about 170 us less CPU per call than an object
         (its cloudpickle path), measured on both sides together."""
         return dumps_response(await self.handle(request))
 
-    async def handle_batch(self, requests: list[Request]) -> AsyncIterator[bytes]:
+    async def handle_batch(self, requests: Any) -> AsyncIterator[bytes]:
         """Many requests in one Ray call (the client's coalescing): a streaming
         generator of pickled `(index, response)` lists, each yielded as soon as
-        its responses are released, so a parked request holds back no other."""
+        its responses are released, so a parked request holds back no other.
+        A malformed request's entry is an InvalidRequestError."""
+        if type(requests) is not list:
+            raise InvalidRequestError(f"handle_batch takes a list of requests, got {type(requests).__name__}")
         released: list[tuple[int, Any]] = []
         wake = asyncio.Event()
 
@@ -246,7 +269,7 @@ class OffsetPartition:
 
         for index, request in enumerate(requests):
             self._submit(request, partial(deliver, index))
-        self._maybe_wake_timers()
+        self._after_requests()
         unanswered = len(requests)
         while unanswered:
             await wake.wait()
@@ -256,88 +279,101 @@ class OffsetPartition:
             unanswered -= len(answered)
             yield dumps_response(answered)
 
-    def _submit(self, request: Request, deliver: Callable[[Any], None]) -> None:
-        """Hand a request to the shard; `deliver` gets its response once it is
-        released (and durable). No future, task or callback per request:
+    def _submit(self, request: Any, deliver: Callable[[Any], None]) -> None:
+        """Hand a request to the runtime; `deliver` gets its response once it
+        is released (and durable). No future, task or callback per request:
         a batch of requests costs little more than its shard work."""
         waiter = _Waiter(request, deliver, time.perf_counter())
-        # Active, the shard checks the group id itself, first, as the precheck would.
-        if self.state is not PartitionState.ACTIVE:
-            early = precheck(request, STATUS_BY_STATE[self.state])
-            if early is not None:
-                self._answer(waiter, early)
-                return
-        assert self.shard is not None
-        token = next(self._tokens)
-        self._waiters[token] = waiter
-        try:
-            result = self.shard.handle(request, self.clock.now_ms(), token)
-        except Exception:
-            logger.exception("partition %d: shard broke an invariant on %s", self.partition, waiter.kind)
-            self._fail_and_reload()
-            return
-        self._apply(result)
+        self._deliver(self.runtime.submit(request, waiter, self.clock.now_ms()))
 
-    def _answer(self, waiter: _Waiter, response: Any) -> None:
-        self.metrics.observe(waiter.kind, response, waiter.started)
-        waiter.deliver(response)
-
-    def _apply(self, result: Result) -> None:
-        """Queue a Result's records and hold its responses until they are durable."""
-        if result.records:
-            self._pending.extend(result.records)
-            self._written_end += len(result.records)
-            assert self._flush_wanted is not None
+    def _after_requests(self) -> None:
+        """Once per call: start a flush if records wait, and wake the timer
+        task if the shard's next deadline moved earlier."""
+        if self.runtime.has_pending:
             self._flush_wanted.set()
-        if result.rebalances:
-            self.metrics.rebalanced(result.rebalances)
-        barrier = self._written_end
-        for token, response in result.responses:
-            if barrier <= self._durable_end:
-                self._release(token, response)
-            else:
-                self._waiting.append((barrier, token, response))
+        deadline = self.runtime.next_deadline_ms()
+        if deadline is not None and (self._timer_sleep_until is None or deadline < self._timer_sleep_until):
+            self._timer_wake.set()
 
-    def _release(self, token: int, response: Any) -> None:
-        waiter = self._waiters.pop(token, None)
-        if waiter is not None:
-            self._answer(waiter, response)
+    def _deliver(self, released: Iterable[tuple[Any, Any]]) -> None:
+        """Answer released requests; then act on a failure the runtime just took in."""
+        metrics = self.metrics
+        for waiter, response in released:
+            metrics.observe(waiter.kind, response, waiter.started)
+            waiter.deliver(response)
+        if self.runtime.rebalances:
+            metrics.rebalanced(self.runtime.rebalances)
+            self.runtime.rebalances.clear()
+        if self.runtime.failures != self._failures_seen and self.runtime.state is RuntimeState.FAILED:
+            self._recover()
 
     # ------------------------------------------------------------ background
 
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._supervised(coro, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _supervised(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """A task that raises fails the partition (logged, counted), which then reloads."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("partition %d: the %s task failed", self.partition, name)
+            self.metrics.task_failed(name)
+            self._deliver(self.runtime.on_task_failed(f"the {name} task failed: {exc!r}"))
+
+    def _recover(self) -> None:
+        """After a failure: stop the tasks, close the log on the I/O thread, reload."""
+        self._failures_seen = self.runtime.failures
+        self.metrics.failed()
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        log, self.log = self.log, None
+        if log is not None:
+            # Queued behind any append still running on the I/O thread; the
+            # reload's open is queued behind the close.
+            self._io.submit(_close_quietly, log, self.partition)
+        if not self.runtime.refused:
+            self._spawn(self._load(), "load")
+
     async def _flush_loop(self) -> None:
-        assert self._flush_wanted is not None and self.log is not None
         loop = asyncio.get_running_loop()
+        runtime = self.runtime
         while True:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
-            batch, self._pending = self._pending, []
-            if not batch:
+            if not runtime.has_pending:
                 continue
+            incarnation = runtime.incarnation
+            batch = runtime.take_batch()
             started = time.perf_counter()
             try:
-                self._durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
-            except Exception:
+                durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
+            except Exception as exc:
                 logger.exception("partition %d: append failed", self.partition)
-                self._fail_and_reload()
+                self._deliver(runtime.on_append_failed(repr(exc)))
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
-            waiting = self._waiting
-            while waiting and waiting[0][0] <= self._durable_end:
-                _, token, response = waiting.popleft()
-                self._release(token, response)
+            self._deliver(runtime.on_durable(durable_end, incarnation))
 
-    def _append_and_sync(self, batch: list[Any]) -> int:
-        assert self.log is not None
+    def _append_and_sync(self, batch: list[Record]) -> int:
+        log = self.log
+        if log is None:
+            raise RuntimeError("the log was closed under a pending append")
         now = self.clock.now_ms()
         for start in range(0, len(batch), MAX_BATCH_RECORDS):
-            self.log.append(batch[start : start + MAX_BATCH_RECORDS], self.epoch, now)
-        return self.log.sync()
+            log.append(batch[start : start + MAX_BATCH_RECORDS], self.epoch, now)
+        return log.sync()
 
     async def _timer_loop(self) -> None:
-        assert self._timer_wake is not None and self.shard is not None
-        while True:
-            deadline = self.shard.next_deadline_ms()
+        runtime = self.runtime
+        while runtime.state is RuntimeState.ACTIVE:
+            deadline = runtime.next_deadline_ms()
             self._timer_sleep_until = deadline
             self._timer_wake.clear()
             timeout = None if deadline is None else max(0.0, (deadline - self.clock.now_ms()) / 1000)
@@ -345,17 +381,17 @@ class OffsetPartition:
                 await asyncio.wait_for(self._timer_wake.wait(), timeout)
             except TimeoutError:
                 pass
-            if self.state is not PartitionState.ACTIVE:
-                return
-            for result in self.shard.poll_timers(self.clock.now_ms()):
-                self._apply(result)
+            self._deliver(runtime.poll_timers(self.clock.now_ms()))
+            if runtime.has_pending:
+                self._flush_wanted.set()
 
     async def _gauge_loop(self, interval_s: float = 2.0) -> None:
-        while self.state is PartitionState.ACTIVE and self.shard is not None:
+        while self.runtime.state is RuntimeState.ACTIVE:
+            shard = self.runtime.shard
             # Set again every time: Ray's metrics agent drops gauge values not refreshed within its TTL.
             self.metrics.load_time_ms.set(self.load_ms)
-            self.metrics.groups.set(len(self.shard.groups))
-            self.metrics.members.set(self.shard.member_count())
+            self.metrics.groups.set(len(shard.groups) if shard else 0)
+            self.metrics.members.set(shard.member_count() if shard else 0)
             self.metrics.flush_counts()
             await asyncio.sleep(interval_s)
 
@@ -363,73 +399,46 @@ class OffsetPartition:
         """Snapshot and compact the log in the background, so that a failover
         loads live state rather than history (see log/snapshot.py)."""
         loop = asyncio.get_running_loop()
-        snapshot_at = self._durable_end
+        snapshot_at = self.runtime.durable_end
         last_compaction = time.monotonic()
-        while self.state is PartitionState.ACTIVE and self.log is not None:
+        while self.runtime.state is RuntimeState.ACTIVE:
             await asyncio.sleep(self.settings.maintenance_interval_s)
             log = self.log
-            if log is None or self.state is not PartitionState.ACTIVE:
+            if log is None or self.runtime.state is not RuntimeState.ACTIVE:
                 return
-            try:
-                if self._durable_end - snapshot_at >= self.settings.snapshot_every_records:
-                    snapshot_at = self._durable_end
-                    await loop.run_in_executor(self._maintenance, write_snapshot, log, self.clock.now_ms())
-                if time.monotonic() - last_compaction >= self.settings.compaction_interval_s:
-                    last_compaction = time.monotonic()
-                    await loop.run_in_executor(self._maintenance, compact, log, self.clock.now_ms())
-            except Exception:
-                logger.exception("partition %d: log maintenance failed", self.partition)
-
-    def _maybe_wake_timers(self) -> None:
-        """Wake the timer task if the shard's next deadline moved earlier
-        (once per call, after its requests reached the shard)."""
-        if self._timer_wake is None or self.shard is None:
-            return
-        deadline = self.shard.next_deadline_ms()
-        if deadline is not None and (self._timer_sleep_until is None or deadline < self._timer_sleep_until):
-            self._timer_wake.set()
-
-    # --------------------------------------------------------------- failure
-
-    def _answer_all(self, error: Errors) -> None:
-        waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            self._answer(waiter, error_response(waiter.request, error))
-        self._waiting.clear()
-        self._pending.clear()
-
-    def _fail_and_reload(self) -> None:
-        """FAILED -> LOADING: only durable records survive, as in Kafka's runtime."""
-        if self.state in (PartitionState.FAILED, PartitionState.CLOSED):
-            return
-        self.state = PartitionState.FAILED
-        for task in self._tasks:
-            if task is not asyncio.current_task():
-                task.cancel()
-        self._answer_all(Errors.NOT_COORDINATOR)
-        log, self.log, self.shard = self.log, None, None
-        if log is not None:
-            try:
-                log.close()
-            except Exception:
-                logger.exception("partition %d: closing the failed log", self.partition)
-        self._spawn(self._load())
+            if self.runtime.durable_end - snapshot_at >= self.settings.snapshot_every_records:
+                snapshot_at = self.runtime.durable_end
+                await loop.run_in_executor(self._maintenance, write_snapshot, log, self.clock.now_ms())
+            if time.monotonic() - last_compaction >= self.settings.compaction_interval_s:
+                last_compaction = time.monotonic()
+                await loop.run_in_executor(self._maintenance, compact, log, self.clock.now_ms())
 
     # ----------------------------------------------------------- inspection
 
-    async def info(self) -> dict[str, Any]:
-        shard = self.shard
+    async def probe(self) -> dict[str, Any]:
+        """The controller's liveness check: answered in every state, cheaply."""
+        runtime = self.runtime
         return {
             "partition": self.partition,
             "epoch": self.epoch,
-            "state": self.state.value,
+            "state": runtime.state.value,
+            "durable_end": runtime.durable_end,
+            "progress": self.progress,
+            "failure": runtime.failure,
+            "refused": runtime.refused,
+        }
+
+    async def info(self) -> dict[str, Any]:
+        shard = self.runtime.shard
+        return {
+            **await self.probe(),
             "groups": len(shard.groups) if shard else 0,
             "members": shard.member_count() if shard else 0,
-            "durable_end": self._durable_end,
             "load_ms": round(self.load_ms, 1),
             "loaded_records": self.loaded_records,
             "node_id": _node_id(),
             "pid": os.getpid(),
+            "data_dir": self.settings.data_dir,
         }
 
     async def ping(self) -> int:
@@ -446,15 +455,28 @@ class OffsetPartition:
 
 
 class _Waiter:
-    """A request in the partition until its response is released."""
+    """A request in the partition until its response is released (the runtime's token)."""
 
     __slots__ = ("request", "deliver", "started", "kind")
 
-    def __init__(self, request: Request, deliver: Callable[[Any], None], started: float) -> None:
+    def __init__(self, request: Any, deliver: Callable[[Any], None], started: float) -> None:
         self.request = request
         self.deliver = deliver
         self.started = started
         self.kind = type(request).__name__
+
+
+class _Progress:
+    """A replay target that counts the loader's steps into `owner.progress`."""
+
+    __slots__ = ("shard", "owner")
+
+    def __init__(self, shard: Shard, owner: OffsetPartition) -> None:
+        self.shard, self.owner = shard, owner
+
+    def replay_many(self, records: Iterable[Record]) -> None:
+        self.shard.replay_many(records)
+        self.owner.progress += 1
 
 
 def _resolve(future: asyncio.Future[Any], response: Any) -> None:
@@ -462,7 +484,16 @@ def _resolve(future: asyncio.Future[Any], response: Any) -> None:
         future.set_result(response)
 
 
+def _close_quietly(log: PartitionLog, partition: int) -> None:
+    try:
+        log.close()
+    except Exception:
+        logger.exception("partition %d: closing the failed log", partition)
+
+
 def _node_id() -> str:
     import ray
 
-    return ray.get_runtime_context().get_node_id()
+    if not ray.is_initialized():
+        return os.uname().nodename
+    return str(ray.get_runtime_context().get_node_id())

@@ -71,17 +71,26 @@ class PartitionLog:
 
     @classmethod
     def open(
-        cls, directory: str | os.PathLike[str], leader_epoch: int, config: LogConfig | None = None
+        cls,
+        directory: str | os.PathLike[str],
+        leader_epoch: int,
+        config: LogConfig | None = None,
+        *,
+        create: bool = True,
     ) -> PartitionLog:
         """Lock, fence, recover and open a partition directory for writing.
 
-        Every failure is a `LogError` (an I/O error becomes one), so a
-        caller handling LogError handles them all.
+        `create`: make the directory if it is missing; without it a missing
+        directory is a `LogError` (a partition that held data must never be
+        served from a new, empty one). Every failure is a `LogError` (an I/O
+        error becomes one), so a caller handling LogError handles them all.
         """
         if leader_epoch < 0:
             raise ValueError(f"leader_epoch must be >= 0, got {leader_epoch}")
         config = config or LogConfig()
         path = str(directory)
+        if not create and not os.path.isdir(path):
+            raise LogError(f"{path}: the partition log directory does not exist")
         try:
             _make_dir(path, config.fsync)
             lock_fd = _lock_dir(path)
@@ -221,6 +230,9 @@ class PartitionLog:
 
         Waits for a compaction or snapshot running in another thread: the
         directory lock must not be released while they still change files.
+        The descriptors are closed under the locks that `append` and `sync`
+        hold, so a write in another thread never finds its descriptor number
+        freed (and maybe reused by another file) under it.
         """
         if self._closed:
             return
@@ -229,7 +241,7 @@ class PartitionLog:
             if self._failure is None:
                 self.sync()
         finally:
-            with self.maintenance_lock:
+            with self.maintenance_lock, self._sync_lock, self._state_lock:
                 self._close_files()
 
     def _close_files(self) -> None:

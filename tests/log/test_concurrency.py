@@ -10,8 +10,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from coordinator.records import Record
-from log import LogConfig, LogReader, PartitionLog, compact, materialize, write_snapshot
+from log import LogConfig, LogError, LogReader, PartitionLog, compact, materialize, write_snapshot
 
 from tests.log.helpers import EPOCH, NOW_MS, State, commit, group, model, offset_tombstone
 
@@ -89,3 +91,29 @@ def test_compaction_in_a_thread_beside_appends_keeps_every_acknowledged_record(t
 
 def prefix_states_end() -> State:
     return model(r for i in range(ROUNDS) for r in batch(i))
+
+
+def test_close_waits_for_an_append_in_progress_and_never_frees_its_descriptor(tmp_path: Path) -> None:
+    """`close` from another thread must not free the descriptors a running
+    append or sync uses (a freed number can be reused by another file mid-write)."""
+    log = PartitionLog.open(tmp_path, EPOCH, LogConfig(fsync=False))
+    log.append(batch(0), EPOCH, NOW_MS)
+    log.sync()
+    # A failed log (its owner reloads it) closes without syncing first: the path that raced.
+    log._fail("an fsync failed")
+    closer = threading.Thread(target=log.close)
+    with log._state_lock:  # what `append` holds while it writes
+        closer.start()
+        closer.join(timeout=0.2)
+        assert closer.is_alive(), "close went ahead under a running append"
+        assert not log._closed
+    closer.join()
+    assert log._closed
+    assert materialize(tmp_path, use_snapshot=False) == model(batch(0))
+
+
+def test_open_without_create_refuses_a_missing_directory(tmp_path: Path) -> None:
+    missing = tmp_path / "offsets-0"
+    with pytest.raises(LogError, match="does not exist"):
+        PartitionLog.open(missing, EPOCH, LogConfig(fsync=False), create=False)
+    assert not missing.exists()

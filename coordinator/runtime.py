@@ -1,0 +1,288 @@
+"""PartitionRuntime: the lifecycle and the write-path rule of one offsets partition, sans I/O.
+
+Kafka's `CoordinatorRuntime` is the model. The runtime owns the partition's
+`Shard` and everything between a request and its response; its driver (the
+Ray actor, or a test) moves requests, time and I/O results in, and records
+and released responses out. It never reads a clock or touches a file.
+
+Lifecycle, a transition table (`ALLOWED_FROM`):
+INITIAL -> LOADING -> ACTIVE -> CLOSED, and FAILED -> LOADING after any
+failure. A load that finds the log missing or behind what the partition
+acknowledged is *refused*: FAILED for good, until an operator moves it.
+
+Rules:
+- Every submitted request gets exactly one response: a request is in flight
+  (`_inflight`) from `submit` until its response is released, and only a
+  request still in flight can be answered.
+- A bad request (`validate_request`) is answered `InvalidRequestError` and
+  never reaches the shard; the partition goes on serving everyone else.
+- Write path: the shard decides and applies in memory; its records join the
+  pending batch (`take_batch`), and its responses are held until every
+  record decided before them is durable (`on_durable`). Reads wait the same
+  way, so nothing is observed that a failure could take back.
+- Failures are inputs (`on_append_failed`, `on_task_failed`, a shard that
+  raises, a log that reports an unexpected offset): the runtime moves to
+  FAILED, drops the shard and the pending records, and answers every
+  request in flight NOT_COORDINATOR. The driver then reloads from the log,
+  which holds only durable records.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from enum import Enum
+from typing import Any
+
+from coordinator.checks import InvalidRequestError, validate_request
+from coordinator.errors import Errors
+from coordinator.messages import Request
+from coordinator.records import Record
+from coordinator.shard import Result, Shard
+from coordinator.status import CoordinatorStatus, error_response, precheck
+
+Token = Hashable
+Released = list[tuple[Token, Any]]
+_MISSING = object()
+
+
+class RuntimeState(Enum):
+    INITIAL = "INITIAL"
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+S = RuntimeState
+# Target state -> the states it may be entered from.
+ALLOWED_FROM: dict[RuntimeState, frozenset[RuntimeState]] = {
+    S.INITIAL: frozenset(),
+    S.LOADING: frozenset({S.INITIAL, S.FAILED}),
+    S.ACTIVE: frozenset({S.LOADING}),
+    S.FAILED: frozenset({S.LOADING, S.ACTIVE}),
+    S.CLOSED: frozenset({S.INITIAL, S.LOADING, S.ACTIVE, S.FAILED}),
+}
+
+# What a request gets from a partition that is not ACTIVE (Kafka's
+# validateGroupStatus): loading, and failed while it reloads, are "load in
+# progress"; closed is "not the coordinator".
+STATUS_BY_STATE = {
+    S.INITIAL: CoordinatorStatus.LOADING,
+    S.LOADING: CoordinatorStatus.LOADING,
+    S.FAILED: CoordinatorStatus.LOADING,
+    S.ACTIVE: CoordinatorStatus.ACTIVE,
+    S.CLOSED: CoordinatorStatus.NOT_COORDINATOR,
+}
+
+
+class IllegalRuntimeTransition(RuntimeError):
+    def __init__(self, current: RuntimeState, target: RuntimeState) -> None:
+        super().__init__(f"illegal partition runtime transition {current.value} -> {target.value}")
+
+
+def load_refusal(directory: str, exists: bool, log_end: int, known_end: int) -> str | None:
+    """Why a log must not be served, or None.
+
+    `known_end` is what the partition acknowledged under earlier leaders: -1
+    for a partition never loaded anywhere (a new, empty directory is then
+    right); otherwise its directory must exist and reach that offset. A
+    missing or shorter log means this node does not hold the partition's
+    data (a node-local disk): serving it would forget acknowledged commits.
+    """
+    if known_end < 0:
+        return None
+    if not exists:
+        return (
+            f"log directory {directory} is missing, but the partition was served before "
+            f"with durable end {known_end}: refusing to serve it empty"
+        )
+    if log_end < known_end:
+        return (
+            f"log in {directory} ends at offset {log_end}, behind the durable end {known_end} "
+            "the partition acknowledged: refusing to serve it"
+        )
+    return None
+
+
+class PartitionRuntime:
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.state = RuntimeState.INITIAL
+        self.shard: Shard | None = None
+        # Why the partition last failed (None while all is well), and whether
+        # that failure is a refusal to serve, which no reload can mend.
+        self.failure: str | None = None
+        self.refused = False
+        self.failures = 0
+        # Bumped by every load: a batch taken before a failure must not be
+        # acknowledged after it.
+        self.incarnation = 0
+        self.durable_end = 0
+        self.written_end = 0
+        # Join phases completed (their durations, ms), for the driver's metrics.
+        self.rebalances: list[int] = []
+        self._inflight: dict[Token, Request] = {}
+        # (barrier offset, token, response): held until the barrier is durable.
+        self._held: deque[tuple[int, Token, Any]] = deque()
+        self._pending: list[Record] = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _transition(self, target: RuntimeState) -> None:
+        if self.state not in ALLOWED_FROM[target]:
+            raise IllegalRuntimeTransition(self.state, target)
+        self.state = target
+
+    def begin_load(self) -> int:
+        """INITIAL or FAILED -> LOADING; returns the new incarnation."""
+        self._transition(RuntimeState.LOADING)
+        self.incarnation += 1
+        return self.incarnation
+
+    def on_loaded(self, shard: Shard, durable_end: int, now_ms: int) -> Released:
+        """LOADING -> ACTIVE with a shard replayed from a log durable up to `durable_end`."""
+        self._transition(RuntimeState.ACTIVE)
+        self.shard = shard
+        self.durable_end = self.written_end = durable_end
+        self.failure, self.refused = None, False
+        return self._run(lambda: shard.on_loaded(now_ms), "starting the loaded partition's timers")
+
+    def on_load_failed(self, reason: str, refused: bool = False) -> None:
+        """LOADING -> FAILED; a refused load is not retried."""
+        self._transition(RuntimeState.FAILED)
+        self.failure, self.refused = reason, refused
+        self.failures += 1
+
+    def unload(self, now_ms: int) -> Released:
+        """Emigration: -> CLOSED. Parked requests are answered NOT_COORDINATOR;
+        held responses still wait for `on_durable`, then `abandon` answers the rest."""
+        shard, self.shard = self.shard, None
+        was_active = self.state is RuntimeState.ACTIVE
+        self._transition(RuntimeState.CLOSED)
+        if not was_active or shard is None:
+            return self.abandon()
+        try:
+            return self._apply(shard.unload(now_ms))
+        except Exception as exc:  # the shard is discarded either way
+            self.failure = f"unloading failed: {exc!r}"
+            return self.abandon()
+
+    def abandon(self) -> Released:
+        """Answer every request still in flight NOT_COORDINATOR (after unload's drain, or on failure)."""
+        inflight, self._inflight = self._inflight, {}
+        self._held.clear()
+        self._pending = []
+        return [(token, _error_response(request)) for token, request in inflight.items()]
+
+    # -------------------------------------------------------------- failure
+
+    def on_append_failed(self, reason: str) -> Released:
+        return self._fail(f"append failed: {reason}")
+
+    def on_task_failed(self, reason: str) -> Released:
+        return self._fail(reason)
+
+    def _fail(self, reason: str) -> Released:
+        """-> FAILED: only durable records survive, as in Kafka's runtime."""
+        if self.state not in ALLOWED_FROM[RuntimeState.FAILED]:
+            return self.abandon() if self.state is RuntimeState.CLOSED else []
+        self._transition(RuntimeState.FAILED)
+        self.failure, self.refused = reason, False
+        self.failures += 1
+        self.shard = None
+        return self.abandon()
+
+    # -------------------------------------------------------------- requests
+
+    def submit(self, request: Request, token: Token, now_ms: int) -> Released:
+        """Decide on one request; returns the responses released now (maybe its own)."""
+        try:
+            validate_request(request)
+        except InvalidRequestError as exc:
+            return [(token, exc)]
+        if self.state is not RuntimeState.ACTIVE:
+            return [(token, precheck(request, STATUS_BY_STATE[self.state]))]
+        shard = self.shard
+        assert shard is not None
+        self._inflight[token] = request
+        return self._run(lambda: shard.handle(request, now_ms, token), f"handling {type(request).__name__}")
+
+    def poll_timers(self, now_ms: int) -> Released:
+        """Fire the shard's expired timers."""
+        shard = self.shard
+        if self.state is not RuntimeState.ACTIVE or shard is None:
+            return []
+        try:
+            results = shard.poll_timers(now_ms)
+        except Exception as exc:
+            return self._fail(f"the shard broke an invariant firing timers: {exc!r}")
+        released: Released = []
+        for result in results:
+            released += self._apply(result)
+        return released
+
+    def next_deadline_ms(self) -> int | None:
+        return self.shard.next_deadline_ms() if self.shard is not None else None
+
+    def _run(self, step: Any, what: str) -> Released:
+        try:
+            result = step()
+        except Exception as exc:
+            return self._fail(f"the shard broke an invariant {what}: {exc!r}")
+        return self._apply(result)
+
+    def _apply(self, result: Result) -> Released:
+        """Queue a Result's records; release its responses now or hold them until durable."""
+        if result.records:
+            self._pending.extend(result.records)
+            self.written_end += len(result.records)
+        if result.rebalances:
+            self.rebalances.extend(result.rebalances)
+        released: Released = []
+        barrier = self.written_end
+        inflight = self._inflight
+        for token, response in result.responses:
+            if barrier > self.durable_end:
+                self._held.append((barrier, token, response))
+            elif inflight.pop(token, _MISSING) is not _MISSING:
+                released.append((token, response))
+        return released
+
+    # ------------------------------------------------------------ durability
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def take_batch(self) -> list[Record]:
+        """The records to append next, in order; they end at `written_end`."""
+        batch, self._pending = self._pending, []
+        return batch
+
+    def on_durable(self, end_offset: int, incarnation: int) -> Released:
+        """The log is durable up to `end_offset`: release what waited for it."""
+        if incarnation != self.incarnation or self.state not in (RuntimeState.ACTIVE, RuntimeState.CLOSED):
+            return []  # a batch of an earlier load: its requests were answered when that load failed
+        if not self.durable_end <= end_offset <= self.written_end:
+            return self._fail(
+                f"the log reported durable end {end_offset}, outside [{self.durable_end}, {self.written_end}]"
+            )
+        self.durable_end = end_offset
+        released: Released = []
+        held, inflight = self._held, self._inflight
+        while held and held[0][0] <= end_offset:
+            _, token, response = held.popleft()
+            if inflight.pop(token, _MISSING) is not _MISSING:
+                released.append((token, response))
+        return released
+
+    # ------------------------------------------------------------ inspection
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+
+def _error_response(request: Request) -> Any:
+    return error_response(request, Errors.NOT_COORDINATOR)

@@ -1,0 +1,291 @@
+"""PartitionRuntime without Ray: a manual clock and a fake log that can succeed, fail or stall."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator import CoordinatorConfig, Errors, Shard
+from coordinator.checks import InvalidRequestError
+from coordinator.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+from coordinator.records import Record
+from coordinator.runtime import (
+    IllegalRuntimeTransition,
+    PartitionRuntime,
+    RuntimeState,
+    load_refusal,
+)
+
+from tests.core.harness import protocols
+
+CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=3_000)
+
+
+class FakeLog:
+    """Durable records, plus batches appended but not yet durable (a stalled fsync)."""
+
+    def __init__(self) -> None:
+        self.durable: list[Record] = []
+        self.unsynced: list[Record] = []
+
+    def append(self, batch: list[Record]) -> None:
+        self.unsynced.extend(batch)
+
+    def sync(self) -> int:
+        self.durable += self.unsynced
+        self.unsynced = []
+        return len(self.durable)
+
+
+class Driver:
+    """Drives a runtime as the actor shell does, recording every answer per token."""
+
+    def __init__(self) -> None:
+        self.runtime = PartitionRuntime(0)
+        self.log = FakeLog()
+        self.now = 1_000
+        self.answers: dict[int, list[Any]] = {}
+        self._tokens = 0
+        self.load()
+
+    def load(self) -> None:
+        self.runtime.begin_load()
+        shard = Shard(CONFIG, member_id_seed=3)
+        shard.replay_many(self.log.durable)
+        self.log.unsynced = []  # a reopened log recovers only what was synced
+        self.take(self.runtime.on_loaded(shard, len(self.log.durable), self.now))
+
+    def take(self, released: list[tuple[Any, Any]]) -> None:
+        for token, response in released:
+            self.answers.setdefault(token, []).append(response)
+
+    def send(self, request: Any) -> int:
+        self._tokens += 1
+        self.take(self.runtime.submit(request, self._tokens, self.now))
+        return self._tokens
+
+    def answer(self, token: int) -> Any:
+        (response,) = self.answers[token]  # exactly one answer
+        return response
+
+    def flush(self, stall: bool = False) -> tuple[int, int]:
+        """Append what is pending; unless `stall`, sync it and report it durable."""
+        incarnation = self.runtime.incarnation
+        self.log.append(self.runtime.take_batch())
+        if not stall:
+            self.take(self.runtime.on_durable(self.log.sync(), incarnation))
+        return incarnation, len(self.log.durable) + len(self.log.unsynced)
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        self.take(self.runtime.poll_timers(self.now))
+
+
+def commit(group: str, offset: int, partition: int = 0) -> OffsetCommitRequest:
+    return OffsetCommitRequest(group, (OffsetCommitPartition("t", partition, offset),))
+
+
+def join(group: str) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group, 10_000, 30_000, "consumer", protocols("range"), require_known_member_id=False
+    )
+
+
+def test_a_commit_is_answered_only_once_durable() -> None:
+    d = Driver()
+    token = d.send(commit("g", 5))
+    assert token not in d.answers
+    incarnation, end = d.flush(stall=True)
+    assert token not in d.answers  # written, not yet synced
+    d.take(d.runtime.on_durable(d.log.sync(), incarnation))
+    assert d.answer(token).errors() == {("t", 0): Errors.NONE}
+
+
+def test_a_read_waits_for_the_records_it_observed() -> None:
+    d = Driver()
+    d.send(commit("g", 5))
+    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    assert fetch not in d.answers  # it saw offset 5, which is not durable yet
+    d.flush()
+    assert d.answer(fetch).offsets() == {("t", 0): 5}
+    # With nothing pending, a read is answered at once.
+    again = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    assert d.answer(again).offsets() == {("t", 0): 5}
+
+
+def test_append_failure_answers_everything_in_flight_once_and_reload_keeps_only_durable() -> None:
+    d = Driver()
+    d.send(commit("g", 1))
+    d.flush()
+    lost = d.send(commit("g", 2))
+    parked = d.send(join("other"))  # waits for the initial rebalance delay
+    d.runtime.take_batch()  # the append that fails
+    d.take(d.runtime.on_append_failed("disk full"))
+    assert d.runtime.state is RuntimeState.FAILED
+    assert d.runtime.failure == "append failed: disk full"
+    assert d.answer(lost).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+    assert d.answer(parked).error is Errors.NOT_COORDINATOR
+    assert d.runtime.inflight == 0
+    d.load()
+    assert d.runtime.state is RuntimeState.ACTIVE
+    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    assert d.answer(fetch).offsets() == {("t", 0): 1}
+
+
+def test_a_batch_of_an_earlier_load_releases_nothing_after_a_reload() -> None:
+    d = Driver()
+    first = d.send(commit("g", 1))
+    incarnation, _ = d.flush(stall=True)
+    d.take(d.runtime.on_task_failed("the timers task failed"))
+    d.load()
+    assert d.runtime.on_durable(1, incarnation) == []
+    assert d.answer(first).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+
+
+def test_timer_failure_fails_the_partition_and_answers_held_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = Driver()
+    parked = d.send(join("g"))
+    held = d.send(commit("h", 3))
+    shard = d.runtime.shard
+    assert shard is not None
+
+    def broken(now_ms: int) -> list[Any]:
+        raise KeyError("invariant")
+
+    monkeypatch.setattr(shard, "poll_timers", broken)
+    d.advance(5_000)
+    assert d.runtime.state is RuntimeState.FAILED
+    assert "firing timers" in (d.runtime.failure or "")
+    assert d.answer(parked).error is Errors.NOT_COORDINATOR
+    assert d.answer(held).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+    d.load()
+    assert d.runtime.state is RuntimeState.ACTIVE
+
+
+def test_a_shard_that_raises_on_a_request_fails_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = Driver()
+    held = d.send(commit("h", 3))
+    shard = d.runtime.shard
+    assert shard is not None
+    monkeypatch.setattr(shard, "handle", lambda *args: (_ for _ in ()).throw(ValueError("boom")))
+    token = d.send(HeartbeatRequest("g", 1, "m"))
+    assert d.runtime.state is RuntimeState.FAILED
+    assert d.answer(token) == HeartbeatResponse(Errors.NOT_COORDINATOR)
+    assert d.answer(held).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+
+
+@pytest.mark.parametrize("bad", ["a str", None, {"group_id": "g"}, 42, [commit("g", 1)]])
+def test_a_malformed_request_is_answered_to_its_caller_alone(bad: Any) -> None:
+    d = Driver()
+    held = d.send(commit("g", 1))
+    token = d.send(bad)
+    assert isinstance(d.answer(token), InvalidRequestError)
+    assert d.runtime.state is RuntimeState.ACTIVE
+    assert d.runtime.has_pending  # only the good commit's record
+    d.flush()
+    assert d.answer(held).errors() == {("t", 0): Errors.NONE}
+    assert len(d.log.durable) == 1
+
+
+def test_a_commit_built_without_its_checks_is_refused_and_never_written() -> None:
+    d = Driver()
+    unchecked = object.__new__(OffsetCommitRequest)
+    for name, value in (
+        ("group_id", "g"),
+        ("partitions", (tuple.__new__(OffsetCommitPartition, ("t", 0, "5", "", -1)),)),
+        ("generation_id", -1),
+        ("member_id", ""),
+        ("group_instance_id", None),
+        ("retention_time_ms", -1),
+    ):
+        object.__setattr__(unchecked, name, value)
+    token = d.send(unchecked)
+    assert isinstance(d.answer(token), InvalidRequestError)
+    assert not d.runtime.has_pending
+    assert d.runtime.state is RuntimeState.ACTIVE
+
+
+def test_requests_to_a_partition_that_is_not_active() -> None:
+    runtime = PartitionRuntime(0)
+    runtime.begin_load()
+    released = runtime.submit(commit("g", 1), 1, 0)
+    assert released[0][1].errors() == {("t", 0): Errors.COORDINATOR_LOAD_IN_PROGRESS}
+    # Kafka answers heartbeats blindly while loading.
+    assert runtime.submit(HeartbeatRequest("g", 1, "m"), 2, 0) == [(2, HeartbeatResponse(Errors.NONE))]
+    runtime.unload(0)
+    closed = runtime.submit(HeartbeatRequest("g", 1, "m"), 3, 0)
+    assert closed == [(3, HeartbeatResponse(Errors.NOT_COORDINATOR))]
+    assert runtime.inflight == 0
+
+
+def test_the_lifecycle_is_a_transition_table() -> None:
+    runtime = PartitionRuntime(0)
+    with pytest.raises(IllegalRuntimeTransition):
+        runtime.on_loaded(Shard(CONFIG), 0, 0)  # INITIAL -> ACTIVE
+    runtime.begin_load()
+    with pytest.raises(IllegalRuntimeTransition):
+        runtime.begin_load()  # LOADING -> LOADING
+    runtime.on_loaded(Shard(CONFIG), 0, 0)
+    with pytest.raises(IllegalRuntimeTransition):
+        runtime.begin_load()  # ACTIVE -> LOADING must go through FAILED
+    assert runtime.state is RuntimeState.ACTIVE
+
+
+def test_unload_answers_parked_requests_and_releases_held_ones_once_durable() -> None:
+    d = Driver()
+    parked = d.send(join("g"))
+    held = d.send(commit("h", 3))
+    d.take(d.runtime.unload(d.now))
+    assert d.runtime.state is RuntimeState.CLOSED
+    # Both wait behind the commit's record, as every answer does.
+    assert parked not in d.answers and held not in d.answers
+    d.flush()  # the drain
+    assert d.answer(parked).error is Errors.NOT_COORDINATOR
+    assert d.answer(held).errors() == {("t", 0): Errors.NONE}
+    late = d.send(commit("h", 4))
+    assert d.answer(late).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+    assert d.runtime.abandon() == []
+
+
+def test_unload_abandons_what_never_became_durable() -> None:
+    d = Driver()
+    held = d.send(commit("h", 3))
+    d.take(d.runtime.unload(d.now))
+    d.take(d.runtime.abandon())
+    assert d.answer(held).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+
+
+def test_a_log_reporting_an_impossible_durable_end_fails_the_partition() -> None:
+    d = Driver()
+    held = d.send(commit("g", 1))
+    d.runtime.take_batch()
+    d.take(d.runtime.on_durable(7, d.runtime.incarnation))
+    assert d.runtime.state is RuntimeState.FAILED
+    assert d.answer(held).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+
+
+def test_a_failed_load_is_retried_and_a_refused_one_is_marked() -> None:
+    runtime = PartitionRuntime(0)
+    runtime.begin_load()
+    runtime.on_load_failed("LogLockedError")
+    assert (runtime.state, runtime.refused) == (RuntimeState.FAILED, False)
+    runtime.begin_load()
+    runtime.on_load_failed("missing", refused=True)
+    assert (runtime.state, runtime.refused, runtime.failure) == (RuntimeState.FAILED, True, "missing")
+
+
+def test_load_refusal() -> None:
+    assert load_refusal("/d", exists=False, log_end=-1, known_end=-1) is None  # a new partition
+    assert load_refusal("/d", exists=True, log_end=10, known_end=10) is None
+    missing = load_refusal("/d", exists=False, log_end=-1, known_end=0)
+    assert missing is not None and "/d is missing" in missing
+    behind = load_refusal("/d", exists=True, log_end=3, known_end=10)
+    assert behind is not None and "ends at offset 3, behind the durable end 10" in behind
