@@ -1,6 +1,7 @@
 """The Shard: every group of one offsets partition, driven sans I/O.
 
-Inputs: `handle_<request>(request, now_ms, token)`, `poll_timers(now_ms)` and
+Inputs: `handle(request, now_ms, token)` for every group request (dispatched
+on the request's type through `HANDLERS`), `poll_timers(now_ms)` and
 `replay(record)`. Output: a `Result` carrying the records to append and the
 responses to release, each response tagged with the token of the request it
 answers. A parked request (a JoinGroup waiting for the join phase, a
@@ -128,38 +129,6 @@ class Shard:
         if response is not None:
             out.responses.append((token, response))
         return out
-
-    def handle_join_group(self, request: JoinGroupRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_sync_group(self, request: SyncGroupRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_heartbeat(self, request: HeartbeatRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_leave_group(self, request: LeaveGroupRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_offset_commit(self, request: OffsetCommitRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_offset_fetch(self, request: OffsetFetchRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_offset_delete(self, request: OffsetDeleteRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_describe_groups(
-        self, request: DescribeGroupsRequest, now_ms: int, token: Token = None
-    ) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_list_groups(self, request: ListGroupsRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
-
-    def handle_delete_groups(self, request: DeleteGroupsRequest, now_ms: int, token: Token = None) -> Result:
-        return self.handle(request, now_ms, token)
 
     # -------------------------------------------------------------- timers
 
