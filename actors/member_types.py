@@ -85,6 +85,11 @@ class MemberConfig:
     def __post_init__(self) -> None:
         if not self.assignors:
             raise ValueError("at least one assignor is needed")
+        duplicates = sorted({name for name in self.assignors if self.assignors.count(name) > 1})
+        if duplicates:
+            # Each assignor is one JoinGroup protocol; the coordinator refuses
+            # a JoinGroup that names a protocol twice.
+            raise ValueError(f"assignors must be distinct; listed more than once: {', '.join(duplicates)}")
         for name in self.assignors:
             get_assignor(name)
         if self.pattern is not None and self.topics:

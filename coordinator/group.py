@@ -159,6 +159,18 @@ class Group:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        """Kafka's supportsProtocols, and the names must be distinct.
+
+        `supported_protocols` counts one vote per name and member; a name
+        listed twice would count twice, no protocol would reach the member
+        count and `select_protocol` would find no candidate. Kafka counts the
+        same way (its request collection keeps duplicates) and fails the
+        same way, so there is no Kafka answer to copy: such a member is
+        refused with INCONSISTENT_GROUP_PROTOCOL, Kafka's error for a member
+        whose protocols the group cannot agree on.
+        """
+        if len(set(names)) != len(names):
+            return False
         if self.is_(GroupState.EMPTY):
             return bool(protocol_type) and bool(names)
         size = len(self.members)
