@@ -58,7 +58,7 @@ def handle_join_group(shard: Shard, request: JoinGroupRequest, token: Token) -> 
         return _join_current_member(shard, group, request, token)
     finally:
         rebalance.maybe_complete_join(shard, group)
-        _discard_if_unused(shard, group)
+        rebalance.discard_if_unused(shard, group)
 
 
 def _accept_joining_member(shard: Shard, group: Group, member_id: str) -> bool:
@@ -233,16 +233,3 @@ def _static_rejoin_without_rebalance(
         group.protocol_name,
         old_leader or "",
     )
-
-
-def _discard_if_unused(shard: Shard, group: Group) -> None:
-    """A group created by a failed join holds nothing: do not keep it."""
-    if (
-        group.is_(EMPTY)
-        and group.generation_id == 0
-        and not group.members
-        and not group.pending_members
-        and not group.offsets
-        and group.protocol_type is None
-    ):
-        shard.groups.pop(group.group_id, None)

@@ -3,6 +3,12 @@
 Every change to a group's offsets is a record applied through
 `apply_offset_record`, the same function replay uses: a commit writes offset
 records, expiry and deletion write tombstones.
+
+Commit size limits count UTF-8 bytes, what the log stores:
+`offset_metadata_max_bytes` per metadata string and `offsets_max_commit_bytes`
+for the whole commit. Kafka checks the metadata's Java `String.length()`
+(UTF-16 code units), so non-ASCII metadata that Kafka accepts can be
+refused here; ASCII metadata gets the same answer from both.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
 EMPTY = GroupState.EMPTY
 DEAD = GroupState.DEAD
 # Rough size of one offset record's fixed fields, for the commit size limit.
+# The strings of a record count by their UTF-8 bytes, as the log stores them.
 RECORD_OVERHEAD_BYTES = 48
 # A commit of this many partitions or more is built column by column (C-level
 # loops); a smaller one partition by partition, which is cheaper for it (measured).
@@ -77,11 +84,22 @@ def apply_offset_commits(group: Group, keys: list[OffsetCommitKey], values: list
 
 def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Token) -> OffsetCommitResponse:
     group = shard.groups.get(request.group_id)
-    if group is None:
-        if request.generation_id >= 0:
-            # The group failed over or the request comes from an old generation.
-            return commit_error_response(request, Errors.ILLEGAL_GENERATION)
-        group = shard.get_or_create_group(request.group_id)
+    if group is not None:
+        return _commit(shard, group, request)
+    if request.generation_id >= 0:
+        # The group failed over or the request comes from an old generation.
+        return commit_error_response(request, Errors.ILLEGAL_GENERATION)
+    # A simple consumer group, created as Kafka does; unlike Kafka it is kept
+    # only if the commit stores an offset, so a refused commit leaves no
+    # empty group behind for ListGroups to show.
+    group = shard.get_or_create_group(request.group_id)
+    response = _commit(shard, group, request)
+    rebalance.discard_if_unused(shard, group)
+    return response
+
+
+def _commit(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    """Kafka's doCommitOffsets."""
     error = _validate_commit(group, request)
     if error is not None:
         return commit_error_response(request, error)
@@ -95,8 +113,13 @@ def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Toke
 
 
 def _validate_commit(group: Group, request: OffsetCommitRequest) -> Errors | None:
+    """Kafka's validateOffsetCommit, as fixed by KAFKA-14201."""
     if group.is_(DEAD):
         return Errors.COORDINATOR_NOT_AVAILABLE
+    if request.generation_id < 0 and group.is_(EMPTY):
+        # The admin client or a consumer without group management: an Empty
+        # group takes its commit whatever member or instance id it carries.
+        return None
     if (
         request.generation_id >= 0
         or request.member_id != UNKNOWN_MEMBER_ID
@@ -108,21 +131,29 @@ def _validate_commit(group: Group, request: OffsetCommitRequest) -> Errors | Non
         if request.generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
         return None
-    if not group.is_(EMPTY):
-        # Only members may commit for a group that has members.
-        return Errors.UNKNOWN_MEMBER_ID
-    return None
+    # Only members may commit for a group that has members.
+    return Errors.UNKNOWN_MEMBER_ID
+
+
+def utf8_len(text: str) -> int:
+    """Bytes of `text` in UTF-8; for ASCII (a flag on the string) its length."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _store_offsets(shard: Shard, group: Group, request: OffsetCommitRequest) -> OffsetCommitResponse:
     if len(request.partitions) < COLUMNS_FROM_PARTITIONS:
         return _store_offsets_checked(shard, group, request)
     topics, partitions, offsets, metadata, epochs = zip(*request.partitions)
-    if max(map(len, metadata)) > shard.config.offset_metadata_max_bytes // 4:
+    all_metadata = "".join(metadata)
+    ascii_metadata = all_metadata.isascii()
+    max_metadata = shard.config.offset_metadata_max_bytes
+    # UTF-8 takes at most 4 bytes a character (requests hold only encodable strings).
+    if max(map(len, metadata)) > (max_metadata if ascii_metadata else max_metadata // 4):
         # Some metadata may be too large once encoded: check partition by partition.
         return _store_offsets_checked(shard, group, request)
-    size = len(topics) * (RECORD_OVERHEAD_BYTES + len(group.group_id)) + sum(map(len, topics))
-    if size + sum(map(len, metadata)) > shard.config.offsets_max_commit_bytes:
+    size = len(topics) * (RECORD_OVERHEAD_BYTES + utf8_len(group.group_id)) + utf8_len("".join(topics))
+    size += len(all_metadata) if ascii_metadata else len(all_metadata.encode("utf-8"))
+    if size > shard.config.offsets_max_commit_bytes:
         return commit_error_response(request, Errors.INVALID_COMMIT_OFFSET_SIZE)
     now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
     # A commit of many partitions is the hot path: keys and values are built
@@ -139,16 +170,17 @@ def _store_offsets_checked(shard: Shard, group: Group, request: OffsetCommitRequ
     max_metadata = shard.config.offset_metadata_max_bytes
     now, expire = shard.now_ms, _expire_timestamp_ms(shard, request)
     group_id = group.group_id
+    record_bytes = RECORD_OVERHEAD_BYTES + utf8_len(group_id)
     results: list[PartitionResult] = []
     keys: list[OffsetCommitKey] = []
     values: list[OffsetCommitValue] = []
     size = 0
     for topic, partition, offset, metadata, leader_epoch in request.partitions:
-        # UTF-8 takes at most 4 bytes a character (requests hold only encodable strings).
-        if len(metadata) * 4 > max_metadata and len(metadata.encode("utf-8")) > max_metadata:
+        metadata_bytes = utf8_len(metadata)
+        if metadata_bytes > max_metadata:
             results.append(PartitionResult(topic, partition, Errors.OFFSET_METADATA_TOO_LARGE))
             continue
-        size += RECORD_OVERHEAD_BYTES + len(group_id) + len(topic) + len(metadata)
+        size += record_bytes + utf8_len(topic) + metadata_bytes
         keys.append(_new(OffsetCommitKey, (group_id, topic, partition)))
         values.append(_new(OffsetCommitValue, (offset, leader_epoch, metadata, now, expire)))
         results.append(_new(PartitionResult, (topic, partition, Errors.NONE)))

@@ -270,6 +270,19 @@ def forget_group(shard: Shard, group: Group) -> None:
     shard.groups.pop(group.group_id, None)
 
 
+def discard_if_unused(shard: Shard, group: Group) -> None:
+    """A group created by a refused join or commit holds nothing: do not keep it."""
+    if (
+        group.is_(EMPTY)
+        and group.generation_id == 0
+        and not group.members
+        and not group.pending_members
+        and not group.offsets
+        and group.protocol_type is None
+    ):
+        shard.groups.pop(group.group_id, None)
+
+
 def validate_current_member(group: Group, member_id: str, group_instance_id: str | None) -> Errors | None:
     """Kafka's validateCurrentMember: instance id first, then member id."""
     if group_instance_id is not None:
