@@ -4,6 +4,8 @@ Per partition: requests by type and error, request latency (OffsetCommit's
 is the commit latency), completed rebalances and their join-phase duration,
 flush (append + fsync) latency, load time, groups and members. Request
 counts are summed in the actor and reported with the gauges, every 2 s.
+For the controller: failovers by reason, partitions refusing to serve,
+orphan partition actors reaped and errors its loops survived.
 
 Ray's metrics agent (installed with `ray[default]`) exports them for
 Prometheus under the `ray_` prefix, e.g. `ray_raygroups_requests_total`;
@@ -21,6 +23,8 @@ from ray.util import metrics
 
 from coordinator.status import response_error
 
+# The labels of a request refused as malformed (InvalidRequestError).
+INVALID_KIND, INVALID_ERROR = "invalid", "INVALID_REQUEST"
 LATENCY_BOUNDARIES_MS = [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1_000, 3_000, 10_000, 60_000]
 
 
@@ -56,10 +60,24 @@ class PartitionMetrics:
         self.load_time_ms = metrics.Gauge(
             "raygroups_load_time_ms", "Last load of the partition", ("partition",)
         )
+        self.failures = metrics.Counter(
+            "raygroups_partition_failures",
+            "Partition failures (append, broken invariant, background task) followed by a reload",
+            ("partition",),
+        )
+        self.task_failures = metrics.Counter(
+            "raygroups_task_failures", "Background tasks of a partition that raised", ("partition", "task")
+        )
+        self.load_failures = metrics.Counter(
+            "raygroups_load_failures",
+            "Failed loads: refused (log missing or behind what was acknowledged) or retried",
+            ("partition", "refused"),
+        )
         self.groups = metrics.Gauge("raygroups_groups", "Groups held by the partition", ("partition",))
         self.members = metrics.Gauge("raygroups_members", "Members held by the partition", ("partition",))
         for metric in (
-            self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members
+            self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members,
+            self.failures,
         ):
             metric.set_default_tags(tags)
         self._partition = str(partition)
@@ -72,11 +90,24 @@ class PartitionMetrics:
         Counts gather here and reach Ray in `flush_counts`: a Ray metric call
         costs about 5 us, a dict increment a few tens of ns.
         """
-        self._counts[(kind, response_error(response).name)] += 1
+        if isinstance(response, BaseException):  # a malformed request: its type name is the caller's
+            kind, error = INVALID_KIND, INVALID_ERROR
+        else:
+            error = response_error(response).name
+        self._counts[(kind, error)] += 1
         tags = self._latency_tags.get(kind)
         if tags is None:
             tags = self._latency_tags[kind] = {"partition": self._partition, "type": kind}
         self.latency_ms.observe((time.perf_counter() - started) * 1000, tags)
+
+    def failed(self) -> None:
+        self.failures.inc()
+
+    def task_failed(self, task: str) -> None:
+        self.task_failures.inc(1, {"partition": self._partition, "task": task})
+
+    def load_failed(self, refused: bool) -> None:
+        self.load_failures.inc(1, {"partition": self._partition, "refused": str(refused).lower()})
 
     def rebalanced(self, join_phases_ms: list[int]) -> None:
         for duration in join_phases_ms:
@@ -87,3 +118,47 @@ class PartitionMetrics:
         counts, self._counts = self._counts, Counter()
         for (kind, error), count in counts.items():
             self.requests.inc(count, {"partition": self._partition, "type": kind, "error": error})
+
+
+class ControllerMetrics:
+    """The controller's metrics, with their running totals kept for `Controller.stats()`.
+
+    Failovers by reason, partitions refusing to serve (a gauge, set again on
+    every watch round: Ray drops gauge values not refreshed within its TTL),
+    orphan partition actors reaped, and exceptions its loops survived.
+    """
+
+    def __init__(self) -> None:
+        self._failovers = metrics.Counter(
+            "raygroups_controller_failovers", "New leaders started for a partition, by reason", ("reason",)
+        )
+        self._refused = metrics.Gauge(
+            "raygroups_controller_refused_partitions",
+            "Partitions whose leader refuses to serve: its log is missing or behind what was acknowledged",
+        )
+        self._reaped = metrics.Counter(
+            "raygroups_controller_orphans_reaped", "Partition actors killed because no controller owned them"
+        )
+        self._loop_errors = metrics.Counter(
+            "raygroups_controller_loop_errors", "Exceptions caught in a controller loop, by loop", ("loop",)
+        )
+        self.failovers: Counter[str] = Counter()
+        self.refused = 0
+        self.reaped = 0
+        self.loop_errors: Counter[str] = Counter()
+
+    def failover(self, reason: str) -> None:
+        self.failovers[reason] += 1
+        self._failovers.inc(1, {"reason": reason})
+
+    def set_refused(self, count: int) -> None:
+        self.refused = count
+        self._refused.set(count)
+
+    def orphan_reaped(self) -> None:
+        self.reaped += 1
+        self._reaped.inc()
+
+    def loop_error(self, loop: str) -> None:
+        self.loop_errors[loop] += 1
+        self._loop_errors.inc(1, {"loop": loop})
