@@ -40,6 +40,19 @@ class ServiceSettings:
     partition_max_concurrency: int = 10_000
     # Started, idle partition actors kept ready to take over a failed one.
     standby_actors: int = 1
+    # A leader LOADING (or FAILED and reloading) whose load shows no progress
+    # for this long is replaced: liveness is serving or making progress.
+    load_stall_timeout_s: float = 30.0
+    # How long a new partition actor may take to start and accept its first
+    # call (a process start on a loaded node takes seconds).
+    actor_start_timeout_s: float = 60.0
+    # After ray.kill, how long the controller waits for Ray to report the
+    # actor dead (its directory lock released) before starting its successor.
+    kill_wait_s: float = 10.0
+    # How often the controller looks for partition actors it does not own.
+    reap_interval_s: float = 10.0
+    # Backoff of standby creation after a standby failed to start.
+    standby_backoff_max_s: float = 60.0
     # Log maintenance by each partition actor: a snapshot once this many
     # records were appended since the last, compaction at this interval.
     # A failover replays at most that many records after the snapshot

@@ -1,0 +1,135 @@
+"""The controller's persisted metadata: partitions, leaders, epochs, intents.
+
+Per partition: the current leader's epoch and actor name, `known_end` (the
+largest durable end any of its leaders reported; -1 while no leader ever
+finished a load, so an empty new log is fine) and at most one `Intent`, the
+operation under way. An intent is saved before the controller acts on it
+and cleared when the operation is done, so a restarted controller finishes
+it (rolls it forward) rather than guessing. Also the standby actors' names.
+
+Stored as `<data_dir>/controller.json`, written atomically. The layout keeps
+the keys of earlier versions ("num_partitions", "epochs", "actors",
+"standbys"); a file without "known_end" is read conservatively: a partition
+that had a leader must find its log (known_end 0).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from log.fsutil import atomic_write_json
+
+logger = logging.getLogger(__name__)
+METADATA_FILE = "controller.json"
+# known_end of a partition no leader ever loaded: an empty new log is fine.
+NEVER_LOADED = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A leadership move: stop `old_name` (epoch `old_epoch`), start `name` at `epoch`."""
+
+    epoch: int
+    name: str
+    old_name: str | None
+    old_epoch: int
+    reason: str
+    node_id: str | None = None
+    # True: the operator asked for `node_id`; otherwise it is a preference.
+    required: bool = False
+    # The old leader did not answer: do not wait for its unload.
+    old_unreachable: bool = False
+
+
+@dataclass(slots=True)
+class PartitionMeta:
+    epoch: int = 0
+    actor: str | None = None
+    known_end: int = NEVER_LOADED
+    intent: Intent | None = None
+
+
+@dataclass(slots=True)
+class ControlState:
+    num_partitions: int
+    partitions: dict[int, PartitionMeta]
+    standbys: list[str] = field(default_factory=list)
+
+    @classmethod
+    def fresh(cls, num_partitions: int) -> ControlState:
+        return cls(num_partitions, {p: PartitionMeta() for p in range(num_partitions)})
+
+    def record_end(self, partition: int, durable_end: int) -> bool:
+        """Remember what a loaded leader reports durable; True if it grew."""
+        meta = self.partitions[partition]
+        if durable_end > meta.known_end:
+            meta.known_end = durable_end
+            return True
+        return False
+
+    def owned_names(self) -> set[str]:
+        """Every partition actor name this metadata accounts for."""
+        names = set(self.standbys)
+        for meta in self.partitions.values():
+            if meta.actor is not None:
+                names.add(meta.actor)
+            if meta.intent is not None:
+                names.add(meta.intent.name)
+                if meta.intent.old_name is not None:
+                    names.add(meta.intent.old_name)
+        return names
+
+    def to_json(self) -> dict[str, Any]:
+        parts = self.partitions
+        return {
+            "num_partitions": self.num_partitions,
+            "epochs": {str(p): m.epoch for p, m in parts.items()},
+            "actors": {str(p): m.actor for p, m in parts.items() if m.actor is not None},
+            "known_end": {str(p): m.known_end for p, m in parts.items()},
+            "intents": {str(p): asdict(m.intent) for p, m in parts.items() if m.intent is not None},
+            "standbys": list(self.standbys),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], num_partitions: int) -> ControlState:
+        if data["num_partitions"] != num_partitions:
+            logger.warning(
+                "data dir holds %d offsets partitions; ignoring num_partitions=%d",
+                data["num_partitions"],
+                num_partitions,
+            )
+        state = cls.fresh(data["num_partitions"])
+        known = data.get("known_end")
+        for p, meta in state.partitions.items():
+            meta.epoch = int(data["epochs"].get(str(p), 0))
+            meta.actor = data.get("actors", {}).get(str(p))
+            if known is not None:
+                meta.known_end = int(known.get(str(p), NEVER_LOADED))
+            elif meta.epoch > 0:
+                meta.known_end = 0
+            intent = data.get("intents", {}).get(str(p))
+            meta.intent = Intent(**intent) if intent is not None else None
+        state.standbys = list(data.get("standbys", []))
+        return state
+
+
+class JsonFileStore:
+    """`MetadataStore` on a local (or shared) file, replaced atomically."""
+
+    def __init__(self, data_dir: str) -> None:
+        os.makedirs(data_dir, exist_ok=True)
+        self.path = os.path.join(data_dir, METADATA_FILE)
+
+    def load(self) -> dict[str, Any] | None:
+        if not os.path.exists(self.path):
+            return None
+        with open(self.path, encoding="utf-8") as f:
+            data: dict[str, Any] = json.load(f)
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        atomic_write_json(self.path, data)

@@ -1,0 +1,91 @@
+"""RayCluster: the controller's `Cluster` on Ray, each operation one thin call.
+
+No decisions here (they are in actors/control.py): this module only turns
+the controller's operations into Ray calls and Ray's exceptions into the
+`actors.control_cluster` errors. Blocking GCS look-ups run in a thread so
+they never stall the controller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.control_cluster import ActorGone, CallFailed, NameTaken, Unreachable
+from actors.partition import OffsetPartition
+from actors.settings import ServiceSettings
+
+logger = logging.getLogger(__name__)
+
+
+class RayCluster:
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.namespace = settings.namespace
+
+    def create(
+        self, name: str, partition: int | None, epoch: int, node_id: str | None, required: bool
+    ) -> Any:
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self.namespace,
+            "lifetime": "detached",
+            "num_cpus": 0,
+            "max_concurrency": self.settings.partition_max_concurrency,
+            "max_restarts": 0,
+        }
+        if node_id is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=not required)
+        try:
+            return ray.remote(OffsetPartition).options(**options).remote(partition, epoch, self.settings)
+        except ValueError as exc:  # ActorAlreadyExistsError
+            raise NameTaken(name) from exc
+
+    def kill(self, handle: Any) -> None:
+        try:
+            ray.kill(handle, no_restart=True)
+        except Exception as exc:  # already gone: nothing to kill
+            logger.debug("kill: %r", exc)
+
+    async def call(self, handle: Any, method: str, *args: Any, timeout_s: float) -> Any:
+        try:
+            return await asyncio.wait_for(getattr(handle, method).remote(*args), timeout_s)
+        except TimeoutError as exc:
+            raise Unreachable(f"{method}: no answer in {timeout_s} s") from exc
+        except ray.exceptions.ActorDiedError as exc:
+            raise ActorGone(f"{method}: {str(exc)[:300]}") from exc
+        except ray.exceptions.RayActorError as exc:
+            raise Unreachable(f"{method}: {str(exc)[:300]}") from exc
+        except ray.exceptions.RayError as exc:
+            raise CallFailed(f"{method}: {str(exc)[:300]}") from exc
+
+    async def is_dead(self, handle: Any) -> bool:
+        try:
+            # The GCS actor table: the state API (ray.util.state) needs the
+            # dashboard, which an embedded service runs without.
+            info = await asyncio.to_thread(ray._private.state.actors, handle._actor_id.hex())
+        except Exception as exc:
+            logger.debug("actor table: %r", exc)
+            return False
+        return bool(info) and info.get("State") == "DEAD"
+
+    async def find(self, name: str) -> Any:
+        def lookup() -> Any:
+            try:
+                return ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                return None
+
+        return await asyncio.to_thread(lookup)
+
+    async def actor_names(self) -> list[str]:
+        named = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+        return [a["name"] for a in named if a.get("namespace") == self.namespace]
+
+    async def live_nodes(self) -> list[str]:
+        nodes = await asyncio.to_thread(ray.nodes)
+        return sorted(n["NodeID"] for n in nodes if n.get("Alive"))

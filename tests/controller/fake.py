@@ -1,0 +1,242 @@
+"""A fake cluster for the controller's unit tests: partition actors as plain
+objects following the partition actor contract, nodes with their own disks,
+and a record of every call, creation and kill."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.control_cluster import ActorGone, CallFailed, NameTaken, Unreachable
+from actors.control_state import NEVER_LOADED
+
+
+class ControllerCrash(BaseException):
+    """The controller process dies here (not an error the controller handles)."""
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.data: dict[str, Any] | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        return copy.deepcopy(self.data)
+
+    def save(self, data: dict[str, Any]) -> None:
+        self.data = copy.deepcopy(data)
+
+
+@dataclass(eq=False)
+class FakeActor:
+    cluster: FakeCluster
+    name: str
+    partition: int
+    epoch: int
+    node: str
+    state: str = "INITIAL"
+    durable_end: int = 0
+    progress: int = 0
+    failure: str | None = None
+    refused: bool = False
+    known_end: int | None = None
+    dead: bool = False
+    # Calls time out (a hung process, or a node cut off but not yet reported dead).
+    hangs: bool = False
+    kill_polls_left: int = 0
+    killed: bool = False
+
+    async def activate(self, known_end: int = NEVER_LOADED) -> str:
+        if self.state == "INITIAL" and self.partition >= 0:
+            self.known_end = known_end
+            self.state = "LOADING"
+            await self.cluster.load(self)
+        return self.state
+
+    async def assume(self, partition: int, epoch: int, known_end: int = NEVER_LOADED) -> str:
+        if self.partition >= 0:
+            raise RuntimeError("already a leader")
+        self.partition, self.epoch = partition, epoch
+        return await self.activate(known_end)
+
+    async def unload(self, epoch: int) -> str:
+        if epoch >= self.epoch:
+            self.state = "CLOSED"
+        return self.state
+
+    async def probe(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "epoch": self.epoch,
+            "state": self.state,
+            "durable_end": self.durable_end,
+            "progress": self.progress,
+            "failure": self.failure,
+            "refused": self.refused,
+        }
+
+    async def info(self) -> dict[str, Any]:
+        return {**await self.probe(), "groups": 0, "members": 0, "node_id": self.node}
+
+    async def ping(self) -> int:
+        return self.epoch
+
+    def commit(self, records: int) -> None:
+        """Records acknowledged (durable) by this leader."""
+        self.durable_end += records
+        self.cluster.disk(self.node)[self.partition] = self.durable_end
+
+
+@dataclass
+class FakeCluster:
+    nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])
+    # One disk for all nodes (a shared data directory) or one per node.
+    shared_disk: bool = True
+    # False: loads stay LOADING until the test finishes them.
+    auto_load: bool = True
+    # Ray reports a killed actor dead after this many is_dead polls.
+    kill_delay_polls: int = 0
+    # (method, actor name or None for any) -> raise ControllerCrash before the call runs.
+    crash_before: tuple[str, str | None] | None = None
+    crash_after: str | None = None
+    fail_next_pings: int = 0
+    names_error: Exception | None = None
+    live: dict[str, FakeActor] = field(default_factory=dict)
+    created: list[FakeActor] = field(default_factory=list)
+    calls: list[tuple[str, str, tuple[Any, ...]]] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)
+    loads_in_flight: int = 0
+    max_loads_in_flight: int = 0
+    _disks: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    # ---------------------------------------------------------- the Cluster interface
+
+    def create(
+        self, name: str, partition: int | None, epoch: int, node_id: str | None, required: bool
+    ) -> Any:
+        self._maybe_crash("create", name)
+        if name in self.live:
+            raise NameTaken(name)
+        node = node_id if node_id in self.nodes else self.nodes[0]
+        actor = FakeActor(self, name, -1 if partition is None else partition, epoch, node)
+        self.live[name] = actor
+        self.created.append(actor)
+        self.events.append(("create", name))
+        return actor
+
+    def kill(self, handle: FakeActor) -> None:
+        handle.killed = True
+        handle.kill_polls_left = self.kill_delay_polls
+        self.live.pop(handle.name, None)
+        self.events.append(("kill", handle.name))
+        if self.kill_delay_polls == 0:
+            self._die(handle)
+
+    async def call(self, handle: FakeActor, method: str, *args: Any, timeout_s: float) -> Any:
+        self.calls.append((handle.name, method, args))
+        self._maybe_crash(method, handle.name)
+        await asyncio.sleep(0)
+        if handle.dead or handle.killed:
+            raise ActorGone(f"{handle.name} is dead")
+        if handle.hangs:
+            raise Unreachable(f"{method}: no answer in {timeout_s} s")
+        if method == "ping" and self.fail_next_pings:
+            self.fail_next_pings -= 1
+            raise Unreachable("ping: no answer")
+        try:
+            result = await getattr(handle, method)(*args)
+        except RuntimeError as exc:
+            raise CallFailed(str(exc)) from exc
+        if self.crash_after == method:
+            self.crash_after = None
+            raise ControllerCrash(f"after {method}")
+        return result
+
+    async def is_dead(self, handle: FakeActor) -> bool:
+        if handle.killed and not handle.dead:
+            if handle.kill_polls_left <= 0:
+                self._die(handle)
+            handle.kill_polls_left -= 1
+        return handle.dead
+
+    async def find(self, name: str) -> Any:
+        return self.live.get(name)
+
+    async def actor_names(self) -> list[str]:
+        if self.names_error is not None:
+            error, self.names_error = self.names_error, None
+            raise error
+        return list(self.live)
+
+    async def live_nodes(self) -> list[str]:
+        return sorted(self.nodes)
+
+    # ---------------------------------------------------------- test controls
+
+    def disk(self, node: str) -> dict[int, int]:
+        return self._disks.setdefault("shared" if self.shared_disk else node, {})
+
+    async def load(self, actor: FakeActor) -> None:
+        self.loads_in_flight += 1
+        self.max_loads_in_flight = max(self.max_loads_in_flight, self.loads_in_flight)
+        try:
+            # A window in which concurrent loads overlap; serial ones never do.
+            await asyncio.sleep(0.02)
+        finally:
+            self.loads_in_flight -= 1
+        if self.auto_load:
+            self.finish_load(actor)
+
+    def finish_load(self, actor: FakeActor) -> None:
+        """The partition side of the contract: refuse a log missing or behind known_end."""
+        end = self.disk(actor.node).get(actor.partition)
+        known = NEVER_LOADED if actor.known_end is None else actor.known_end
+        if known >= 0 and (end is None or end < known):
+            actor.state, actor.refused = "FAILED", True
+            actor.failure = (
+                f"offsets-{actor.partition} on node {actor.node}: log end {end}, known end {known}"
+            )
+            return
+        actor.durable_end = end or 0
+        self.disk(actor.node).setdefault(actor.partition, actor.durable_end)
+        actor.state = "ACTIVE"
+
+    def remove_node(self, node: str) -> None:
+        self.nodes.remove(node)
+        for actor in list(self.live.values()):
+            if actor.node == node:
+                self.live.pop(actor.name)
+                self._die(actor)
+
+    def crash(self, actor: FakeActor) -> None:
+        """The actor's process dies; Ray reports it."""
+        self.live.pop(actor.name, None)
+        self._die(actor)
+
+    def leaders_of(self, partition: int) -> list[FakeActor]:
+        return [a for a in self.live.values() if a.partition == partition]
+
+    def called(self, name: str, method: str) -> bool:
+        return any(n == name and m == method for n, m, _ in self.calls)
+
+    def _die(self, actor: FakeActor) -> None:
+        actor.dead = True
+        self.events.append(("dead", actor.name))
+
+    def _maybe_crash(self, method: str, name: str) -> None:
+        if self.crash_before is not None and self.crash_before[0] == method:
+            if self.crash_before[1] in (None, name):
+                self.crash_before = None
+                raise ControllerCrash(f"before {method} of {name}")

@@ -1,0 +1,162 @@
+"""Failover decisions on the fake cluster: once per fault, concurrent, no
+waiting on the dead, successors only after predecessors are gone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.controller.fake import FakeCluster, MemoryStore
+from tests.controller.helpers import leader_of, make_plane, run, watch
+
+
+def test_dead_leader_is_replaced_once_when_a_client_report_races_the_probe() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_plane(cluster, store)
+        await plane.start()
+        old = leader_of(cluster, 1)
+        cluster.crash(old)
+        # The client's report and the watch round see the same dead epoch at once.
+        await asyncio.gather(
+            plane.report_unreachable(1, old.epoch), plane.watch_once(), plane.report_unreachable(1, old.epoch)
+        )
+        await plane.settle()
+        await watch(plane, 2)
+        new = leader_of(cluster, 1)
+        assert new.epoch == old.epoch + 1 and new.state == "ACTIVE"
+        assert [a.name for a in cluster.created if a.partition == 1] == [old.name, new.name]
+        assert sum(plane.metrics.failovers.values()) == 1
+        assert plane.routing()[1][1] is new and plane.routing()[2][1] == new.epoch
+
+    run(scenario())
+
+
+def test_a_report_for_an_older_epoch_changes_nothing() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        leader = leader_of(cluster, 0)
+        await plane.report_unreachable(0, leader.epoch - 1)
+        await plane.settle()
+        assert leader_of(cluster, 0) is leader and not plane.metrics.failovers
+
+    run(scenario())
+
+
+def test_every_partition_of_a_lost_node_is_replaced_concurrently() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore(), num_partitions=9)
+        await plane.start()
+        lost = [p for p in range(9) if leader_of(cluster, p).node == "n1"]
+        assert len(lost) == 3
+        cluster.max_loads_in_flight = 0
+        cluster.remove_node("n1")
+        await watch(plane)
+        assert cluster.max_loads_in_flight == len(lost), "the replacements' loads overlapped"
+        for p in lost:
+            assert leader_of(cluster, p).node != "n1" and leader_of(cluster, p).state == "ACTIVE"
+        assert plane.metrics.failovers == {"dead": 3}
+
+    run(scenario())
+
+
+def test_no_unload_is_asked_of_a_leader_ray_reports_dead_or_that_did_not_answer() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        dead, hung, reported = leader_of(cluster, 0), leader_of(cluster, 1), leader_of(cluster, 2)
+        cluster.crash(dead)
+        hung.hangs = True
+        await watch(plane)
+        # Reassigned before any probe noticed: Ray already reports it dead.
+        reported.dead = True
+        await plane.reassign(2)
+        for old in (dead, hung, reported):
+            assert not cluster.called(old.name, "unload"), old.name
+            assert old.killed or old.dead
+        assert {leader_of(cluster, p).epoch for p in range(3)} == {2}
+        assert plane.metrics.failovers == {"dead": 1, "unreachable": 1, "reassign": 1}
+
+    run(scenario())
+
+
+def test_a_live_leader_is_unloaded_then_killed_before_its_successor_starts() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster(kill_delay_polls=3)
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        old = leader_of(cluster, 0)
+        epoch = await plane.reassign(0)
+        new = leader_of(cluster, 0)
+        assert epoch == new.epoch == old.epoch + 1
+        assert cluster.called(old.name, "unload")
+        events = cluster.events
+        # The old leader may hold the directory lock: its death is reported before the new one exists.
+        assert events.index(("dead", old.name)) < events.index(("create", new.name))
+
+    run(scenario())
+
+
+def test_reassign_to_a_node_puts_the_leader_there_and_refuses_an_unknown_node() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        epoch = await plane.reassign(1, "n3")
+        assert leader_of(cluster, 1).node == "n3" and leader_of(cluster, 1).epoch == epoch
+        with pytest.raises(ValueError, match="no live Ray node"):
+            await plane.reassign(1, "n9")
+        with pytest.raises(ValueError, match="partition must be"):
+            await plane.reassign(7)
+        assert leader_of(cluster, 1).epoch == epoch
+
+    run(scenario())
+
+
+def test_a_standby_takes_over_a_failed_partition() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore(), standby_actors=1)
+        await plane.start()
+        await plane.refill_standbys_once()
+        [standby] = plane.state.standbys
+        old = leader_of(cluster, 2)
+        cluster.crash(old)
+        await watch(plane)
+        new = leader_of(cluster, 2)
+        assert new.name == standby and new.epoch == old.epoch + 1 and new.state == "ACTIVE"
+        assert plane.state.standbys == []
+
+    run(scenario())
+
+
+def test_a_failed_start_is_killed_and_retried_under_a_new_name_and_epoch() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        old = leader_of(cluster, 0)
+        cluster.crash(old)
+        original_create = cluster.create
+
+        def create_hung(*args: object) -> object:
+            actor = original_create(*args)  # type: ignore[arg-type]
+            actor.hangs = True
+            cluster.create = original_create  # type: ignore[method-assign]
+            return actor
+
+        cluster.create = create_hung  # type: ignore[method-assign]
+        await watch(plane)
+        assert plane.state.partitions[0].intent is not None, "the move stays saved until it succeeds"
+        await watch(plane)
+        first, second = [a for a in cluster.created if a.partition == 0][1:]
+        assert first.killed and second.state == "ACTIVE"
+        assert second.epoch == old.epoch + 2 and leader_of(cluster, 0) is second
+        assert plane.state.partitions[0].intent is None
+
+    run(scenario())
