@@ -3,10 +3,10 @@
 Layout and byte format: log/FORMAT.md. Modules, one job each:
 codec (records <-> msgpack payload), batch (header + CRC), segment (files,
 chunked reads), scan (reading across segments), recovery (crash repair on
-open), partition (the writer), group_commit (asyncio group commit),
-reader (read-only view), loader (replay into a Shard), compaction,
-snapshot, epoch (leader epoch fencing), fsutil (durable file steps),
-gcpause (collector paused around bulk decoding).
+open), partition (the writer; its `sync` is the group commit the partition
+actor's flush task drives), reader (read-only view), loader (replay into a
+Shard), compaction, snapshot, epoch (leader epoch fencing), fsutil
+(durable file steps), gcpause (collector paused around bulk decoding).
 
 Imports point one way: log -> coordinator (records only; the loader takes
 anything with `replay_many`, such as `coordinator.Shard`).
@@ -26,7 +26,6 @@ from log.errors import (
     LogLockedError,
     UnsupportedVersionError,
 )
-from log.group_commit import GroupCommitter
 from log.loader import LoadStats, MaterializedState, Replayable, load_into, materialize
 from log.partition import PartitionLog
 from log.reader import LogBatch, LogReader
@@ -43,7 +42,6 @@ __all__ = [
     "CorruptLogError",
     "DecodedPayload",
     "FencedEpochError",
-    "GroupCommitter",
     "LoadStats",
     "LogBatch",
     "LogConfig",
