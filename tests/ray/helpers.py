@@ -6,6 +6,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import ray
+
 from actors.client import Client
 from coordinator import Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
@@ -71,6 +73,24 @@ def wait_until(predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.05
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met in time; last seen: {explain() if explain else value!r}")
         time.sleep(interval_s)
+
+
+def kill_and_wait_dead(actor: Any, timeout_s: float = 30.0) -> None:
+    """`ray.kill` a partition actor for good and return once Ray reports it
+    dead (its calls fail with ActorDiedError). `ray.kill` is asynchronous: a
+    call made just after it may still be served by the living actor."""
+    ray.kill(actor, no_restart=True)
+
+    def reported_dead() -> bool:
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+        except ray.exceptions.ActorDiedError:
+            return True
+        except ray.exceptions.GetTimeoutError:
+            pass
+        return False
+
+    wait_until(reported_dead, timeout_s, explain=lambda: f"{actor} still answers after ray.kill")
 
 
 def group_state(client: Client, group: str) -> str:

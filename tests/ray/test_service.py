@@ -14,7 +14,7 @@ from actors.client import Client, controller_handle
 from coordinator import Errors
 from coordinator.messages import MemberIdentity, SyncGroupRequest
 
-from tests.ray.helpers import form_group, group_state, join, join_request, wait_until
+from tests.ray.helpers import form_group, group_state, join, join_request, kill_and_wait_dead, wait_until
 
 pytestmark = pytest.mark.ray
 # Sessions that outlast a slow, loaded machine where a test needs no expiry.
@@ -108,9 +108,7 @@ def test_killed_partition_actor_is_replaced_and_commits_survive(service: Client)
     service.refresh()
     old = service.leader(partition)
     old_epoch = ray.get(old.ping.remote())
-    ray.kill(old, no_restart=True)
-    with pytest.raises(ray.exceptions.RayActorError):  # ray.kill is asynchronous: wait until it took
-        ray.get(old.ping.remote())
+    kill_and_wait_dead(old)
     # The client retries through the failover transparently.
     fetched = service.fetch_offsets(group).offsets()
     assert fetched == acknowledged
