@@ -1,22 +1,37 @@
 """Coalescing in the async client: requests made in one event-loop turn go
 to their leader as one streaming call, answers come back as each is
-released, and a leader's death mid-stream is retried like a single call."""
+released, and a leader's death mid-stream fails only the requests it had
+not answered, which the client then retries like a single call."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 import pytest
-import ray
+from ray.exceptions import ActorDiedError
 
 from actors.client import Client
+from actors.coalesce import Coalescer
+from actors.wire import loads_response
 from coordinator import Errors
-from coordinator.messages import JoinGroupResponse, SyncGroupRequest, SyncGroupResponse
+from coordinator.messages import (
+    JoinGroupResponse,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
-from tests.ray.helpers import join_request
+from tests.ray.helpers import join_request, kill_and_wait_dead
 
 pytestmark = pytest.mark.ray
-SESSION_MS = 20_000
+# Sessions far longer than a test: a parked SyncGroup must stay parked until the kill.
+SESSION_MS = 60_000
+TIMEOUT_S = 30
 
 
 class CountingLeader:
@@ -85,27 +100,113 @@ def test_a_parked_join_does_not_hold_back_a_commit_sent_with_it(service: Client)
     assert rejoin.error is Errors.NONE and parked_then_answered
 
 
-def test_commits_coalesced_across_a_leader_kill_are_all_retried_and_kept(service: Client) -> None:
+def test_a_leader_killed_mid_stream_fails_only_what_it_had_not_answered(service: Client) -> None:
+    """The batch holds a SyncGroup the leader parks, so its streaming call is
+    still open when the kill lands: the answers already streamed stand, the
+    parked request fails with the actor's death, nothing is answered twice."""
     client = Client(service.controller)
-    groups = [f"coalesced-kill-{i}" for i in range(200)]
-    partition = client.partition_for(groups[0])
-    groups = [g for g in groups if client.partition_for(g) == partition]
+    group = "coalesced-kill-stream"
+    partition = client.partition_for(group)
+    others = groups_on_partition(client, partition, "coalesced-kill-stream", 20)
 
-    async def commit_all(offset: int) -> set[Errors]:
-        commits = (client.commit_offsets_async(g, {("t", 0): offset}) for g in groups)
-        responses = await asyncio.gather(*commits)
-        return {p.error for r in responses for p in r.partitions}
+    async def kill_mid_stream() -> tuple[list[OffsetCommitResponse], list[int], object, RecordingLeader]:
+        _, follower, generation = await _completing_rebalance(client, group)
+        old = client.leader(partition)
+        leader = RecordingLeader(old)
+        coalescer = Coalescer(leader, asyncio.get_running_loop())
+        offset = (OffsetCommitPartition("t", 0, 3),)
+        commits = [coalescer.submit(OffsetCommitRequest(g, offset)) for g in others]
+        parked = coalescer.submit(SyncGroupRequest(group, generation, follower))
+        answered = await asyncio.wait_for(asyncio.gather(*commits), TIMEOUT_S)
+        assert not parked.done(), "the follower's SyncGroup waits for the leader's"
+        streamed_before_kill = list(leader.streamed)
+        await asyncio.to_thread(kill_and_wait_dead, old)
+        death = await asyncio.wait_for(asyncio.gather(parked, return_exceptions=True), TIMEOUT_S)
+        return answered, streamed_before_kill, death[0], leader
 
-    async def commit_through_kill() -> set[Errors]:
-        assert await commit_all(1) == {Errors.NONE}
-        pending = asyncio.ensure_future(commit_all(2))
-        await asyncio.sleep(0)  # the batch is sent at the end of this turn
-        ray.kill(client.leader(partition), no_restart=True)
-        return await pending
+    answered, streamed_before_kill, death, leader = asyncio.run(kill_mid_stream())
 
-    assert asyncio.run(commit_through_kill()) == {Errors.NONE}
+    assert leader.batch_calls == 1
+    assert {p.error for r in answered for p in r.partitions} == {Errors.NONE}
+    assert sorted(streamed_before_kill) == list(range(len(others)))  # each commit once, the sync not
+    assert isinstance(death, ActorDiedError), death
+    assert leader.streamed == streamed_before_kill  # the dead stream delivered nothing more
+
+
+def test_a_request_parked_when_its_leader_dies_is_retried_on_the_new_leader(service: Client) -> None:
+    """Through the client: commits answered before the kill stay committed; the
+    SyncGroup parked in the same stream is sent again and the new leader tells
+    the follower to rejoin: REBALANCE_IN_PROGRESS while it loads (Kafka's
+    answer to a SyncGroup then), ILLEGAL_GENERATION once it has loaded the
+    group as last stored (Stable, the previous generation). The old leader
+    could give neither: nothing else ended the rebalance it parked it in."""
+    client = Client(service.controller)
+    group = "coalesced-kill-retry"
+    partition = client.partition_for(group)
+    others = groups_on_partition(client, partition, "coalesced-kill-retry", 20)
+
+    async def through_kill() -> tuple[list[OffsetCommitResponse], SyncGroupResponse, list[str]]:
+        _, follower, generation = await _completing_rebalance(client, group)
+        old = client.leader(partition)
+        counted = counting(client, partition)
+        sync = asyncio.ensure_future(client.sync_group_async(SyncGroupRequest(group, generation, follower)))
+        commits = [asyncio.ensure_future(client.commit_offsets_async(g, {("t", 0): 7})) for g in others]
+        committed = await asyncio.wait_for(asyncio.gather(*commits), TIMEOUT_S)
+        assert not sync.done(), "the follower's SyncGroup waits for the leader's"
+        await asyncio.to_thread(kill_and_wait_dead, old)
+        return committed, await asyncio.wait_for(sync, TIMEOUT_S), counted.calls
+
+    committed, synced, calls = asyncio.run(through_kill())
+
+    assert calls == ["handle_batch"]  # the sync and the commits went in one stream
+    assert {p.error for r in committed for p in r.partitions} == {Errors.NONE}
+    assert synced.error in {Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION}
     client.refresh()
-    assert {g: client.fetch_offsets(g).offsets() for g in groups} == {g: {("t", 0): 2} for g in groups}
+    assert {g: client.fetch_offsets(g).offsets() for g in others} == {g: {("t", 0): 7} for g in others}
+
+
+def groups_on_partition(client: Client, partition: int, prefix: str, n: int) -> list[str]:
+    names = (f"{prefix}-{i}" for i in itertools.count())
+    return list(itertools.islice((g for g in names if client.partition_for(g) == partition), n))
+
+
+class RecordingLeader:
+    """A leader handle whose `handle_batch` stream records the request indices
+    each streamed answer carries, before the Coalescer sees them."""
+
+    def __init__(self, leader: Any) -> None:
+        self.handle_wire = leader.handle_wire
+        self.handle_batch = self
+        self._batch = leader.handle_batch
+        self.batch_calls = 0
+        self.streamed: list[int] = []
+
+    def remote(self, requests: list[object]) -> AsyncIterator[Awaitable[bytes]]:
+        self.batch_calls += 1
+        return self._stream(requests)
+
+    async def _stream(self, requests: list[object]) -> AsyncIterator[Awaitable[bytes]]:
+        async for ref in self._batch.remote(requests):
+            payload = await ref
+            self.streamed.extend(index for index, _ in loads_response(payload))
+            yield _resolved(payload)
+
+
+async def _resolved(payload: bytes) -> bytes:
+    return payload
+
+
+async def _completing_rebalance(client: Client, group: str) -> tuple[str, str, int]:
+    """A group of two that rebalanced and waits for its leader's SyncGroup:
+    (leader, follower, the new generation)."""
+    members = [r.member_id for r in await _form(client, group, 2)]
+    # The rebalance timeout also bounds the wait for the leader's SyncGroup.
+    requests = [join_request(group, m, SESSION_MS, rebalance_timeout_ms=SESSION_MS) for m in members]
+    joined = await asyncio.gather(*(client.join_group_async(r) for r in requests))
+    assert {r.error for r in joined} == {Errors.NONE}
+    leader = joined[0].leader
+    (follower,) = [m for m in members if m != leader]
+    return leader, follower, joined[0].generation_id
 
 
 async def _form(client: Client, group: str, n: int) -> list[JoinGroupResponse]:
