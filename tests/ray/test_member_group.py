@@ -4,14 +4,12 @@ membership (restart without rebalance, fencing) and max.poll.interval.ms."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from actors import Client, CommitFailedError, FencedInstanceError, GroupMember
 from coordinator.topic_partition import TopicPartition
 
+from tests.ray.helpers import form_group, group_state
 from tests.ray.member_support import (
     TIMEOUT_S,
     Cleanup,
@@ -24,6 +22,7 @@ from tests.ray.member_support import (
 )
 
 pytestmark = pytest.mark.ray
+SESSION_MS = 1_000
 
 
 @pytest.fixture
@@ -154,24 +153,46 @@ def test_member_that_stops_polling_leaves_the_group(cleanup: Cleanup, topic: tup
     wait_until(both_settled)
 
 
-def test_heartbeats_go_on_while_a_listener_runs(cleanup: Cleanup, topic: tuple) -> None:
-    """As Kafka's heartbeat thread: a revocation slower than the session timeout keeps the membership."""
+def test_heartbeats_go_on_while_a_listener_runs(registry: Client, cleanup: Cleanup, topic: tuple) -> None:
+    """As Kafka's heartbeat thread: a revocation slower than the session timeout keeps the membership.
+
+    The slow listener returns only once the coordinator has expired a witness:
+    the member of a group on the same offsets partition, with the same session
+    timeout, whose last request came after the slow member's last heartbeat
+    from its own loop. Without heartbeats while the listener runs, the slow
+    member's session would have ended first."""
     name, expected = topic
     group = unique("slow")
-    slow_once = threading.Event()
+    witness = group_on_same_partition(registry, group, "witness")
+    revoked: list[set[TopicPartition]] = []
+    members_at_expiry: list[set[str]] = []
 
     def on_revoked(parts: set[TopicPartition]) -> None:
-        if parts and not slow_once.is_set():
-            slow_once.set()
-            time.sleep(1.8)  # the session timeout is 1 s
+        if not parts or revoked:
+            return
+        revoked.append(parts)
+        form_group(registry, witness, 1, session_ms=SESSION_MS)  # and never heard from again
+        wait_until(lambda: group_state(registry, witness) == "Empty")
+        [described] = registry.describe_groups([group])
+        members_at_expiry.append({m.member_id for m in described.members})
 
-    options = {"session_timeout_ms": 1_000, "assignors": ["range"]}
+    options = {"session_timeout_ms": SESSION_MS, "assignors": ["range"]}
     slow = cleanup.member(group, [name], on_revoked=on_revoked, **options).start()
     slow.wait_for_assignment(TIMEOUT_S)
     member_id = slow.member_id
     other = cleanup.member(group, [name], **options).start()
     settle([slow, other], expected)
-    assert slow_once.is_set() and slow.member_id == member_id
+    assert revoked, "the rebalance revoked nothing from the slow member"
+    assert members_at_expiry, "the witness's session never ended (see the listener's logged error)"
+    assert member_id in members_at_expiry[0], "the slow member's session ended while its listener ran"
+    assert slow.member_id == member_id
+
+
+def group_on_same_partition(client: Client, group: str, prefix: str) -> str:
+    """A new group name that the coordinator keeps on `group`'s offsets partition."""
+    while client.partition_for(name := unique(prefix)) != client.partition_for(group):
+        pass
+    return name
 
 
 def test_members_ride_over_a_coordinator_move(registry: Client, cleanup: Cleanup, topic: tuple) -> None:
