@@ -1,7 +1,8 @@
-"""Java orders used by the assignors, checked against a real JVM when `javac` is on PATH."""
+"""Java orders used by the assignors, checked against a real JVM (Java 17, as setup requires)."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
@@ -108,18 +109,31 @@ def _python_set(ops: list[str]) -> str:
     return " ".join(firsts)
 
 
-# The JVM itself is the reference for Java's hash order. Development machines have
-# the JDK; a CI machine set up from scratch gets only the JRE that Spark needs.
-@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac) to compare with Java")
+def _java_source_launcher() -> str:
+    """The `java` that runs Orders.java from source (JEP 330). That needs only
+    the runtime's jdk.compiler module, which Debian's openjdk-17-jre-headless
+    (what setup installs) ships: no JDK, no javac. Without it the test fails
+    under CI (.ci/run sets CI) and is skipped elsewhere, saying why."""
+    java = shutil.which("java")
+    if java is not None:
+        listed = subprocess.run([java, "--list-modules"], capture_output=True, text=True, timeout=60)
+        if "jdk.compiler@" in listed.stdout:
+            return java
+    why = "needs Java 17 with its jdk.compiler module (openjdk-17-jre-headless has it) to compare"
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+# The JVM itself is the reference for Java's hash order.
 def test_hash_orders_match_the_jvm(tmp_path: Path) -> None:
-    (tmp_path / "Orders.java").write_text(JAVA_SOURCE, encoding="utf-8")
-    subprocess.run(["javac", "Orders.java"], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    java = _java_source_launcher()
+    source = tmp_path / "Orders.java"
+    source.write_text(JAVA_SOURCE, encoding="utf-8")
     rng = random.Random(20261121)
     cases = [("MAP", _map_case(rng)) for _ in range(150)] + [("SET", _set_case(rng)) for _ in range(150)]
     stdin = "\n".join(" ".join([kind, *words]) for kind, words in cases) + "\n"
-    run = subprocess.run(
-        ["java", "-cp", str(tmp_path), "Orders"], input=stdin, capture_output=True, text=True, timeout=120
-    )
+    run = subprocess.run([java, str(source)], input=stdin, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     java_lines = run.stdout.splitlines()
     assert len(java_lines) == len(cases)
