@@ -183,8 +183,7 @@ class OffsetPartition:
         if exists and read_leader_epoch(directory) > self.epoch:
             # Checked before waiting for the directory lock the leader holds.
             raise FencedEpochError(self.epoch, read_leader_epoch(directory))
-        refusal = load_refusal(directory, exists, 0 if exists else -1, self.known_end)
-        if refusal is not None:
+        if not exists and (refusal := load_refusal(directory, False, -1, self.known_end)) is not None:
             raise LoadRefused(f"{refusal} (node {_node_id()})")
         log = PartitionLog.open(directory, self.epoch, self.settings.log, create=self.known_end < 0)
         try:

@@ -228,6 +228,9 @@ def test_a_new_leader_waits_for_the_directory_lock_and_reports_it(tmp_path: Path
     async def scenario() -> None:
         settings = settings_for(tmp_path)
         old = await active(settings)
+        answers = Answers(old)
+        await answers.wait(answers.send(commit("g", 5)))
+        assert old.runtime.durable_end > 0
         new = OffsetPartition(0, 2, settings)
         await new.activate(known_end=old.runtime.durable_end)
         await until(lambda: new.runtime.failures >= 2, "the new leader to retry its load")
@@ -235,6 +238,8 @@ def test_a_new_leader_waits_for_the_directory_lock_and_reports_it(tmp_path: Path
         assert new.runtime.refused is False
         await old.unload(old.epoch)
         assert await new.wait_active(WAIT_S) == "ACTIVE"
+        fetch = Answers(new)
+        assert (await fetch.wait(fetch.send(OffsetFetchRequest("g", (("t", 0),))))).offsets() == {("t", 0): 5}
         await new.unload(new.epoch)
 
     run(scenario())
