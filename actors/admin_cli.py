@@ -193,7 +193,18 @@ def cmd_reassign(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+STATUS_COLUMNS = [
+    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE"
+]
+# A failure is shown whole with --json; the table keeps a line per partition.
+FAILURE_WIDTH = 80
+
+
 def cmd_status(client: Client, args: argparse.Namespace) -> int:
+    """One row per partition; a leader that refuses to serve (its log is
+    missing or behind what the partition acknowledged) says why, and the
+    command then exits 1 so scripts notice."""
+    partitions = client.status()
     rows = [
         [
             p.get("partition"),
@@ -204,16 +215,31 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
             p.get("members"),
             p.get("durable_end"),
             p.get("load_ms"),
+            "yes" if p.get("refused") else "no",
+            _failure_text(p.get("failure"), args.json),
         ]
-        for p in client.status()
+        for p in partitions
     ]
     print_table(
         "offsets partitions",
-        ["PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS"],
+        STATUS_COLUMNS,
         rows,
         args.json,
     )
-    return 0
+    refused = [p.get("partition") for p in partitions if p.get("refused")]
+    if refused and not args.json:
+        console.print(
+            f"partitions {refused} refuse to serve: reassign each to a node that holds its log "
+            "(raygroups reassign PARTITION --node NODE_ID)"
+        )
+    return 1 if refused else 0
+
+
+def _failure_text(failure: Any, whole: bool) -> Any:
+    if failure is None or whole:
+        return failure
+    text = str(failure)
+    return text if len(text) <= FAILURE_WIDTH else text[: FAILURE_WIDTH - 3] + "..."
 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:

@@ -160,3 +160,20 @@ def test_a_failed_start_is_killed_and_retried_under_a_new_name_and_epoch() -> No
         assert plane.state.partitions[0].intent is None
 
     run(scenario())
+
+
+def test_a_check_that_saw_the_old_leader_fail_does_not_move_a_partition_reassigned_meanwhile() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        old = leader_of(cluster, 1)
+        cluster.crash(old)
+        await plane.watch_once()
+        await asyncio.sleep(0)  # the checks are probing: partition 1's will find it dead
+        epoch = await plane.reassign(1)
+        await plane.settle()
+        assert epoch == old.epoch + 1 and leader_of(cluster, 1).epoch == epoch
+        assert plane.metrics.failovers == {"reassign": 1}
+
+    run(scenario())
