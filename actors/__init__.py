@@ -5,6 +5,9 @@ Applications use `actors.start()` / `actors.connect()` to get a `Client`, and
 as members of a group.
 """
 
+# First: registers the messages' compact pickled form (actors/wire.py) in
+# every process that uses any part of the Ray layer.
+import actors.wire  # noqa: F401  # isort: skip
 from actors.async_member import AsyncGroupMember
 from actors.client import Client
 from actors.member import GroupMember

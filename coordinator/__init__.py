@@ -2,9 +2,11 @@
 
 `Shard` holds every group of one offsets partition and is driven by
 `handle(request, now_ms, token)`, `poll_timers(now_ms)` and `replay(record)`.
+`validate_request` checks a request where it enters from another process.
 Nothing here imports Ray, asyncio, msgpack or file code, or reads the clock.
 """
 
+from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import Errors
 from coordinator.routing import java_string_hash, partition_for
@@ -17,9 +19,11 @@ __all__ = [
     "CoordinatorStatus",
     "Errors",
     "GroupState",
+    "InvalidRequestError",
     "Result",
     "Shard",
     "java_string_hash",
     "partition_for",
     "precheck",
+    "validate_request",
 ]
