@@ -4,7 +4,13 @@ Requests go to the leader of `partition_for(group_id)` (Kafka's placement).
 The routing table is cached from the controller and refreshed when a leader
 answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
 COORDINATOR_NOT_AVAILABLE, or cannot be reached; the call is retried with
-backoff until its deadline, then `CoordinatorUnavailableError` is raised.
+backoff until its deadline, then `CoordinatorUnavailableError` is raised
+(actors/retry.py). A request the leader refuses as malformed raises
+`InvalidRequestError` at once.
+After a failover every request in flight fails at about the same time; their
+refreshes share one controller call. Each attempt notes the routing version
+it used, and a refresh is skipped when the routing changed since: threads
+wait on one lock, coroutines await the one refresh in flight.
 The sync methods are for plain processes and threads; inside an async Ray
 actor use the `*_async` methods.
 """
@@ -12,15 +18,14 @@ actor use the `*_async` methods.
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
 
 from actors.coalesce import Coalescer
-from actors.retry import Backoff, CoordinatorUnavailableError, coordinator_error
+from actors.retry import UNREACHABLE, Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.wire import loads_response
 from coordinator.messages import (
@@ -55,13 +60,6 @@ from coordinator.routing import partition_for
 DEFAULT_TIMEOUT_S = 30.0
 
 
-class NoLeaderError(RuntimeError):
-    """The controller is between two leaders of a partition."""
-
-
-UNREACHABLE = (RayActorError, ray.exceptions.ActorUnavailableError, NoLeaderError)
-
-
 class Client:
     """`coalesce`: the async methods send the requests made in one event-loop
     turn to one leader as one Ray call (see actors/coalesce.py)."""
@@ -81,19 +79,46 @@ class Client:
         self._leaders: list[Any] = []
         self._epochs: list[int] = []
         self._coalescers: dict[int, Coalescer] = {}
+        # Bumped by every new routing table; see the module docstring.
+        self._version = 0
+        self._refresh_lock = threading.Lock()
+        self._refreshing: asyncio.Task[None] | None = None
         self.refresh()
 
     # ------------------------------------------------------------- routing
 
     def refresh(self) -> None:
-        self._set_routing(ray.get(self.controller.routing.remote()))
+        """Fetch the routing table from the controller."""
+        self._refresh_since(None)
 
     async def refresh_async(self) -> None:
+        """Fetch the routing table, or await the fetch already in flight."""
+        await self._refresh_since_async(None)
+
+    def _refresh_since(self, version: int | None) -> None:
+        """Refresh unless the routing changed since `version`: a thread that
+        waited for another's refresh does not refresh again."""
+        with self._refresh_lock:
+            if version is None or version == self._version:
+                self._set_routing(ray.get(self.controller.routing.remote()))
+
+    async def _refresh_since_async(self, version: int | None) -> None:
+        if version is not None and version != self._version:
+            return
+        loop = asyncio.get_running_loop()
+        task = self._refreshing
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = self._refreshing = loop.create_task(self._fetch_routing())
+        # Shielded: one caller cancelled must not cancel the others' refresh.
+        await asyncio.shield(task)
+
+    async def _fetch_routing(self) -> None:
         self._set_routing(await self.controller.routing.remote())
 
     def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
         self.num_partitions, self._leaders, self._epochs = routing
         self._coalescers = {}
+        self._version += 1
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -106,46 +131,39 @@ class Client:
     def send(self, request: Request, partition: int | None = None, timeout_s: float | None = None) -> Any:
         """Send one request to its group's coordinator; retried as described above."""
         p = self._partition(request, partition)
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        for attempt in range(1_000_000):
-            leader, epoch = self._leaders[p], self._epochs[p]
-            try:
-                if leader is None:
-                    raise NoLeaderError(p)
-                response = loads_response(ray.get(leader.handle_wire.remote(request)))
-                error = coordinator_error(response)
-            except UNREACHABLE as exc:
-                response, error = exc, None
-                self._report(p, epoch)
-            if error is None and not isinstance(response, BaseException):
-                return response
-            self._wait_or_raise(request, response, deadline, attempt)
-            self.refresh()
-        raise AssertionError("unreachable")
+        route = _Route(self, p)
+
+        def attempt() -> Any:
+            leader = route.take()
+            return _answer(loads_response(ray.get(leader.handle_wire.remote(request))))
+
+        def on_retry(last: object) -> None:
+            route.report_if_unreachable(last)
+            self._refresh_since(route.version)
+
+        return call_with_retry(attempt, self._retry(request, timeout_s), on_retry)
 
     async def send_async(
         self, request: Request, partition: int | None = None, timeout_s: float | None = None
     ) -> Any:
         p = self._partition(request, partition)
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        for attempt in range(1_000_000):
-            leader, epoch = self._leaders[p], self._epochs[p]
-            try:
-                if leader is None:
-                    raise NoLeaderError(p)
-                if self.coalesce:
-                    response = await self._coalescer(p, leader).submit(request)
-                else:
-                    response = loads_response(await leader.handle_wire.remote(request))
-                error = coordinator_error(response)
-            except UNREACHABLE as exc:
-                response, error = exc, None
-                self.controller.report_unreachable.remote(p, epoch)
-            if error is None and not isinstance(response, BaseException):
-                return response
-            await asyncio.sleep(self._delay_or_raise(request, response, deadline, attempt))
-            await self.refresh_async()
-        raise AssertionError("unreachable")
+        route = _Route(self, p)
+
+        async def attempt() -> Any:
+            leader = route.take()
+            if self.coalesce:
+                return await self._coalescer(p, leader).submit(request)
+            return _answer(loads_response(await leader.handle_wire.remote(request)))
+
+        async def on_retry(last: object) -> None:
+            route.report_if_unreachable(last)
+            await self._refresh_since_async(route.version)
+
+        return await call_with_retry_async(attempt, self._retry(request, timeout_s), on_retry)
+
+    def _retry(self, request: Request, timeout_s: float | None) -> Retry:
+        what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"
+        return Retry(timeout_s or self.timeout_s, self.backoff, what)
 
     def _coalescer(self, partition: int, leader: Any) -> Coalescer:
         loop = asyncio.get_running_loop()
@@ -158,21 +176,6 @@ class Client:
         if partition is not None:
             return partition
         return self.partition_for(request.group_id)  # type: ignore[union-attr]
-
-    def _report(self, partition: int, epoch: int) -> None:
-        self.controller.report_unreachable.remote(partition, epoch)
-
-    def _delay_or_raise(self, request: Request, last: Any, deadline: float, attempt: int) -> float:
-        delay = self.backoff.delay_s(attempt)
-        if time.monotonic() + delay > deadline:
-            raise CoordinatorUnavailableError(
-                f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}: "
-                f"no coordinator answered in time (last: {last!r:.200})"
-            )
-        return delay
-
-    def _wait_or_raise(self, request: Request, last: Any, deadline: float, attempt: int) -> None:
-        time.sleep(self._delay_or_raise(request, last, deadline, attempt))
 
     # ------------------------------------------------------ group requests
 
@@ -328,6 +331,38 @@ class Client:
         from actors import topics
 
         return topics.end_offsets(self.controller, names)
+
+
+class _Route:
+    """The routing one call's last attempt used: its version (to share the
+    refresh) and the leader's epoch (to report it unreachable)."""
+
+    def __init__(self, client: Client, partition: int) -> None:
+        self.client = client
+        self.partition = partition
+        self.version = client._version
+        self.epoch = -1
+
+    def take(self) -> Any:
+        """The partition's leader now, noted as this attempt's routing."""
+        client, p = self.client, self.partition
+        self.version, self.epoch = client._version, client._epochs[p]
+        leader = client._leaders[p]
+        if leader is None:
+            raise NoLeaderError(p)
+        return leader
+
+    def report_if_unreachable(self, last: object) -> None:
+        if isinstance(last, UNREACHABLE):
+            self.client.controller.report_unreachable.remote(self.partition, self.epoch)
+
+
+def _answer(response: Any) -> Any:
+    """A response, or raise the error a leader answered in its place (as the
+    coalescer does for a batch's entries)."""
+    if isinstance(response, BaseException):
+        raise response
+    return response
 
 
 def commit_request(

@@ -19,13 +19,13 @@ Rules, as Kafka's admin API:
   partition never set has end offset 0 (an empty partition).
 - Clients find the registry through their controller handle, in whatever
   namespace that controller lives (`registry_for`), and retry a call with
-  backoff for up to 30 s while Ray restarts the registry.
+  backoff for up to 30 s while Ray restarts the registry, as group requests
+  ride over a failover (actors/retry.py); then CoordinatorUnavailableError.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import re
@@ -34,9 +34,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
 
-from actors.retry import Backoff
+from actors.retry import Backoff, Retry, call_with_retry, call_with_retry_async
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings
 from actors.singleton import detached_singleton
 from coordinator.errors import Errors
@@ -46,8 +45,6 @@ from log.fsutil import atomic_write_json
 TOPIC_REGISTRY_NAME = "raygroups-topics"
 TOPICS_FILE = "topics.json"
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-# Registry calls ride over a restart of the registry actor, as group requests over a failover.
-UNREACHABLE = (RayActorError, ActorUnavailableError)
 BACKOFF = Backoff()
 CALL_TIMEOUT_S = 30.0
 
@@ -187,32 +184,25 @@ def _namespace_of(controller: Any) -> str:
     return current
 
 
+def _retry(method: str) -> Retry:
+    return Retry(CALL_TIMEOUT_S, BACKOFF, f"topic registry {method}")
+
+
 def _call(controller: Any, method: str, *args: Any) -> Any:
     """One registry call, retried with backoff while Ray restarts the registry."""
-    deadline = time.monotonic() + CALL_TIMEOUT_S
-    for attempt in itertools.count():
-        try:
-            return ray.get(getattr(registry_for(controller), method).remote(*args))
-        except UNREACHABLE:
-            delay = BACKOFF.delay_s(attempt)
-            if time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-    raise AssertionError("unreachable")
+
+    def attempt() -> Any:
+        return ray.get(getattr(registry_for(controller), method).remote(*args))
+
+    return call_with_retry(attempt, _retry(method))
 
 
 async def _call_async(controller: Any, method: str, *args: Any) -> Any:
-    deadline = time.monotonic() + CALL_TIMEOUT_S
-    for attempt in itertools.count():
-        try:
-            registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
-            return await getattr(registry, method).remote(*args)
-        except UNREACHABLE:
-            delay = BACKOFF.delay_s(attempt)
-            if time.monotonic() + delay > deadline:
-                raise
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")
+    async def attempt() -> Any:
+        registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
+        return await getattr(registry, method).remote(*args)
+
+    return await call_with_retry_async(attempt, _retry(method))
 
 
 def _check(error: Errors, topic: str) -> None:

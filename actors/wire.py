@@ -65,7 +65,7 @@ _ERRORS_BY_CODE = {int(e): e for e in Errors}
 _new_tuple = tuple.__new__
 _new_object = object.__new__
 # Runs an iterator to its end in C, keeping nothing.
-_consume = deque(maxlen=0).extend
+_consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
 # The slot setters of each rebuilt dataclass, in field order (frozen
 # dataclasses refuse setattr; the slot descriptors' __set__ does not check).
 _SETTERS: dict[type, tuple[Callable[[Any, Any], None], ...]] = {}
@@ -81,7 +81,7 @@ def loads_response(data: bytes) -> Any:
 
 def _build(cls: type, values: Iterable[object]) -> Any:
     """An instance of dataclass `cls` with `values` as its fields, unchecked."""
-    obj = _new_object(cls)
+    obj: Any = _new_object(cls)
     for set_field, value in zip(_SETTERS[cls], values):
         set_field(obj, value)
     return obj
@@ -90,7 +90,7 @@ def _build(cls: type, values: Iterable[object]) -> Any:
 def _build_items(cls: type, columns: Sequence[Iterable[object]], count: int) -> tuple[Any, ...]:
     """`count` instances of dataclass `cls` from one column per field: one C
     loop per field (faster than one Python call per item)."""
-    items = tuple(map(_new_object, repeat(cls, count)))
+    items: tuple[Any, ...] = tuple(map(_new_object, repeat(cls, count)))
     for set_field, column in zip(_SETTERS[cls], columns):
         _consume(map(set_field, items, column))
     return items

@@ -1,0 +1,280 @@
+"""The client's retry loop (actors/retry.py), without a cluster: fake actor
+handles whose `.remote()` returns refs that `await` or a fake `ray.get`
+resolves. What is retried and what is not, and that the requests failing
+together after a failover share one refresh of the routing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+
+import actors.client
+from actors.client import Client
+from actors.retry import (
+    Backoff,
+    CoordinatorUnavailableError,
+    Retry,
+    call_with_retry,
+    call_with_retry_async,
+    coordinator_error,
+)
+from actors.wire import dumps_response
+from coordinator import Errors, InvalidRequestError
+from coordinator.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitResponse, PartitionResult
+
+OK = HeartbeatResponse(Errors.NONE)
+QUICK = Backoff(initial_s=0.001, max_s=0.002)
+ROUTING_S = 0.05  # how long the fake controller takes to answer: refreshes overlap
+
+
+class Ref:
+    """What a fake `.remote()` returns: awaitable, or resolved by FakeRay.get."""
+
+    def __init__(self, value: object, delay_s: float = 0.0) -> None:
+        self.value, self.delay_s = value, delay_s
+
+    def result(self) -> Any:
+        if isinstance(self.value, BaseException):
+            raise self.value
+        return self.value
+
+    def __await__(self) -> Any:
+        return self._wait().__await__()
+
+    async def _wait(self) -> Any:
+        await asyncio.sleep(self.delay_s)
+        return self.result()
+
+
+class FakeRay:
+    @staticmethod
+    def get(ref: Ref) -> Any:
+        time.sleep(ref.delay_s)
+        return ref.result()
+
+
+class Method:
+    def __init__(self, answer: Any, delay_s: float = 0.0) -> None:
+        self.answer, self.delay_s = answer, delay_s
+        self.calls: list[tuple[object, ...]] = []
+        self._lock = threading.Lock()
+
+    def remote(self, *args: object) -> Ref:
+        with self._lock:
+            self.calls.append(args)
+            count = len(self.calls)
+        return Ref(self.answer(count) if callable(self.answer) else self.answer, self.delay_s)
+
+
+class Batch:
+    """A fake `handle_batch`: a stream of one pickled list answering every
+    request with `entry`, or failing with `entry` when it is a RayActorError."""
+
+    def __init__(self, entry: object) -> None:
+        self.entry = entry
+        self.calls: list[list[object]] = []
+
+    def remote(self, requests: list[object]) -> Any:
+        self.calls.append(requests)
+        return self._stream(len(requests))
+
+    async def _stream(self, count: int) -> Any:
+        if isinstance(self.entry, RayActorError):
+            raise self.entry
+        yield Ref(dumps_response([(i, self.entry) for i in range(count)]))
+
+
+class Leader:
+    def __init__(self, answer: object, entry: object) -> None:
+        self.handle_wire = Method(answer)
+        self.handle_batch = Batch(entry)
+
+    def calls(self) -> int:
+        return len(self.handle_wire.calls) + len(self.handle_batch.calls)
+
+
+class Controller:
+    """Answers the first routing call with `first`, every later one with `then`."""
+
+    def __init__(self, first: Leader, then: Leader) -> None:
+        self.routing = Method(lambda n: (1, [first if n == 1 else then], [n]), ROUTING_S)
+        self.report_unreachable = Method(None)
+
+
+@pytest.fixture(autouse=True)
+def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(actors.client, "ray", FakeRay)
+    yield
+
+
+def dead() -> Leader:
+    return Leader(RayActorError(), RayActorError())
+
+
+def live() -> Leader:
+    return Leader(dumps_response(OK), OK)
+
+
+def refused() -> RayTaskError:
+    """An InvalidRequestError raised in an actor, as Ray delivers it."""
+    return RayTaskError(
+        "handle_wire", "Traceback: ...", InvalidRequestError("bad request")
+    ).as_instanceof_cause()  # type: ignore[no-any-return]
+
+
+def heartbeat(i: int = 0) -> HeartbeatRequest:
+    return HeartbeatRequest(f"g{i}", 1, "m")
+
+
+# ------------------------------------------------------- the shared refresh
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_coroutines_failing_together_share_one_routing_refresh(coalesce: bool) -> None:
+    controller = Controller(dead(), live())
+    client = Client(controller, timeout_s=5, backoff=QUICK, coalesce=coalesce)
+
+    async def many() -> list[Any]:
+        return await asyncio.gather(*(client.send_async(heartbeat(i)) for i in range(50)))
+
+    answers = asyncio.run(many())
+
+    assert answers == [OK] * 50
+    assert len(controller.routing.calls) == 2, "one call at start, one shared refresh"
+    assert {args for args in controller.report_unreachable.calls} == {(0, 1)}
+
+
+def test_threads_failing_together_share_one_routing_refresh() -> None:
+    controller = Controller(dead(), live())
+    client = Client(controller, timeout_s=5, backoff=QUICK)
+    start = threading.Barrier(20)
+    answers: list[Any] = []
+
+    def member(i: int) -> None:
+        start.wait()
+        answers.append(client.send(heartbeat(i)))
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert answers == [OK] * 20
+    assert len(controller.routing.calls) == 2, "one call at start, one shared refresh"
+
+
+def test_an_explicit_refresh_always_asks_the_controller() -> None:
+    controller = Controller(live(), live())
+    client = Client(controller, timeout_s=5, backoff=QUICK)
+    client.refresh()
+    asyncio.run(client.refresh_async())
+    assert len(controller.routing.calls) == 3
+
+
+def test_a_client_retries_through_a_failover_until_its_deadline() -> None:
+    controller = Controller(dead(), dead())
+    client = Client(controller, timeout_s=0.3, backoff=QUICK)
+    with pytest.raises(CoordinatorUnavailableError, match="HeartbeatRequest for group 'g0'"):
+        client.send(heartbeat())
+    assert len(controller.routing.calls) > 2
+
+
+# ------------------------------------------------ a malformed request is final
+
+
+def test_a_refused_request_raises_invalid_request_at_once() -> None:
+    leader = Leader(refused(), InvalidRequestError("bad request"))
+    controller = Controller(leader, live())
+    client = Client(controller, timeout_s=5, backoff=QUICK)
+
+    with pytest.raises(InvalidRequestError, match="bad request") as raised:
+        client.send(heartbeat())
+
+    assert type(raised.value) is InvalidRequestError
+    assert leader.calls() == 1 and len(controller.routing.calls) == 1
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_a_refused_request_raises_invalid_request_at_once_async(coalesce: bool) -> None:
+    leader = Leader(refused(), InvalidRequestError("bad request"))
+    controller = Controller(leader, live())
+    client = Client(controller, timeout_s=5, backoff=QUICK, coalesce=coalesce)
+
+    async def two() -> list[Any]:
+        # Two requests in one loop turn: a batch when coalescing.
+        return await asyncio.gather(
+            *(client.send_async(heartbeat(i)) for i in range(2)), return_exceptions=True
+        )
+
+    answers = asyncio.run(two())
+
+    assert [type(a) for a in answers] == [InvalidRequestError, InvalidRequestError]
+    assert leader.calls() == (1 if coalesce else 2) and len(controller.routing.calls) == 1
+
+
+# ------------------------------------------------------------ the one helper
+
+RETRY = Retry(timeout_s=5, backoff=QUICK, what="a call")
+
+
+def test_what_is_retried() -> None:
+    failing = OffsetCommitResponse((PartitionResult("t", 0, Errors.NOT_COORDINATOR),) * 2)
+    mixed = OffsetCommitResponse(
+        (PartitionResult("t", 0, Errors.NOT_COORDINATOR), PartitionResult("t", 1, Errors.NONE))
+    )
+    assert coordinator_error(failing) is Errors.NOT_COORDINATOR
+    assert coordinator_error(HeartbeatResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS)) is not None
+    assert coordinator_error(mixed) is None, "a partial failure is an answer"
+    assert coordinator_error(HeartbeatResponse(Errors.UNKNOWN_MEMBER_ID)) is None
+    assert coordinator_error({"t": 3}) is None and coordinator_error(Errors.NONE) is None
+
+    outcomes: list[object] = [
+        RayActorError(),
+        ActorUnavailableError("restarting", b"0" * 16),
+        actors.client.NoLeaderError(0),
+        HeartbeatResponse(Errors.NOT_COORDINATOR),
+        OK,
+    ]
+    seen: list[object] = []
+
+    def attempt() -> object:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    assert call_with_retry(attempt, RETRY, seen.append) is OK
+    assert [type(x).__name__ for x in seen] == [
+        "RayActorError",
+        "ActorUnavailableError",
+        "NoLeaderError",
+        "HeartbeatResponse",
+    ]
+
+
+def test_other_errors_are_not_retried() -> None:
+    other = RayTaskError("handle", "tb", KeyError("x")).as_instanceof_cause()
+    for error in (other, InvalidRequestError("bad"), ValueError("bad")):
+        attempt = Method(error)
+        with pytest.raises(type(error)):
+            call_with_retry(lambda attempt=attempt: attempt.remote().result(), RETRY)
+        assert len(attempt.calls) == 1
+
+
+def test_the_async_helper_unwraps_a_refused_request() -> None:
+    calls: list[int] = []
+
+    async def attempt() -> object:
+        calls.append(1)
+        raise refused()
+
+    with pytest.raises(InvalidRequestError) as raised:
+        asyncio.run(call_with_retry_async(attempt, RETRY))
+    assert type(raised.value) is InvalidRequestError and calls == [1]
