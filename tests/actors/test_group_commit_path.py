@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,10 @@ import log.partition as log_partition
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings
 from coordinator import Errors
-from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest
+from coordinator.messages import OffsetFetchRequest
 
-WAIT_S = 20.0
+from tests.actors.support import WAIT_S, active, commit, run, until
+
 GATHERED = 25
 
 
@@ -50,30 +51,9 @@ class GatedSync:
         self.original(fd)
 
 
-def run(coro: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll `condition` (bounded): synchronisation, not timing."""
-    for _ in range(int(WAIT_S / 0.005)):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def commit(group: str, offset: int) -> OffsetCommitRequest:
-    return OffsetCommitRequest(group, (OffsetCommitPartition("t", 0, offset),))
-
-
-async def active(tmp_path: Path) -> OffsetPartition:
+def settings_for(tmp_path: Path) -> ServiceSettings:
     # Maintenance (snapshots, compaction) is kept out of the way: these tests count fsyncs.
-    settings = ServiceSettings(data_dir=str(tmp_path), num_partitions=1, maintenance_interval_s=3600)
-    partition = OffsetPartition(0, 1, settings)
-    await partition.activate()
-    assert await partition.wait_active(WAIT_S) == "ACTIVE"
-    return partition
+    return ServiceSettings(data_dir=str(tmp_path), num_partitions=1, maintenance_interval_s=3600)
 
 
 async def gather_behind_a_held_fsync(
@@ -94,7 +74,7 @@ def test_one_fsync_covers_every_commit_that_gathered_while_the_last_one_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
-        partition = await active(tmp_path)
+        partition = await active(settings_for(tmp_path))
         sync = GatedSync(log_partition._fdatasync, fail_first=False)
         monkeypatch.setattr(log_partition, "_fdatasync", sync)
         try:
@@ -119,7 +99,7 @@ def test_a_failed_fsync_answers_every_waiting_commit_and_the_partition_reloads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
-        partition = await active(tmp_path)
+        partition = await active(settings_for(tmp_path))
         sync = GatedSync(log_partition._fdatasync, fail_first=True)
         monkeypatch.setattr(log_partition, "_fdatasync", sync)
         try:

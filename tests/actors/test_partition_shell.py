@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,10 @@ import actors.partition as partition_module
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings, partition_dir
 from coordinator import CoordinatorConfig, Errors
-from coordinator.messages import (
-    JoinGroupRequest,
-    OffsetCommitPartition,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-)
+from coordinator.messages import JoinGroupRequest, OffsetFetchRequest
 
+from tests.actors.support import WAIT_S, active, commit, run, until
 from tests.core.harness import protocols
-
-WAIT_S = 20.0
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> ServiceSettings:
@@ -43,19 +37,6 @@ def settings_for(tmp_path: Path, **overrides: Any) -> ServiceSettings:
         maintenance_interval_s=0.02,
         **overrides,
     )
-
-
-def run(coro: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll `condition` (bounded): synchronisation, not timing."""
-    for _ in range(int(WAIT_S / 0.005)):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Answers:
@@ -82,21 +63,10 @@ class Answers:
         return self.one(key)
 
 
-def commit(group: str, offset: int) -> OffsetCommitRequest:
-    return OffsetCommitRequest(group, (OffsetCommitPartition("t", 0, offset),))
-
-
 def parked_join() -> JoinGroupRequest:
     return JoinGroupRequest(
         "joiners", 10_000, 30_000, "consumer", protocols("range"), require_known_member_id=False
     )
-
-
-async def active(settings: ServiceSettings, known_end: int = -1, epoch: int = 1) -> OffsetPartition:
-    partition = OffsetPartition(0, epoch, settings)
-    await partition.activate(known_end)
-    assert await partition.wait_active(WAIT_S) == "ACTIVE"
-    return partition
 
 
 class OneShot:
