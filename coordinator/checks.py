@@ -27,8 +27,11 @@ Each rule has a fast predicate, which checks whole columns in C loops
 (`set(map(type, column))`, `min`/`max`, `str.isascii`), and a walk that
 finds and names the first bad value; the walk runs only when the fast
 predicate refuses, to word the error. A test holds the two to one verdict.
-Error messages show a value only when it is a str, bytes, int, bool or
-None: repr of anything else could run the sender's code.
+The checks run none of the sender's code: types are compared by identity,
+and error messages show a value only when it is a str, bytes, int, bool or
+None (repr of anything else is the sender's). A value whose type fails the
+fast checks in an unforeseen way (a metaclass that cannot hash) is judged by
+the walk alone.
 """
 
 from __future__ import annotations
@@ -66,10 +69,13 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 
 def _show(value: object) -> str:
-    if type(value) in (str, bytes):
+    kind = type(value)  # compared by identity: `==` would run a metaclass's code
+    if kind is str or kind is bytes:
         return repr(value[:80])  # type: ignore[index]
-    if type(value) in (int, bool) or value is None:
-        return f"{value!r:.80}"
+    if kind is int and abs(value) >= 10**30:  # type: ignore[arg-type]  # (repr refuses ints over 4,300 digits)
+        return f"<int of {value.bit_length()} bits>"  # type: ignore[attr-defined]
+    if kind is int or kind is bool or value is None:
+        return repr(value)
     return f"<{type(value).__name__}>"
 
 
@@ -334,30 +340,40 @@ def check_fields(obj: object) -> None:
     """At construction: raise TypeError naming the first field whose value has
     the wrong type, or ValueError for a str that is not valid UTF-8 or an int
     beyond int64."""
-    rule = message_rule(type(obj))
-    if rule.fields_ok(obj):
-        return
-    kind, message = rule.fields_problem(obj, rule.name) or (TypeError, f"{rule.name} is malformed")
-    raise kind(message)
+    found = _problem(message_rule(type(obj)), obj)
+    if found is not None:
+        kind, message = found
+        raise kind(message)
 
 
-_REQUESTS: dict[type, _Message] = {}
+# Keyed by id(class): hashing a class runs its metaclass's code.
+_REQUESTS: dict[int, _Message] = {}
 
 
 def register_requests(classes: Iterable[type]) -> None:
     """Declare the request classes `validate_request` accepts (coordinator.messages does)."""
     for cls in classes:
-        _REQUESTS[cls] = message_rule(cls)
+        _REQUESTS[id(cls)] = message_rule(cls)
 
 
 def validate_request(obj: object) -> None:
     """Raise InvalidRequestError unless `obj` is exactly one of the request
     classes with every field valid, nested ones included."""
     cls = type(obj)
-    rule = _REQUESTS.get(cls)
+    rule = _REQUESTS.get(id(cls))
     if rule is None or rule.cls is not cls:
         raise InvalidRequestError(f"not a group protocol request: {cls.__qualname__}")
-    if rule.fields_ok(obj):
-        return
-    found = rule.fields_problem(obj, rule.name)
-    raise InvalidRequestError(found[1] if found else f"{rule.name} is malformed")
+    found = _problem(rule, obj)
+    if found is not None:
+        raise InvalidRequestError(found[1])
+
+
+def _problem(rule: _Message, obj: object) -> Problem | None:
+    """None if every field of `obj` is valid (the fast verdict), else the
+    first bad one, worded by the walk."""
+    try:
+        if rule.fields_ok(obj):
+            return None
+    except Exception:  # a type whose metaclass fails hashing; the walk compares by identity only
+        pass
+    return rule.fields_problem(obj, rule.name) or (TypeError, f"{rule.name} is malformed")

@@ -87,6 +87,18 @@ class Unprintable:
         raise AssertionError("a check ran the sender's code")
 
 
+class Unhashable(type):
+    def __hash__(cls) -> int:
+        raise AssertionError("a check ran the sender's code")
+
+    def __eq__(cls, other: object) -> bool:
+        raise AssertionError("a check ran the sender's code")
+
+
+class Hostile(metaclass=Unhashable):
+    pass
+
+
 VALID = [
     JOIN,
     JoinGroupRequest("g", 10, 10, "consumer", ()),
@@ -121,6 +133,7 @@ BAD: list[tuple[str, Callable[[], object], str]] = [
     ("None", lambda: None, r"not a group protocol request: NoneType"),
     ("dict", lambda: {"group_id": "g", "partitions": ()}, r"not a group protocol request: dict"),
     ("subclass", lambda: SubCommit("g", ()), r"not a group protocol request: SubCommit"),
+    ("hostile class", lambda: Hostile(), r"not a group protocol request: Hostile"),
     ("item alone", lambda: OffsetCommitPartition("t", 0, 1), r"OffsetCommitPartition"),
     (
         "str offset",
@@ -146,6 +159,11 @@ BAD: list[tuple[str, Callable[[], object], str]] = [
         "surrogate group",
         lambda: commit(1, group_id="g\udfff"),
         r"OffsetCommitRequest\.group_id must be valid UTF-8",
+    ),
+    (
+        "huge int",
+        lambda: commit(1, generation_id=2**100_000),
+        r"generation_id must be within int64, got <int of 100001 bits>",
     ),
     ("beyond int64", lambda: with_item(1, 0, item("t", 0, 2**63, "", -1)), r"offset must be within int64"),
     ("below int64", lambda: with_item(WIDE, 5, item("t", 5, 1, "", -(2**63) - 1)), r"\[5\]\.leader_epoch"),
@@ -192,6 +210,16 @@ BAD: list[tuple[str, Callable[[], object], str]] = [
         r"group_instance_id must be str \| None, got int",
     ),
     ("unprintable", lambda: commit(1, member_id=Unprintable()), r"member_id must be str, got Unprintable"),
+    (
+        "hostile type",
+        lambda: with_item(WIDE, 4, item("t", 4, 1, Hostile(), -1)),
+        r"partitions\[4\]\.metadata must be str, got Hostile",
+    ),
+    (
+        "hostile field",
+        lambda: commit(1, group_instance_id=Hostile()),
+        r"group_instance_id must be str \| None",
+    ),
     ("unset field", lambda: object.__new__(HeartbeatRequest), r"HeartbeatRequest\.group_id is not set"),
     (
         "member id int",
