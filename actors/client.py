@@ -85,6 +85,11 @@ class Client:
         self._refreshing: asyncio.Task[None] | None = None
         self.refresh()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A client sent to another process (captured by a Ray task) is a new
+        client there, with its own routing, locks and coalescers."""
+        return (Client, (self.controller, self.timeout_s, self.backoff, self.coalesce))
+
     # ------------------------------------------------------------- routing
 
     def refresh(self) -> None:

@@ -6,6 +6,7 @@ together after a failover share one refresh of the routing."""
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -176,6 +177,22 @@ def test_an_explicit_refresh_always_asks_the_controller() -> None:
     client.refresh()
     asyncio.run(client.refresh_async())
     assert len(controller.routing.calls) == 3
+
+
+class StaticController:
+    """A picklable controller handle with one live leader."""
+
+    @property
+    def routing(self) -> Method:
+        return Method((1, [live()], [1]))
+
+
+def test_a_client_sent_to_another_process_is_a_new_client_there() -> None:
+    client = Client(StaticController(), timeout_s=7, backoff=QUICK, coalesce=False)
+    client.send(heartbeat())
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy is not client and (copy.timeout_s, copy.backoff, copy.coalesce) == (7, QUICK, False)
+    assert copy.send(heartbeat()) == OK
 
 
 def test_a_client_retries_through_a_failover_until_its_deadline() -> None:
