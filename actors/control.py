@@ -25,6 +25,8 @@ production, a fake in tests/controller/). Rules:
   stays until an operator reassigns the partition.
 - Partition actors of the namespace that no metadata owns are killed
   (orphans of a controller that died mid-operation).
+- A move takes a ready standby when there is one; `actors.control_standbys`
+  starts, adopts, checks and kills the standbys, the plane decides the moves.
 - A loop iteration that raises is logged and counted; the loop goes on.
 """
 
@@ -33,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -45,20 +46,17 @@ from actors.control_cluster import (
     Cluster,
     ClusterError,
     MetadataStore,
+    new_actor_name,
 )
 from actors.control_health import Observation, Verdict, judge
+from actors.control_standbys import Standbys
 from actors.control_state import ControlState, Intent
 from actors.metrics import ControllerMetrics
 from actors.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
-STANDBY_EPOCH = -1
 # How often to ask whether a killed actor is dead yet.
 DEAD_POLL_S = 0.05
-
-
-def new_actor_name() -> str:
-    return f"{PARTITION_ACTOR_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
 class ControlPlane:
@@ -79,17 +77,13 @@ class ControlPlane:
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
-        self._standby_handles: dict[str, Any] = {}
+        self.standbys = Standbys(settings, cluster, lambda: self.state, self._persist, clock)
         self._observations: dict[int, Observation] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._checks: dict[int, asyncio.Task[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
-        # Names of actors being created or handed over, not yet in the metadata.
-        self._reserved: set[str] = set()
         self._persist_lock = asyncio.Lock()
         self._version = self._saved_version = 0
-        self._standby_failures = 0
-        self._standby_retry_at = 0.0
 
     @property
     def num_partitions(self) -> int:
@@ -105,7 +99,7 @@ class ControlPlane:
         else:
             self.state = ControlState.from_json(data, self.settings.num_partitions)
         self._locks = {p: asyncio.Lock() for p in range(self.num_partitions)}
-        await self._adopt_standbys()
+        await self.standbys.adopt()
         results = await asyncio.gather(
             *(self._recover(p) for p in range(self.num_partitions)), return_exceptions=True
         )
@@ -113,18 +107,6 @@ class ControlPlane:
             if isinstance(result, BaseException):
                 logger.error("partition %d: not recovered yet (%r); the watch retries", partition, result)
         await self._persist()
-
-    async def _adopt_standbys(self) -> None:
-        names, self.state.standbys = self.state.standbys, []
-        for name in names:
-            handle = await self.cluster.find(name)
-            if handle is None:
-                continue
-            if await self._ping(handle) == STANDBY_EPOCH:
-                self.state.standbys.append(name)
-                self._standby_handles[name] = handle
-            else:
-                self.cluster.kill(handle)
 
     async def _recover(self, partition: int) -> None:
         meta = self.state.partitions[partition]
@@ -286,7 +268,7 @@ class ControlPlane:
     ) -> None:
         """Save the intent of a move to the next epoch (a standby takes it when one is ready)."""
         meta = self.state.partitions[partition]
-        standby = await self._take_standby() if node_id is None else None
+        standby = await self.standbys.take() if node_id is None else None
         try:
             meta.intent = Intent(
                 epoch=meta.epoch + 1,
@@ -300,7 +282,7 @@ class ControlPlane:
             )
         finally:
             if standby is not None:
-                self._reserved.discard(standby)
+                self.standbys.release(standby)
         await self._persist()
 
     async def _finish(self, partition: int) -> None:
@@ -398,65 +380,9 @@ class ControlPlane:
 
     # ------------------------------------------------------------ standbys
 
-    async def _take_standby(self) -> str | None:
-        """A standby that answers, reserved for the caller's intent; dead ones are killed."""
-        while self.state.standbys:
-            name = self.state.standbys.pop(0)
-            handle = self._standby_handles.pop(name, None)
-            self._reserved.add(name)
-            if handle is not None and await self._ping(handle) == STANDBY_EPOCH:
-                return name
-            self._reserved.discard(name)
-            if handle is not None:
-                self.cluster.kill(handle)
-        return None
-
     async def refill_standbys_once(self) -> None:
-        """Keep `standby_actors` started; after a failed start, back off."""
-        if self.clock() < self._standby_retry_at:
-            return
-        for name in list(self.state.standbys):
-            handle = self._standby_handles.get(name)
-            if handle is None or await self.cluster.is_dead(handle):
-                self.state.standbys.remove(name)
-                self._standby_handles.pop(name, None)
-        while len(self.state.standbys) < self.settings.standby_actors:
-            if not await self._add_standby():
-                return
-
-    async def _add_standby(self) -> bool:
-        name = new_actor_name()
-        self._reserved.add(name)
-        try:
-            live = await self.cluster.live_nodes()
-            node = live[len(self.state.standbys) % len(live)] if live else None
-            handle = None
-            try:
-                handle = self.cluster.create(name, None, STANDBY_EPOCH, node, False)
-                ready = (
-                    await self.cluster.call(handle, "ping", timeout_s=self.settings.actor_start_timeout_s)
-                    == STANDBY_EPOCH
-                )
-            except ClusterError as exc:
-                logger.warning("standby %s did not start: %r", name, exc)
-                ready = False
-            if not ready:
-                if handle is not None:
-                    self.cluster.kill(handle)
-                self._standby_failures += 1
-                delay_s = min(
-                    self.settings.standby_backoff_max_s,
-                    self.settings.probe_interval_s * 2**self._standby_failures,
-                )
-                self._standby_retry_at = self.clock() + delay_s
-                return False
-            self._standby_failures = 0
-            self.state.standbys.append(name)
-            self._standby_handles[name] = handle
-            await self._persist()
-            return True
-        finally:
-            self._reserved.discard(name)
+        """Keep `standby_actors` started (see actors.control_standbys)."""
+        await self.standbys.refill_once()
 
     # ------------------------------------------------------------- reaping
 
@@ -464,7 +390,7 @@ class ControlPlane:
         """Kill the namespace's partition actors that nothing here owns; returns how many."""
         names = [n for n in await self.cluster.actor_names() if n.startswith(PARTITION_ACTOR_PREFIX)]
         owned = (
-            self.state.owned_names() | self._reserved
+            self.state.owned_names() | self.standbys.reserved
         )  # read after listing: a new actor is owned before it exists
         reaped = 0
         for name in names:
@@ -544,18 +470,10 @@ class ControlPlane:
             self.cluster.kill(handle)
 
         await asyncio.gather(*(stop(p, h) for p, h in self.leaders.items()))
-        for handle in self._standby_handles.values():
-            self.cluster.kill(handle)
+        self.standbys.kill_all()
         self.leaders.clear()
-        self._standby_handles.clear()
 
     # ------------------------------------------------------------- helpers
-
-    async def _ping(self, handle: Any) -> int | None:
-        try:
-            return int(await self.cluster.call(handle, "ping", timeout_s=self.settings.probe_timeout_s))
-        except ClusterError:
-            return None
 
     async def _persist(self) -> None:
         """Save the metadata; concurrent saves are ordered, and one save covers

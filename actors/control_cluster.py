@@ -1,19 +1,25 @@
 """What the controller's decisions need from the cluster, as an interface.
 
-`actors/control.py` decides; an implementation of `Cluster` carries out
-the calls: `actors/ray_cluster.py` on Ray, a fake in the unit tests
-(tests/controller/). Every failure a call can meet reaches the decisions as
-one of the errors below, never as a Ray exception, so the decisions do not
-import Ray.
+`actors/control.py` and `actors/control_standbys.py` decide; an
+implementation of `Cluster` carries out the calls: `actors/ray_cluster.py`
+on Ray, a fake in the unit tests (tests/controller/). Every failure a call
+can meet reaches the decisions as one of the errors below, never as a Ray
+exception, so the decisions do not import Ray.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Protocol
 
 # Every partition actor's name starts with this: the controller reaps the
 # ones of its namespace it does not own.
 PARTITION_ACTOR_PREFIX = "raygroups-offsets-"
+
+
+def new_actor_name() -> str:
+    """A fresh partition actor name: every leader and standby gets its own."""
+    return f"{PARTITION_ACTOR_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
 class ClusterError(Exception):
