@@ -296,7 +296,15 @@ class Client:
         return ray.get(self.controller.status.remote())  # type: ignore[no-any-return]
 
     def reassign(self, partition: int, node_id: str | None = None) -> int:
-        epoch = ray.get(self.controller.reassign.remote(partition, node_id))
+        """Move a partition's leadership (to `node_id` only, if given); returns its new epoch.
+
+        The call names the epoch it moves away from, so Ray's retry of it on a
+        restarted controller does not move the partition a second time. The
+        routing is refreshed first: a stale epoch would make the move a no-op."""
+        self.refresh()
+        # Out of range: the controller refuses it with its own message.
+        expected = self._epochs[partition] if 0 <= partition < self.num_partitions else None
+        epoch = ray.get(self.controller.reassign.remote(partition, node_id, expected))
         self.refresh()
         return epoch  # type: ignore[no-any-return]
 

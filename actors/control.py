@@ -16,8 +16,9 @@ production, a fake in tests/controller/). Rules:
   it dead (bounded by `kill_wait_s`): the predecessor may hold the log
   directory's lock. An actor Ray reports dead, or that just failed to answer
   a probe, is not asked to unload.
-- A replacement happens once per fault: the caller names the epoch it saw
-  fail, and a partition already at a newer epoch is left alone.
+- A replacement happens once per fault and a reassign once per call (Ray
+  retries it on a restarted controller): the caller names the epoch it saw,
+  and a partition already at a newer epoch is left alone.
 - Liveness is judged by `actors.control_health.judge`. Each new leader gets
   `known_end`, the largest durable end any leader of the partition reported
   (-1: never loaded, an empty log is fine), so it refuses to serve from a
@@ -250,18 +251,29 @@ class ControlPlane:
             if self.state.partitions[partition].intent is not None:
                 await self._finish(partition)
 
-    async def reassign(self, partition: int, node_id: str | None = None) -> int:
-        """Move a partition's leadership (to `node_id` only, if given); returns the new epoch."""
+    async def reassign(
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+    ) -> int:
+        """Move a partition's leadership off the leader of `expected_epoch` (None: the
+        current one), to `node_id` only if given; returns the partition's epoch after.
+
+        A partition already past `expected_epoch` is not moved: that move happened (a
+        call Ray retries on a restarted controller names the epoch its first try saw)."""
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"partition must be in [0, {self.num_partitions}), got {partition}")
-        if node_id is not None and node_id not in await self.cluster.live_nodes():
-            raise ValueError(f"no live Ray node {node_id!r}")
         async with self._locks[partition]:
-            if self.state.partitions[partition].intent is not None:
+            meta = self.state.partitions[partition]
+            if meta.intent is not None:
                 await self._finish(partition)
+            if expected_epoch is not None and expected_epoch > meta.epoch:
+                raise ValueError(f"partition {partition} is at epoch {meta.epoch}, not {expected_epoch}")
+            if expected_epoch not in (None, meta.epoch):
+                return meta.epoch
+            if node_id is not None and node_id not in await self.cluster.live_nodes():
+                raise ValueError(f"no live Ray node {node_id!r}")
             await self._begin(partition, "reassign", node_id, node_id is not None, False)
             await self._finish(partition)
-        return self.state.partitions[partition].epoch
+            return meta.epoch
 
     async def _begin(
         self, partition: int, cause: str, node_id: str | None, required: bool, old_unreachable: bool

@@ -61,10 +61,15 @@ class Controller:
         await self._ready()
         await self.plane.report_unreachable(partition, epoch)
 
-    async def reassign(self, partition: int, node_id: str | None = None) -> int:
-        """Move a partition's leadership (unload the old leader, load a new one)."""
+    async def reassign(
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+    ) -> int:
+        """Move a partition's leadership (unload the old leader, load a new one) if its
+        leader is still at `expected_epoch` (None: whatever the current one is); returns
+        the epoch after. Ray retries this call on a restarted controller: a caller that
+        names the epoch it saw gets one move, not two."""
         await self._ready()
-        return await self.plane.reassign(partition, node_id)
+        return await self.plane.reassign(partition, node_id, expected_epoch)
 
     async def status(self) -> list[dict[str, Any]]:
         await self._ready()

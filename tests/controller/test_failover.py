@@ -177,3 +177,37 @@ def test_a_check_that_saw_the_old_leader_fail_does_not_move_a_partition_reassign
         assert plane.metrics.failovers == {"reassign": 1}
 
     run(scenario())
+
+
+def test_a_reassign_retried_with_the_epoch_it_saw_moves_the_partition_once() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        seen = leader_of(cluster, 1).epoch
+        epoch = await plane.reassign(1, "n2", seen)
+        moved = leader_of(cluster, 1)
+        assert epoch == moved.epoch == seen + 1 and moved.node == "n2"
+        created = len(cluster.created)
+        # Ray's retry of the same call: the move already happened.
+        assert await plane.reassign(1, "n2", seen) == epoch
+        assert leader_of(cluster, 1) is moved and not moved.killed and len(cluster.created) == created
+        assert plane.metrics.failovers == {"reassign": 1}
+        # Naming the current epoch (or none) moves it again.
+        assert await plane.reassign(1, None, epoch) == epoch + 1
+        assert await plane.reassign(1) == epoch + 2
+
+    run(scenario())
+
+
+def test_a_reassign_naming_an_epoch_the_partition_never_had_is_refused() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        leader = leader_of(cluster, 0)
+        with pytest.raises(ValueError, match="at epoch 1, not 2"):
+            await plane.reassign(0, None, leader.epoch + 1)
+        assert leader_of(cluster, 0) is leader and not plane.metrics.failovers
+
+    run(scenario())

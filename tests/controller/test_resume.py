@@ -80,3 +80,27 @@ def test_metadata_of_an_earlier_version_is_read_and_kept_conservative() -> None:
         assert leader_of(cluster, 0).epoch == 4 and leader_of(cluster, 1).epoch == 1
 
     run(scenario())
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_reassign_retried_on_the_restarted_controller_moves_the_partition_once(point: str) -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_plane(cluster, store)
+        await plane.start()
+        seen = leader_of(cluster, 1).epoch
+        for key, value in CRASH_POINTS[point].items():
+            setattr(cluster, key, value)
+        with pytest.raises(ControllerCrash):
+            await plane.reassign(1, None, seen)
+
+        restarted = make_plane(cluster, store)
+        await restarted.start()  # finishes the saved move
+        moved = leader_of(cluster, 1)
+        created = len(cluster.created)
+        # Ray retries the call, same arguments, on the restarted controller.
+        assert await restarted.reassign(1, None, seen) == moved.epoch == seen + 1
+        assert leader_of(cluster, 1) is moved and len(cluster.created) == created
+        assert store.data is not None and store.data["epochs"]["1"] == seen + 1
+
+    run(scenario())

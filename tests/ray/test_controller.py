@@ -1,7 +1,8 @@
 """The controller on the session's Ray cluster, in a namespace and data
 directory of its own: killed in the middle of a reassign, it finishes the
-move with one leader per partition and no orphan actors; a leader it adopts
-while still INITIAL is activated."""
+move with one leader per partition and no orphan actors, and Ray's retry of
+the call moves nothing more; a leader it adopts while still INITIAL is
+activated."""
 
 from __future__ import annotations
 
@@ -96,12 +97,14 @@ def test_a_controller_killed_mid_reassign_leaves_one_leader_per_partition(own_se
     client.commit_offsets(group, {("t", 0): 42})
     partition = client.partition_for(group)
     before = client.status()[partition]["epoch"]
-    moving = own_service.controller().reassign.remote(partition)
+    # As the client calls it: naming the epoch it moves away from.
+    moving = own_service.controller().reassign.remote(partition, None, before)
     # Kill it once the move is saved and under way (a new actor takes seconds to start).
     wait_until(lambda: own_service.metadata()["intents"], timeout_s=30, interval_s=0.005)
     ray.kill(own_service.controller(), no_restart=False)
-    # Ray restarts it and retries the call; the restarted controller finishes the move.
-    ray.get(moving, timeout=120)
+    # Ray restarts it and retries the call; the restarted controller finishes the
+    # move, and the retry, naming the same epoch, does not move the partition again.
+    assert ray.get(moving, timeout=120) == before + 1
     wait_until(
         lambda: _settled(own_service),
         timeout_s=60,
@@ -112,7 +115,7 @@ def test_a_controller_killed_mid_reassign_leaves_one_leader_per_partition(own_se
         if probe["partition"] >= 0:
             leaders.setdefault(probe["partition"], []).append(name)
     assert {p: len(names) for p, names in leaders.items()} == {0: 1, 1: 1, 2: 1}
-    assert client.status()[partition]["epoch"] > before
+    assert client.status()[partition]["epoch"] == before + 1
     assert client.fetch_offsets(group).offsets() == {("t", 0): 42}
 
 
