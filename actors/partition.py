@@ -113,13 +113,13 @@ class OffsetPartition:
         if self.runtime.state is RuntimeState.INITIAL and self.partition >= 0:
             self.known_end = known_end
             self._spawn(self._load(), "load")
-        return self.runtime.state.value
+        return self.runtime.state.name
 
     async def wait_active(self, timeout_s: float = 60.0) -> str:
         deadline = time.monotonic() + timeout_s
         while self._loading() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        return self.runtime.state.value
+        return self.runtime.state.name
 
     def _loading(self) -> bool:
         state = self.runtime.state
@@ -204,7 +204,7 @@ class OffsetPartition:
     async def unload(self, epoch: int) -> str:
         """Emigration: answer everything NOT_COORDINATOR, stop the tasks, close the log."""
         if epoch < self.epoch or self.runtime.state is RuntimeState.CLOSED:
-            return self.runtime.state.value
+            return self.runtime.state.name
         self._deliver(self.runtime.unload(self.clock.now_ms()))
         await self._drain()
         self._deliver(self.runtime.abandon())
@@ -213,7 +213,7 @@ class OffsetPartition:
         log, self.log = self.log, None
         if log is not None:
             await asyncio.get_running_loop().run_in_executor(self._io, log.close)
-        return self.runtime.state.value
+        return self.runtime.state.name
 
     async def _drain(self) -> None:
         """Wait (bounded) until what was decided before now is durable, or the flush failed."""
@@ -420,7 +420,7 @@ class OffsetPartition:
         return {
             "partition": self.partition,
             "epoch": self.epoch,
-            "state": runtime.state.value,
+            "state": runtime.state.name,
             "durable_end": runtime.durable_end,
             "progress": self.progress,
             "failure": runtime.failure,

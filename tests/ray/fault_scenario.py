@@ -120,7 +120,9 @@ class Faults:
     def kill_controller_mid_reassign(self) -> str:
         partition = self.rng.randrange(PARTITIONS)
         controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-        controller.reassign.remote(partition)
+        # The epoch it saw: Ray retries the call on the restarted controller, which must not move it twice.
+        epoch = next(row["epoch"] for row in self.client.status() if row["partition"] == partition)
+        controller.reassign.remote(partition, None, epoch)
         time.sleep(self.rng.uniform(0.0, 0.3))
         ray.kill(controller, no_restart=False)
         return f"controller killed while reassigning partition {partition}"
