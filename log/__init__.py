@@ -5,8 +5,11 @@ codec (records <-> msgpack payload), batch (header + CRC), segment (files,
 chunked reads), scan (reading across segments), recovery (crash repair on
 open), partition (the writer; its `sync` is the group commit the partition
 actor's flush task drives), reader (read-only view), loader (replay into a
-Shard), compaction, snapshot, epoch (leader epoch fencing), fsutil
-(durable file steps), gcpause (collector paused around bulk decoding).
+Shard), compaction, snapshot, epoch (leader epoch fencing), epochs (the
+data's leader epochs and their checkpoint), shipping (raw batches a leader
+ships and a follower appends), truncate (cutting a follower's diverged
+tail), fsutil (durable file steps), gcpause (collector paused around bulk
+decoding).
 
 Imports point one way: log -> coordinator (records only; the loader takes
 anything with `replay_many`, such as `coordinator.Shard`).
@@ -18,6 +21,7 @@ from log.codec import DecodedPayload, decode_payload, decode_records, encode_pay
 from log.compaction import CompactionStats, compact
 from log.config import LogConfig
 from log.epoch import read_leader_epoch
+from log.epochs import EpochEntry
 from log.errors import (
     CorruptLogError,
     FencedEpochError,
@@ -37,10 +41,23 @@ def partition_dir(data_dir: str | os.PathLike[str], partition: int) -> str:
     return os.path.join(str(data_dir), f"offsets-{partition}")
 
 
+def replica_dir(data_dir: str | os.PathLike[str], node_id: str | int, partition: int) -> str:
+    """`<data_dir>/nodes/<node_id>/offsets-<partition>`: one node's replica of a partition.
+
+    With replication each node keeps its own log; nodes sharing one disk
+    (tests, one machine) must not share a directory.
+    """
+    node = str(node_id)
+    if not node or os.sep in node or node in (".", ".."):
+        raise ValueError(f"node id {node_id!r} cannot name a directory")
+    return partition_dir(os.path.join(str(data_dir), "nodes", node), partition)
+
+
 __all__ = [
     "CompactionStats",
     "CorruptLogError",
     "DecodedPayload",
+    "EpochEntry",
     "FencedEpochError",
     "LoadStats",
     "LogBatch",
@@ -62,5 +79,6 @@ __all__ = [
     "materialize",
     "partition_dir",
     "read_leader_epoch",
+    "replica_dir",
     "write_snapshot",
 ]

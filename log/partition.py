@@ -19,6 +19,14 @@ Owns `<data_dir>/offsets-<p>/` while open. Rules:
 - Any write or fsync failure marks the log failed: every later call raises
   `LogFailedError` and the owner must reopen it (recovery) and reload.
 - Reads never go past the HWM: what a reader of this log sees is durable.
+- Leader epochs of the data (`epoch_entries`, see `epochs`): the checkpoint
+  is rewritten before the first batch of a higher epoch is written (once
+  per epoch, on the appending thread); a batch of a lower epoch than the
+  log's last is refused.
+- Replication (`shipping`, `truncate`): a leader ships `read_raw` bytes, a
+  follower appends them unchanged with `append_raw` and cuts a diverged
+  tail with `truncate_to`. The caller serializes `truncate_to` with every
+  other call on this log (reads included); a leader never truncates.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -35,11 +43,14 @@ from log.batch import RawBatch, encode_batch
 from log.codec import encode_payload
 from log.config import LogConfig
 from log.epoch import EpochWatch, fence, write_leader_epoch
+from log.epochs import NO_EPOCH, EpochEntry, recover_entries, write_checkpoint
 from log.errors import CorruptLogError, FencedEpochError, LogError, LogFailedError, LogLockedError
 from log.fsutil import fsync_dir, write_all
 from log.recovery import recover
 from log.scan import iter_log_batches
 from log.segment import segment_file_name
+from log.shipping import ReadHints, check_raw, parse_raw, read_batches
+from log.truncate import execute_truncation, plan_truncation
 
 LOCK_FILE = ".lock"
 _fdatasync = getattr(os, "fdatasync", os.fsync)
@@ -61,6 +72,10 @@ class PartitionLog:
         self._closed = self._closing = False
         recovered = recover(directory, config.offsets_load_buffer_size, config.fsync)
         self.truncated_bytes = recovered.truncated_bytes
+        self._epochs = recover_entries(
+            directory, recovered.segments, recovered.log_end_offset, config.offsets_load_buffer_size,
+            config.fsync,
+        )
         self._active_base = recovered.segments[-1].base_offset
         self._active_fd = os.open(recovered.segments[-1].path, os.O_WRONLY | os.O_APPEND)
         self._active_size = recovered.active_size
@@ -68,6 +83,7 @@ class PartitionLog:
         self._end_offset = recovered.log_end_offset
         self._high_watermark = recovered.log_end_offset
         self._epoch_watch = EpochWatch(directory)
+        self._read_hints = ReadHints()
 
     @classmethod
     def open(
@@ -130,6 +146,15 @@ class PartitionLog:
     def failed(self) -> bool:
         return self._failure is not None
 
+    def epoch_entries(self) -> list[EpochEntry]:
+        """(epoch, start offset) of every leader epoch in the log, oldest first."""
+        return list(self._epochs)
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the log's last batch; -1 for an empty log."""
+        return self._epochs[-1][0] if self._epochs else NO_EPOCH
+
     # ----------------------------------------------------------- writes
 
     def append(self, records: Sequence[Record], leader_epoch: int, timestamp_ms: int) -> tuple[int, int]:
@@ -147,17 +172,93 @@ class PartitionLog:
         count = len(records)
         with self._state_lock:
             self._check_writable(leader_epoch)
+            if leader_epoch < self.last_epoch:
+                raise FencedEpochError(leader_epoch, self.last_epoch)
             base = self._end_offset
             data = encode_batch(base, count, count - 1, leader_epoch, timestamp_ms, payload)
+            if leader_epoch > self.last_epoch:
+                self._record_epochs([*self._epochs, (leader_epoch, base)])
             try:
-                if self._active_size and self._active_size + len(data) > self.config.offsets_segment_bytes:
-                    self._roll()
+                self._roll_if_full(len(data))
                 write_all(self._active_fd, data)
             except OSError as exc:
                 raise self._fail(f"append at offset {base} failed: {exc}") from exc
             self._active_size += len(data)
             self._end_offset = base + count
         return base, base + count
+
+    def append_raw(self, raw: bytes | RawBatch, *, allow_gap: bool = False) -> tuple[int, int]:
+        """Append a leader's batches unchanged (a follower's write); (first base, next offset).
+
+        `raw` is one `RawBatch` or bytes of whole batches (`read_raw`). They
+        must start at this log's end, unless `allow_gap`: the caller fetched
+        from exactly this log end and the leader's log has a compaction gap
+        there. Not durable until `sync`. Not fenced by the batches' epochs
+        (a follower writes older epochs' batches); the directory's fencing
+        still applies to this writer.
+        """
+        batches = parse_raw(raw)
+        with self._state_lock:
+            self._check_usable()
+            entries = check_raw(batches, self._end_offset, self._epochs, allow_gap)
+            if entries != self._epochs:
+                self._record_epochs(entries)
+            try:
+                for batch, data in batches:
+                    self._roll_if_full(len(data))
+                    write_all(self._active_fd, data)
+                    self._active_size += len(data)
+                    self._end_offset = batch.next_offset
+            except OSError as exc:
+                raise self._fail(f"replicated append at offset {self._end_offset} failed: {exc}") from exc
+        return batches[0][0].base_offset, batches[-1][0].next_offset
+
+    def _record_epochs(self, entries: list[EpochEntry]) -> None:
+        """Persist new epoch entries before the batches that open them are written."""
+        try:
+            write_checkpoint(self.directory, entries, self.config.fsync)
+        except OSError as exc:
+            raise LogError(f"{self.directory}: cannot record leader epochs {entries}: {exc}") from exc
+        self._epochs = entries
+
+    def truncate_to(self, offset: int, on_step: Callable[[str], None] | None = None) -> int:
+        """Remove every record at or after `offset`; returns the new log end.
+
+        For a follower whose log diverged (see `truncate`; a leader must
+        never call it). `offset` must be at most the log end and not inside
+        a batch. Durable on return; the high watermark becomes the new end.
+        `on_step(name)` runs before each durable step (crash tests). Any
+        failure part way marks the log failed: reopen it.
+        """
+        with self.maintenance_lock, self._sync_lock, self._state_lock:
+            self._check_usable()
+            if not 0 <= offset <= self._end_offset:
+                end = self._end_offset
+                raise LogError(f"{self.directory}: cannot truncate to {offset}: the log ends at {end}")
+            buffer_size = self.config.offsets_load_buffer_size
+            try:
+                plan = plan_truncation(self.directory, offset, buffer_size)
+            except OSError as exc:
+                raise LogError(f"{self.directory}: cannot plan truncation to {offset}: {exc}") from exc
+            self._read_hints.clear()
+            try:
+                entries = execute_truncation(self.directory, plan, self._epochs, self.config.fsync, on_step)
+                self._reopen_active(plan.keep.path, plan.keep.base_offset, plan.keep_size)
+            except Exception as exc:
+                raise self._fail(f"truncation to offset {offset} failed part way: {exc!r}") from exc
+            self._epochs = entries
+            self._end_offset = self._high_watermark = plan.new_end
+            return plan.new_end
+
+    def _reopen_active(self, path: str, base_offset: int, size: int) -> None:
+        if base_offset != self._active_base:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.close(self._active_fd)
+            self._active_fd = fd
+        for old in self._retired_fds:
+            os.close(old)
+        self._retired_fds.clear()
+        self._active_base, self._active_size = base_offset, size
 
     def sync(self) -> int:
         """Make every appended batch durable; returns the new high watermark."""
@@ -193,6 +294,10 @@ class PartitionLog:
                     raise LogError(f"{self.directory}: cannot record epoch {leader_epoch}: {exc}") from exc
                 self._epoch = leader_epoch
 
+    def _roll_if_full(self, batch_bytes: int) -> None:
+        if self._active_size and self._active_size + batch_bytes > self.config.offsets_segment_bytes:
+            self._roll()
+
     def _roll(self) -> None:
         if self.config.fsync:
             os.fsync(self._active_fd)
@@ -217,6 +322,24 @@ class PartitionLog:
         buffer_size = self.config.offsets_load_buffer_size
         # Everything below the high watermark is acknowledged: it must be there.
         return iter_log_batches(self.directory, buffer_size, from_offset, stop, durable_stop=True)
+
+    def read_raw(self, from_offset: int, max_bytes: int) -> bytes:
+        """Whole durable batches from the one holding `from_offset` (a leader's read for a follower).
+
+        At least one batch, else at most about `max_bytes`; bytes that
+        `append_raw` takes. Empty at or past the high watermark (nothing
+        durable yet); `from_offset` past the log end or negative is a
+        `LogError` (Kafka's OFFSET_OUT_OF_RANGE). Safe beside appends,
+        syncs, rolls and compaction in other threads.
+        """
+        self._check_usable()
+        hwm = self._high_watermark
+        if not 0 <= from_offset <= self._end_offset:
+            raise LogError(f"{self.directory}: offset {from_offset} is out of range [0, {self._end_offset}]")
+        if from_offset >= hwm:
+            return b""
+        buffer_size = min(self.config.offsets_load_buffer_size, max(max_bytes, 64 * 1024))
+        return read_batches(self.directory, buffer_size, from_offset, hwm, max_bytes, self._read_hints)
 
     # ------------------------------------------------------- lifecycle
 
@@ -294,11 +417,18 @@ class PartitionLog:
 
 
 def _make_dir(path: str, fsync: bool) -> None:
-    if os.path.isdir(path):
+    missing = []
+    current = Path(path)
+    while not current.is_dir():
+        missing.append(current)
+        current = current.parent
+    if not missing:
         return
     os.makedirs(path, exist_ok=True)
     if fsync:
-        fsync_dir(str(Path(path).parent))
+        # Each new directory's entry lives in its parent (replica_dir nests them).
+        for created in missing:
+            fsync_dir(str(created.parent))
 
 
 def _lock_dir(path: str) -> int:
