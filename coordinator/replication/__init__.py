@@ -1,0 +1,78 @@
+"""Replication of one offsets partition: the pure state machine (DESIGN section 5b).
+
+Kafka's ISR replication, read from `replication-notes.md`; each module names
+the notes' section and the Kafka source it follows, and its departures:
+
+- `epochs`: the leader epoch cache (section 5, LeaderEpochFileCache).
+- `divergence`: divergence detection and follower truncation by epoch
+  (section 5, Fetch v12 DivergingEpoch, KIP-279), leader-epoch fencing
+  (section 4).
+- `follower`: what a follower accepts from a push, and its HWM (sections 2, 4).
+- `leader`: the leader's view of its replicas: caught-up tracking, ISR
+  shrink/expand proposals, the high watermark (sections 1 and 2).
+- `controller`: elections from the ISR and ISR-change validation with
+  Kafka's epoch bumps (sections 1 and 4).
+- `outcomes`: replication failures mapped to group-request errors (section 3).
+
+The one departure that shapes everything: replication is PUSH. The leader
+sends each follower the batches past the follower's log end; the follower
+appends and fsyncs them and answers with its durable log end and the epoch
+of its last batch. That answer is Kafka's next Fetch: its log end is the
+acknowledgement (FetchOffset) and its epoch the LastFetchedEpoch. Replica ids
+are strings (Ray actor names or node ids). Time is always an argument.
+"""
+
+from coordinator.replication.controller import (
+    Election,
+    IsrChangeResult,
+    PartitionState,
+    Replica,
+    apply_election,
+    elect_leader,
+    validate_isr_change,
+)
+from coordinator.replication.divergence import (
+    Truncation,
+    check_leader_epoch,
+    diverging_epoch,
+    truncation_offset,
+)
+from coordinator.replication.epochs import UNDEFINED, UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochCache
+from coordinator.replication.follower import appends_at, check_push_epoch, follower_high_watermark
+from coordinator.replication.leader import (
+    AckResult,
+    FollowerState,
+    IsrChange,
+    IsrChangeKind,
+    LeaderState,
+    RejectAction,
+)
+from coordinator.replication.outcomes import group_error
+
+__all__ = [
+    "UNDEFINED",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_OFFSET",
+    "AckResult",
+    "Election",
+    "EpochCache",
+    "FollowerState",
+    "IsrChange",
+    "IsrChangeKind",
+    "IsrChangeResult",
+    "LeaderState",
+    "PartitionState",
+    "RejectAction",
+    "Replica",
+    "Truncation",
+    "appends_at",
+    "apply_election",
+    "check_leader_epoch",
+    "check_push_epoch",
+    "diverging_epoch",
+    "elect_leader",
+    "follower_high_watermark",
+    "group_error",
+    "truncation_offset",
+    "validate_isr_change",
+]
