@@ -197,6 +197,7 @@ class PartitionLog:
         (a follower writes older epochs' batches); the directory's fencing
         still applies to this writer.
         """
+        self._check_usable()
         batches = parse_raw(raw)
         with self._state_lock:
             self._check_usable()
