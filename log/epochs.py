@@ -57,12 +57,12 @@ class BatchHeader(NamedTuple):
     leader_epoch: int
 
 
-def iter_headers(path: str, buffer_size: int, size: int | None = None) -> Iterator[BatchHeader]:
-    """Every batch header of a segment, in chunked reads; stops at a bad magic or `size`."""
+def iter_headers(path: str, buffer_size: int) -> Iterator[BatchHeader]:
+    """Every batch header of a segment, in chunked reads; stops at a bad magic or a cut batch."""
     unpack = HEADER.unpack_from
     with open(path, "rb", buffering=0) as file:
         fd = file.fileno()
-        end = os.fstat(fd).st_size if size is None else size
+        end = os.fstat(fd).st_size
         position = 0
         while position + HEADER_SIZE <= end:
             chunk = os.pread(fd, min(max(buffer_size, HEADER_SIZE), end - position), position)

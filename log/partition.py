@@ -53,6 +53,8 @@ from log.shipping import ReadHints, check_raw, parse_raw, read_batches
 from log.truncate import execute_truncation, plan_truncation
 
 LOCK_FILE = ".lock"
+# Smallest read chunk of `read_raw`: a small fetch still reads a few batches per syscall.
+_MIN_RAW_READ_BYTES = 64 * 1024
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
@@ -205,14 +207,27 @@ class PartitionLog:
             if entries != self._epochs:
                 self._record_epochs(entries)
             try:
-                for batch, data in batches:
-                    self._roll_if_full(len(data))
-                    write_all(self._active_fd, data)
-                    self._active_size += len(data)
-                    self._end_offset = batch.next_offset
+                self._write_batches(batches)
             except OSError as exc:
                 raise self._fail(f"replicated append at offset {self._end_offset} failed: {exc}") from exc
         return batches[0][0].base_offset, batches[-1][0].next_offset
+
+    def _write_batches(self, batches: list[tuple[RawBatch, bytes]]) -> None:
+        """One write per segment the batches go to, rolling like `append`."""
+        pending: list[bytes] = []
+        pending_size = 0
+        for batch, data in batches:
+            size = self._active_size + pending_size
+            if size and size + len(data) > self.config.offsets_segment_bytes:
+                write_all(self._active_fd, b"".join(pending))
+                self._active_size, pending, pending_size = size, [], 0
+                self._roll()
+            pending.append(data)
+            pending_size += len(data)
+            # A roll names the next segment after the end written so far.
+            self._end_offset = batch.next_offset
+        write_all(self._active_fd, b"".join(pending))
+        self._active_size += pending_size
 
     def _record_epochs(self, entries: list[EpochEntry]) -> None:
         """Persist new epoch entries before the batches that open them are written."""
@@ -339,7 +354,7 @@ class PartitionLog:
             raise LogError(f"{self.directory}: offset {from_offset} is out of range [0, {self._end_offset}]")
         if from_offset >= hwm:
             return b""
-        buffer_size = min(self.config.offsets_load_buffer_size, max(max_bytes, 64 * 1024))
+        buffer_size = min(self.config.offsets_load_buffer_size, max(max_bytes, _MIN_RAW_READ_BYTES))
         return read_batches(self.directory, buffer_size, from_offset, hwm, max_bytes, self._read_hints)
 
     # ------------------------------------------------------- lifecycle
