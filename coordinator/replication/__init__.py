@@ -17,8 +17,11 @@ the notes' section and the Kafka source it follows, and its departures:
 The one departure that shapes everything: replication is PUSH. The leader
 sends each follower the batches past the follower's log end; the follower
 appends and fsyncs them and answers with its durable log end and the epoch
-of its last batch. That answer is Kafka's next Fetch: its log end is the
-acknowledgement (FetchOffset) and its epoch the LastFetchedEpoch. Replica ids
+of its last batch (its epoch cache's latest epoch, as Kafka's follower
+sends; a former leader's may have no batch yet). That answer is Kafka's next
+Fetch: its log end is the acknowledgement (FetchOffset) and its epoch the
+LastFetchedEpoch. The leader checks every answer for divergence, so a
+truncation round needs no separate request. Replica ids
 are strings (Ray actor names or node ids). Time is always an argument.
 """
 

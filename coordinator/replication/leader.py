@@ -263,9 +263,17 @@ class LeaderState:
         """The controller committed an ISR (an AlterPartition answer or new metadata).
 
         Ignored (False) for another leader epoch or an older partition epoch;
-        otherwise adopted, whatever was pending (`handleAlterPartitionUpdate`).
+        a newer one is adopted, whatever was pending (`handleAlterPartitionUpdate`,
+        `makeLeader`). The same partition epoch is news only as the answer
+        "already so" to the pending change (Kafka's equal-epoch case): any other
+        copy of the current version must not clear a proposal still in flight,
+        or the controller could commit it after the HWM stopped counting it.
         """
         if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+            return False
+        if partition_epoch == self.partition_epoch and (
+            self._pending is None or tuple(isr) != self._pending.isr
+        ):
             return False
         if self.leader not in isr or not set(isr) <= set(self.replicas):
             raise ValueError(f"committed ISR {tuple(isr)} must hold the leader {self.leader}")

@@ -269,7 +269,6 @@ def test_a_follower_keeping_up_with_a_stream_of_appends_stays_in_sync() -> None:
     assert state.pending_isr_change is not None
     assert state.pending_isr_change.isr == ("a", "b")  # c, silent since 0, leaves; b stays
     state.on_isr_rejected(state.pending_isr_change, Errors.INELIGIBLE_REPLICA, now_ms=1900)
-    state.on_isr_committed(("a", "b", "c"), 5, 7, now_ms=1900)
     ack(state, "c", 120, now_ms=1900)
     state.tick(1901)
     assert state.pending_isr_change is not None and state.pending_isr_change.isr == ("a", "c")
@@ -317,6 +316,22 @@ def test_isr_rejections_follow_kafka() -> None:
     assert state.on_isr_committed(("a", "b", "c"), 5, 9, now_ms=0) is True
     assert state.pending_isr_change is None
     assert state.on_isr_rejected(change, Errors.INELIGIBLE_REPLICA, now_ms=0) is RejectAction.IGNORED
+
+
+def test_the_current_version_again_does_not_clear_a_proposal_in_flight() -> None:
+    """Found by the simulation: clearing it let the HWM pass the candidate, and the
+    controller then committed the request still in flight."""
+    state = leader_state(isr=("a", "c"))
+    state.on_local_durable(130, now_ms=0)
+    ack(state, "b", 110, now_ms=1)
+    change = state.pending_isr_change
+    assert change is not None and change.kind is IsrChangeKind.EXPAND
+    assert state.on_isr_committed(("a", "c"), 5, 7, now_ms=2) is False
+    ack(state, "c", 130, now_ms=3)
+    assert state.pending_isr_change == change and state.high_watermark == 110
+    # The controller's "already so" answer to the proposal itself is adopted.
+    assert state.on_isr_committed(change.isr, 5, 7, now_ms=4) is True
+    assert state.isr == ("a", "b", "c") and state.pending_isr_change is None
 
 
 def test_stale_epochs_are_ignored_by_the_leader() -> None:
