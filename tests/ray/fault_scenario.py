@@ -25,10 +25,8 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,6 +39,8 @@ import actors
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME, ServiceSettings
 from coordinator import Errors
+
+from tests.ray.cluster_support import simulated_cluster
 
 NAMESPACE = "raygroups-faults"
 PARTITIONS = 4
@@ -231,21 +231,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("FAULT_SEED", "7")))
     parser.add_argument("--faults", type=int, default=len(FAULTS) + 2)
     args = parser.parse_args()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     print(f"seed {args.seed}", flush=True)
-    data_dir = tempfile.mkdtemp(prefix="raygroups-faults-")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    for _ in range(2):
-        cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
-    try:
+    with simulated_cluster(workers=2, namespace=NAMESPACE, prefix="raygroups-faults-") as (cluster, data_dir):
         scenario(args.seed, args.faults, data_dir, cluster)
-        return 0
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,32 +7,25 @@ Prints the moves and exits non-zero if any check fails.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 import time
 
 import ray
-from ray.cluster_utils import Cluster
 
 import actors
 from actors.settings import CONTROLLER_NAME
 
+from tests.ray.cluster_support import simulated_cluster
+
 
 def main() -> int:
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    data_dir = tempfile.mkdtemp(prefix="raygroups-nodes-")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, namespace="raygroups", log_to_driver=False)
-    try:
+    nodes = simulated_cluster(workers=2, namespace="raygroups", prefix="raygroups-nodes-")
+    with nodes as (cluster, data_dir):
         client = actors.start(data_dir, num_partitions=6, address=cluster.address)
         controller_node = ray.get(ray.get_actor(CONTROLLER_NAME).stats.remote())["node_id"]
         # The victim: a worker without the controller. Ray may have placed no
         # partition there: then one is moved there first, as an operator would.
-        victim = next(w for w in workers if w.node_id != controller_node)
+        victim = next(w for w in cluster.worker_nodes if w.node_id != controller_node)
         if victim.node_id not in {p["node_id"] for p in client.status()}:
             client.reassign(0, victim.node_id)
         status = client.status()
@@ -59,11 +52,7 @@ def main() -> int:
             assert client.fetch_offsets(group).offsets() == {("t", 0): 100 + p}
         print(f"moved partitions {moved} off node {victim.node_id[:12]}; commits intact")
         actors.stop()
-        return 0
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
