@@ -25,6 +25,23 @@ Rules:
   FAILED, drops the shard and the pending records, and answers every
   request in flight NOT_COORDINATOR. The driver then reloads from the log,
   which holds only durable records.
+
+Replication (DESIGN 5b) adds three inputs, all free for a partition without
+followers (its driver releases at its own durable end, as before):
+- `on_durable` receives the high watermark, not the local fsync. A promoted
+  follower's log may hold an uncommitted suffix, so `on_loaded` takes a
+  committed end and a written end that may differ; every response waits
+  for the written end, so a read that observed that suffix waits for it.
+- `writable` False (the ISR is below min.insync.replicas): requests that
+  write (`WRITE_REQUESTS`) are answered at submit COORDINATOR_NOT_AVAILABLE
+  (Kafka's NOT_ENOUGH_REPLICAS, `coordinator.replication.outcomes`) and
+  never reach the shard; reads and heartbeats go on.
+- `expire_held(now_ms, timeout_ms)`: a response held longer than
+  offsets.commit.timeout.ms is answered as REQUEST_TIMED_OUT maps
+  (COORDINATOR_NOT_AVAILABLE, OffsetFetch NOT_COORDINATOR), once: the
+  high watermark reaching it later finds it answered. `step_down` answers
+  everything in flight NOT_COORDINATOR at once: a deposed leader's held
+  records may never be committed, so none of them may be acknowledged.
 """
 
 from __future__ import annotations
@@ -36,14 +53,37 @@ from typing import Any
 
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.errors import Errors
-from coordinator.messages import Request
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    Request,
+    SyncGroupRequest,
+)
 from coordinator.records import Record
+from coordinator.replication.outcomes import group_error
 from coordinator.shard import Result, Shard
 from coordinator.status import CoordinatorStatus, error_response, precheck
 
 Token = Hashable
 Released = list[tuple[Token, Any]]
 _MISSING = object()
+
+# Requests whose handling may write records: refused while the ISR is below
+# min.insync.replicas (Kafka's appendRecordsToLeader check, before writing).
+WRITE_REQUESTS: frozenset[type] = frozenset(
+    {
+        JoinGroupRequest,
+        SyncGroupRequest,
+        LeaveGroupRequest,
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        DeleteGroupsRequest,
+    }
+)
 
 
 class RuntimeState(Enum):
@@ -118,13 +158,16 @@ class PartitionRuntime:
         # Bumped by every load: a batch taken before a failure must not be
         # acknowledged after it.
         self.incarnation = 0
+        # Released up to here (the high watermark) and written up to here.
         self.durable_end = 0
         self.written_end = 0
+        # False while the ISR is below min.insync.replicas: writes are refused.
+        self.writable = True
         # Join phases completed (their durations, ms), for the driver's metrics.
         self.rebalances: list[int] = []
         self._inflight: dict[Token, Request] = {}
-        # (barrier offset, token, response): held until the barrier is durable.
-        self._held: deque[tuple[int, Token, Any]] = deque()
+        # (barrier offset, token, response, held since ms): held until the barrier is durable.
+        self._held: deque[tuple[int, Token, Any, int]] = deque()
         self._pending: list[Record] = []
 
     # ------------------------------------------------------------ lifecycle
@@ -140,13 +183,19 @@ class PartitionRuntime:
         self.incarnation += 1
         return self.incarnation
 
-    def on_loaded(self, shard: Shard, durable_end: int, now_ms: int) -> Released:
-        """LOADING -> ACTIVE with a shard replayed from a log durable up to `durable_end`."""
+    def on_loaded(
+        self, shard: Shard, durable_end: int, now_ms: int, written_end: int | None = None
+    ) -> Released:
+        """LOADING -> ACTIVE with a shard replayed from a log durable (committed) up to
+        `durable_end` and written up to `written_end` (default: the same)."""
+        written = durable_end if written_end is None else written_end
+        if written < durable_end:
+            raise ValueError(f"written end {written} is below the committed end {durable_end}")
         self._transition(RuntimeState.ACTIVE)
         self.shard = shard
-        self.durable_end = self.written_end = durable_end
+        self.durable_end, self.written_end = durable_end, written
         self.failure, self.refused = None, False
-        return self._run(lambda: shard.on_loaded(now_ms), "starting the loaded partition's timers")
+        return self._run(lambda: shard.on_loaded(now_ms), "starting the loaded partition's timers", now_ms)
 
     def on_load_failed(self, reason: str, refused: bool = False) -> None:
         """LOADING -> FAILED; a refused load is not retried."""
@@ -163,7 +212,7 @@ class PartitionRuntime:
         if not was_active or shard is None:
             return self.abandon()
         try:
-            return self._apply(shard.unload(now_ms))
+            return self._apply(shard.unload(now_ms), now_ms)
         except Exception as exc:  # the shard is discarded either way
             self.failure = f"unloading failed: {exc!r}"
             return self.abandon()
@@ -174,6 +223,15 @@ class PartitionRuntime:
         self._held.clear()
         self._pending = []
         return [(token, _error_response(request)) for token, request in inflight.items()]
+
+    def step_down(self, now_ms: int) -> Released:
+        """This replica lost leadership: -> CLOSED, everything in flight NOT_COORDINATOR now.
+
+        Unlike `unload`, nothing waits for `on_durable`: the held records may
+        never reach the new leader's log."""
+        if self.state is RuntimeState.CLOSED:
+            return self.abandon()
+        return self.unload(now_ms) + self.abandon()
 
     # -------------------------------------------------------------- failure
 
@@ -203,10 +261,14 @@ class PartitionRuntime:
             return [(token, exc)]
         if self.state is not RuntimeState.ACTIVE:
             return [(token, precheck(request, STATUS_BY_STATE[self.state]))]
+        if not self.writable and type(request) in WRITE_REQUESTS:
+            return [(token, error_response(request, group_error(Errors.NOT_ENOUGH_REPLICAS)))]
         shard = self.shard
         assert shard is not None
         self._inflight[token] = request
-        return self._run(lambda: shard.handle(request, now_ms, token), f"handling {type(request).__name__}")
+        return self._run(
+            lambda: shard.handle(request, now_ms, token), f"handling {type(request).__name__}", now_ms
+        )
 
     def poll_timers(self, now_ms: int) -> Released:
         """Fire the shard's expired timers."""
@@ -219,20 +281,20 @@ class PartitionRuntime:
             return self._fail(f"the shard broke an invariant firing timers: {exc!r}")
         released: Released = []
         for result in results:
-            released += self._apply(result)
+            released += self._apply(result, now_ms)
         return released
 
     def next_deadline_ms(self) -> int | None:
         return self.shard.next_deadline_ms() if self.shard is not None else None
 
-    def _run(self, step: Any, what: str) -> Released:
+    def _run(self, step: Any, what: str, now_ms: int) -> Released:
         try:
             result = step()
         except Exception as exc:
             return self._fail(f"the shard broke an invariant {what}: {exc!r}")
-        return self._apply(result)
+        return self._apply(result, now_ms)
 
-    def _apply(self, result: Result) -> Released:
+    def _apply(self, result: Result, now_ms: int) -> Released:
         """Queue a Result's records; release its responses now or hold them until durable."""
         if result.records:
             self._pending.extend(result.records)
@@ -244,7 +306,7 @@ class PartitionRuntime:
         inflight = self._inflight
         for token, response in result.responses:
             if barrier > self.durable_end:
-                self._held.append((barrier, token, response))
+                self._held.append((barrier, token, response, now_ms))
             elif inflight.pop(token, _MISSING) is not _MISSING:
                 released.append((token, response))
         return released
@@ -272,10 +334,30 @@ class PartitionRuntime:
         released: Released = []
         held, inflight = self._held, self._inflight
         while held and held[0][0] <= end_offset:
-            _, token, response = held.popleft()
+            _, token, response, _ = held.popleft()
             if inflight.pop(token, _MISSING) is not _MISSING:
                 released.append((token, response))
         return released
+
+    def expire_held(self, now_ms: int, timeout_ms: int) -> Released:
+        """Answer responses held `timeout_ms` or longer as a timed-out write (module rules).
+
+        Held responses are in the order they were decided, so the oldest lead."""
+        released: Released = []
+        held, inflight = self._held, self._inflight
+        while held and now_ms - held[0][3] >= timeout_ms:
+            _, token, _, _ = held.popleft()
+            request = inflight.pop(token, _MISSING)
+            if request is not _MISSING:
+                fetch = type(request) is OffsetFetchRequest
+                error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
+                released.append((token, error_response(request, error)))  # type: ignore[arg-type]
+        return released
+
+    @property
+    def oldest_held_ms(self) -> int | None:
+        """When the oldest held response was decided, or None."""
+        return self._held[0][3] if self._held else None
 
     # ------------------------------------------------------------ inspection
 

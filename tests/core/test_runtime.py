@@ -289,3 +289,99 @@ def test_load_refusal() -> None:
     assert missing is not None and "/d is missing" in missing
     behind = load_refusal("/d", exists=True, log_end=3, known_end=10)
     assert behind is not None and "ends at offset 3, behind the durable end 10" in behind
+
+
+# ------------------------------------------------------------ replication
+
+
+def promoted(committed: int, written: int) -> Driver:
+    """A driver whose runtime was loaded as a promoted follower: its log holds
+    `written` records, of which `committed` are below the high watermark."""
+    d = Driver()
+    for offset in range(written):
+        d.send(commit("g", offset))
+    d.flush()
+    d.runtime = PartitionRuntime(0)
+    d.runtime.begin_load()
+    shard = Shard(CONFIG, member_id_seed=3)
+    shard.replay_many(d.log.durable)
+    d.take(d.runtime.on_loaded(shard, committed, d.now, written_end=written))
+    return d
+
+
+def test_a_promoted_follower_releases_at_the_high_watermark_past_its_uncommitted_suffix() -> None:
+    d = promoted(committed=1, written=3)
+    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    assert fetch not in d.answers  # it observed offsets 1 and 2, not committed yet
+    later = d.send(commit("g", 9))
+    assert d.runtime.take_batch()  # written at offset 3
+    d.take(d.runtime.on_durable(2, d.runtime.incarnation))
+    assert fetch not in d.answers and later not in d.answers
+    d.take(d.runtime.on_durable(3, d.runtime.incarnation))
+    assert d.answer(fetch).offsets() == {("t", 0): 2}
+    assert later not in d.answers
+    d.take(d.runtime.on_durable(4, d.runtime.incarnation))
+    assert d.answer(later).errors() == {("t", 0): Errors.NONE}
+
+
+def test_a_committed_end_past_the_written_end_is_refused() -> None:
+    runtime = PartitionRuntime(0)
+    runtime.begin_load()
+    with pytest.raises(ValueError):
+        runtime.on_loaded(Shard(CONFIG), 5, 0, written_end=4)
+    assert runtime.state is RuntimeState.LOADING
+
+
+def test_below_min_isr_writes_are_refused_at_submit_and_reads_go_on() -> None:
+    d = Driver()
+    d.send(commit("g", 1))
+    d.flush()
+    d.runtime.writable = False
+    refused = [d.send(commit("g", 2)), d.send(join("other"))]
+    assert d.answer(refused[0]).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
+    assert d.answer(refused[1]).error is Errors.COORDINATOR_NOT_AVAILABLE
+    assert not d.runtime.has_pending and d.runtime.inflight == 0
+    assert d.runtime.shard is not None and "other" not in d.runtime.shard.groups
+    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    assert d.answer(fetch).offsets() == {("t", 0): 1}
+    beat = d.send(HeartbeatRequest("g", 1, "m"))
+    assert d.answer(beat).error is not Errors.COORDINATOR_NOT_AVAILABLE
+    d.runtime.writable = True
+    again = d.send(commit("g", 3))
+    d.flush()
+    assert d.answer(again).errors() == {("t", 0): Errors.NONE}
+
+
+def test_held_responses_time_out_once_and_the_high_watermark_then_releases_nothing_twice() -> None:
+    d = Driver()
+    first = d.send(commit("g", 1))
+    d.now += 2_000
+    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    d.runtime.take_batch()
+    assert d.runtime.oldest_held_ms == d.now - 2_000
+    assert d.runtime.expire_held(d.now + 2_999, 5_000) == []
+    d.take(d.runtime.expire_held(d.now + 3_000, 5_000))
+    assert d.answer(first).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
+    assert fetch not in d.answers
+    d.take(d.runtime.expire_held(d.now + 5_000, 5_000))
+    assert d.answer(fetch).error is Errors.NOT_COORDINATOR  # OffsetFetch's mapping of a timeout
+    assert d.runtime.oldest_held_ms is None and d.runtime.inflight == 0
+    d.take(d.runtime.on_durable(1, d.runtime.incarnation))
+    d.take(d.runtime.expire_held(d.now + 60_000, 5_000))
+    assert len(d.answers[first]) == 1 and len(d.answers[fetch]) == 1
+    assert d.runtime.state is RuntimeState.ACTIVE
+
+
+def test_a_deposed_leader_answers_everything_not_coordinator_at_once() -> None:
+    d = Driver()
+    held = d.send(commit("h", 3))
+    parked = d.send(join("g"))
+    d.runtime.take_batch()
+    d.take(d.runtime.step_down(d.now))
+    assert d.runtime.state is RuntimeState.CLOSED
+    assert d.answer(held).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+    assert d.answer(parked).error is Errors.NOT_COORDINATOR
+    assert d.runtime.on_durable(1, d.runtime.incarnation) == []
+    assert d.runtime.step_down(d.now) == []
+    late = d.send(commit("h", 4))
+    assert d.answer(late).errors() == {("t", 0): Errors.NOT_COORDINATOR}
