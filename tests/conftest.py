@@ -56,6 +56,8 @@ def service(ray_session: None) -> Iterator[object]:
             group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500
         ),
     )
-    yield client
-    actors.stop()
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        yield client
+        actors.stop()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
