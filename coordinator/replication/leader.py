@@ -31,10 +31,14 @@ Rules:
   passes the leader's durable end.
 
 Departures: "never caught up" is None where Kafka uses time 0 (our clocks
-may start at 0); the leader's log end may not shrink during an epoch (a
-leader whose log lost a tail must step down, since followers may hold that
-tail under the same epoch and a rewrite there could not be detected); the
-KIP-841 eligibility check is left to the controller (`validate_isr_change`).
+may start at 0); a follower at the leader's log end is caught up only if it
+answered within `replica_lag_time_max_ms` (push: the leader heartbeats every
+follower, so a silent one is seen on a quiet partition too, where Kafka's
+leader keeps it and leaves it to the controller's broker fencing); the
+leader's log end may not shrink during an epoch (a leader whose log lost a
+tail must step down, since followers may hold that tail under the same
+epoch and a rewrite there could not be detected); the KIP-841 eligibility
+check is left to the controller (`validate_isr_change`).
 """
 
 from __future__ import annotations
@@ -208,10 +212,14 @@ class LeaderState:
 
     def is_caught_up(self, replica: Replica, now_ms: int) -> bool:
         state = self._followers[replica]
-        if state.log_end is not None and state.log_end >= self._log_end:
-            return True
+        lag_ms = self.replica_lag_time_max_ms
+        heard = state.last_ack_ms
+        if state.log_end is not None and state.log_end >= self._log_end and heard is not None:
+            # Push departure: at the leader's end counts only while the follower still
+            # answers the leader's heartbeats (module docstring).
+            return now_ms - heard <= lag_ms
         caught_up = state.last_caught_up_ms
-        return caught_up is not None and now_ms - caught_up <= self.replica_lag_time_max_ms
+        return caught_up is not None and now_ms - caught_up <= lag_ms
 
     # -- inputs ----------------------------------------------------------
 

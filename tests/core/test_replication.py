@@ -500,3 +500,16 @@ def test_new_error_codes_carry_kafka_numbers() -> None:
         Errors.INVALID_UPDATE_VERSION,
         Errors.INELIGIBLE_REPLICA,
     ] == [6, 19, 20, 41, 55, 56, 74, 75, 95, 107]
+
+
+def test_a_silent_follower_at_the_leader_end_leaves_the_isr_after_the_lag_time() -> None:
+    """Push: heartbeats reach every follower, so one that stops answering on a quiet
+    partition is out of sync although its log end equals the leader's."""
+    state = leader_state()
+    ack(state, "b", 100, now_ms=0)
+    ack(state, "c", 100, now_ms=0)
+    ack(state, "b", 100, now_ms=900)  # b answers a heartbeat; c is silent from now on
+    state.tick(LAG_MS)
+    assert state.pending_isr_change is None  # both heard within the lag time
+    state.tick(LAG_MS + 1)
+    assert state.pending_isr_change is not None and state.pending_isr_change.isr == ("a", "b")
