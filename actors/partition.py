@@ -13,7 +13,15 @@ moves requests, time and I/O results in and answers out:
   answered NOT_COORDINATOR), closes the log on the I/O thread and reloads
   from it with backoff; a load the runtime refuses (log missing or behind
   what the partition acknowledged) is not retried and shows in `probe`.
+
+Replication (DESIGN 5b): every leader releases responses at its high
+watermark (`replica_leader`; without replicas that is the local durable end,
+as before). With `replication_factor` > 1 each replica keeps its log in
+`log.replica_dir(data_dir, node_id, partition)`; `node_id` is Ray's node id
+(or the name a test passes) and is the replica's id in ISR lists. The role
+methods (the controller's contract) are inherited from `replica_roles`.
 """
+
 
 from __future__ import annotations
 
@@ -28,12 +36,17 @@ from functools import partial
 from typing import Any
 
 from actors.metrics import PartitionMetrics
+from actors.replica_follower import FollowerReplica
+from actors.replica_leader import LeaderReplication, Leadership
+from actors.replica_roles import ReplicaRoles
 from actors.settings import ServiceSettings, SystemClock, partition_dir
 from actors.wire import dumps_response
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.records import Record
+from coordinator.replication import EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
+from log import replica_dir
 from log.compaction import compact
 from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
@@ -50,13 +63,15 @@ NOOP_RESPONSE = dumps_response(None)
 LOAD_RETRY_INITIAL_S = 0.05
 LOAD_RETRY_MAX_S = 2.0
 UNLOAD_DRAIN_TIMEOUT_S = 5.0
+# The replica id of a leader without replicas (it names no one else).
+SOLE_REPLICA = "local"
 
 
 class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition:
+class OffsetPartition(ReplicaRoles):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
@@ -64,7 +79,9 @@ class OffsetPartition:
     saves the seconds a new actor process takes to start.
     """
 
-    def __init__(self, partition: int | None, epoch: int, settings: ServiceSettings) -> None:
+    def __init__(
+        self, partition: int | None, epoch: int, settings: ServiceSettings, node_id: str | None = None
+    ) -> None:
         logging.basicConfig(level=logging.INFO)
         # The actor owns its process. A commit of 100 partitions allocates
         # some 500 tuples, nearly all freed by reference counting; with
@@ -92,6 +109,28 @@ class OffsetPartition:
         # Snapshots and compaction run beside appends, never in front of them.
         self._maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
         self.metrics = PartitionMetrics(self.partition)
+        self._node_id = node_id
+        # The leader role (every serving leader) or the follower role; neither
+        # while loading, and after stepping down until the controller decides.
+        self.leader: LeaderReplication | None = None
+        self.follower: FollowerReplica | None = None
+        # What the next load leads with (None: a leader without replicas).
+        self._leadership: Leadership | None = None
+        self._role_lock = asyncio.Lock()
+
+    @property
+    def replica_id(self) -> str:
+        if self._node_id is None:
+            self._node_id = _node_id()
+        return self._node_id
+
+    def _directory(self) -> str:
+        if self.settings.replication_factor > 1:
+            return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
+        return partition_dir(self.settings.data_dir, self.partition)
+
+    async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -166,7 +205,19 @@ class OffsetPartition:
         # What was loaded lives long: keep the collector from scanning it again.
         gc.freeze()
         self.load_ms = (time.perf_counter() - started) * 1000
-        self._deliver(self.runtime.on_loaded(shard, log.high_watermark, self.clock.now_ms()))
+        leadership = self._leadership
+        if leadership is None:
+            me = SOLE_REPLICA
+            leadership = Leadership(self.epoch, 0, (me,), (me,), high_watermark=log.high_watermark)
+        else:
+            me = self.replica_id
+            if self.leader is not None:  # a reload: the high watermark never goes back
+                leadership.high_watermark = max(leadership.high_watermark, self.leader.state.high_watermark)
+        end = log.log_end_offset
+        self.leader = LeaderReplication(self, leadership, me, end, EpochCache(log.epoch_entries()))
+        committed = self.leader.state.high_watermark
+        self.runtime.writable = self.leader.state.writable
+        self._deliver(self.runtime.on_loaded(shard, committed, self.clock.now_ms(), written_end=end))
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
             self.partition, self.epoch, records, self.load_ms,
@@ -175,10 +226,11 @@ class OffsetPartition:
         self._spawn(self._timer_loop(), "timers")
         self._spawn(self._gauge_loop(), "gauges")
         self._spawn(self._maintenance_loop(), "maintenance")
+        self.leader.spawn_tasks()
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         """On the I/O thread: open the log (never an empty one where data must be) and replay it."""
-        directory = partition_dir(self.settings.data_dir, self.partition)
+        directory = self._directory()
         exists = os.path.isdir(directory)
         if exists and read_leader_epoch(directory) > self.epoch:
             # Checked before waiting for the directory lock the leader holds.
@@ -190,24 +242,28 @@ class OffsetPartition:
             refusal = load_refusal(directory, True, log.high_watermark, self.known_end)
             if refusal is not None:
                 raise LoadRefused(f"{refusal} (node {_node_id()})")
-            shard = Shard(
-                self.settings.coordinator,
-                partition=self.partition,
-                member_id_seed=int.from_bytes(os.urandom(8)),
-            )
+            shard = self._new_shard()
             stats = load_into(_Progress(shard, self), log)
         except BaseException:
             log.close()
             raise
         return log, shard, stats.records
 
+    def _new_shard(self) -> Shard:
+        seed = int.from_bytes(os.urandom(8))
+        return Shard(self.settings.coordinator, partition=self.partition, member_id_seed=seed)
+
     async def unload(self, epoch: int) -> str:
         """Emigration: answer everything NOT_COORDINATOR, stop the tasks, close the log."""
-        if epoch < self.epoch or self.runtime.state is RuntimeState.CLOSED:
+        if epoch < self.epoch or (self.runtime.state is RuntimeState.CLOSED and self.log is None):
             return self.runtime.state.name
-        self._deliver(self.runtime.unload(self.clock.now_ms()))
-        await self._drain()
-        self._deliver(self.runtime.abandon())
+        if self.runtime.state is not RuntimeState.CLOSED:
+            self._deliver(self.runtime.unload(self.clock.now_ms()))
+            await self._drain()
+            self._deliver(self.runtime.abandon())
+        if self.leader is not None:
+            self.leader.stopped = True
+        self.follower = None
         await self._stop_tasks()
         self.metrics.flush_counts()
         log, self.log = self.log, None
@@ -342,7 +398,8 @@ class OffsetPartition:
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        runtime = self.runtime
+        runtime, leader = self.runtime, self.leader
+        assert leader is not None
         while True:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
@@ -358,7 +415,7 @@ class OffsetPartition:
                 self._deliver(runtime.on_append_failed(repr(exc)))
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
-            self._deliver(runtime.on_durable(durable_end, incarnation))
+            leader.on_local_durable(durable_end, incarnation)
 
     def _append_and_sync(self, batch: list[Record]) -> int:
         log = self.log
@@ -425,7 +482,16 @@ class OffsetPartition:
             "progress": self.progress,
             "failure": runtime.failure,
             "refused": runtime.refused,
+            **self._role_view(),
         }
+
+    def _role_view(self) -> dict[str, Any]:
+        """Role, epochs, ISR, high watermark and log end; per follower its log end and lag."""
+        if self.follower is not None:
+            return {"role": "follower", "partition_epoch": None, "isr": None, **self.follower.describe()}
+        if self.leader is not None:
+            return {"role": "leader", **self.leader.describe()}
+        return {"role": "deposed" if self.log is not None else "none", "leader_epoch": self.epoch}
 
     async def info(self) -> dict[str, Any]:
         shard = self.runtime.shard

@@ -25,6 +25,11 @@ def partition_dir(data_dir: str, partition: int) -> str:
     return os.path.join(data_dir, f"offsets-{partition}")
 
 
+_POSITIVE_INTS = (
+    "replication_factor", "replica_lag_time_max_ms", "replication_max_bytes", "commit_timeout_ms",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     data_dir: str
@@ -60,12 +65,32 @@ class ServiceSettings:
     maintenance_interval_s: float = 10.0
     snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
+    # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor
+    # (1 here: one replica, as before), min.insync.replicas,
+    # replica.lag.time.max.ms, replica.fetch.max.bytes (the most one push
+    # carries) and offsets.commit.timeout.ms (a write not committed by then
+    # is answered COORDINATOR_NOT_AVAILABLE).
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replication_max_bytes: int = 1 << 20
+    commit_timeout_ms: int = 5_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:
             raise ValueError("data_dir must be a non-empty path")
         if not isinstance(self.num_partitions, int) or self.num_partitions < 1:
             raise ValueError(f"num_partitions must be an int >= 1, got {self.num_partitions!r}")
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        min_isr = self.min_insync_replicas
+        if type(min_isr) is not int or not 1 <= min_isr <= self.replication_factor:
+            raise ValueError(
+                f"min_insync_replicas must be an int between 1 and replication_factor "
+                f"({self.replication_factor}), got {min_isr!r}"
+            )
 
 
 class SystemClock:

@@ -1,0 +1,272 @@
+"""The leader role of an offsets partition, in the actor: `LeaderState` and the tasks
+that move its inputs (DESIGN 5b; the rules are in `coordinator.replication`).
+
+Every leader goes through here, a partition without replicas too: its
+`LeaderState` has no followers, so the high watermark is the local durable
+end and the flush loop's one extra call per fsync is the whole cost
+(measured: no change in the per-request benchmark). Rules:
+
+- Responses are released at the HIGH WATERMARK: the flush loop reports the
+  local durable end (`on_local_durable`), follower answers move the HWM, and
+  the runtime releases up to it (`on_durable`). `runtime.writable` follows
+  `LeaderState.writable` (min.insync.replicas).
+- PUSH replication, one sender task per follower: it reads whole batches
+  past the follower's log end (`next_fetch_offset`, `read_raw` on the I/O
+  thread, at most `replication_max_bytes`) and calls
+  `follower.replicate.remote(leader_epoch, leader, start_offset, batches,
+  hwm)`; with nothing new it waits for new durable data or a heartbeat
+  (a quarter of replica_lag_time_max_ms), so a quiet follower stays caught
+  up and receives the HWM. A DivergingEpoch answer is sent back with
+  `follower.truncate.remote(...)` and that answer checked again. A follower
+  that does not answer within half the lag time, or whose call fails, is
+  simply not acknowledging; `tick` (every half lag time, Kafka's
+  isr-expiration) shrinks the ISR after the lag time.
+- ISR changes go to the controller one at a time through
+  `propose(change) -> (error, isr, leader_epoch, partition_epoch)`, and its
+  answer is applied with `on_isr_committed` / `on_isr_rejected`; RESUBMIT
+  resends after a backoff, AWAIT_METADATA waits for `on_metadata`.
+- Held responses older than commit_timeout_ms are answered as timed out
+  (`runtime.expire_held`), checked with the tick.
+- A newer leader epoch (a follower's FENCED_LEADER_EPOCH answer, or the
+  controller's) deposes this leader: `on_deposed` is called once and every
+  task here ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.replica_follower import PushAnswer
+from coordinator.errors import Errors
+from coordinator.replication import EpochCache, IsrChange, LeaderState, RejectAction
+from coordinator.runtime import RuntimeState
+
+logger = logging.getLogger(__name__)
+Propose = Callable[[IsrChange], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class Leadership:
+    """What the controller made this replica: the leader of an epoch, with its replicas."""
+
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[str, ...]
+    isr: tuple[str, ...]
+    # Replica id -> a handle with `replicate` and `truncate` (a Ray actor handle).
+    followers: Mapping[str, Any] = field(default_factory=dict)
+    propose: Propose | None = None
+    # The committed end known when this leadership (re)starts: a promoted
+    # follower's HWM, or the HWM before a reload.
+    high_watermark: int = 0
+
+
+class LeaderReplication:
+    """One leader epoch of one partition in its actor (`owner`, an OffsetPartition)."""
+
+    def __init__(self, owner: Any, leadership: Leadership, me: str, log_end: int, epochs: EpochCache) -> None:
+        settings = owner.settings
+        self.owner = owner
+        self.leadership = leadership
+        self.me = me
+        self.state = LeaderState(
+            replicas=leadership.replicas,
+            isr=leadership.isr,
+            leader=me,
+            leader_epoch=leadership.leader_epoch,
+            partition_epoch=leadership.partition_epoch,
+            epoch_cache=epochs,
+            epoch_start_offset=log_end,
+            min_insync_replicas=settings.min_insync_replicas,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            now_ms=owner.clock.now_ms(),
+            high_watermark=min(leadership.high_watermark, log_end),
+        )
+        lag_s = settings.replica_lag_time_max_ms / 1000
+        self.heartbeat_s = lag_s / 4
+        self.push_timeout_s = lag_s / 2
+        self.tick_s = min(lag_s / 2, settings.commit_timeout_ms / 4000)
+        self.max_bytes = settings.replication_max_bytes
+        self.stopped = False
+        self._wakes = {replica: asyncio.Event() for replica in self.state.replicas if replica != me}
+        self._isr_wake = asyncio.Event()
+
+    @property
+    def replicated(self) -> bool:
+        return bool(self._wakes)
+
+    def spawn_tasks(self) -> None:
+        """Start the sender, tick and ISR tasks (none for a partition without replicas)."""
+        if not self.replicated:
+            return
+        for replica in self._wakes:
+            self.owner._spawn(self._sender(replica), f"push-{replica}")
+        self.owner._spawn(self._ticker(), "isr-tick")
+        self.owner._spawn(self._proposer(), "isr-propose")
+
+    # ------------------------------------------------------------ inputs
+
+    def on_local_durable(self, end_offset: int, incarnation: int) -> None:
+        """The flush loop made the local log durable up to `end_offset`."""
+        runtime = self.owner.runtime
+        if incarnation != runtime.incarnation:
+            return  # a batch of an earlier load: its requests were answered when that load failed
+        self.state.on_local_durable(end_offset, self.owner.clock.now_ms())
+        for wake in self._wakes.values():
+            wake.set()
+        self._release(runtime)
+
+    def on_metadata(self, isr: tuple[str, ...], leader_epoch: int, partition_epoch: int) -> bool:
+        """The controller's committed ISR for this leader (Kafka's makeLeader, same epoch)."""
+        if leader_epoch > self.state.leader_epoch:
+            self._depose(leader_epoch)
+            return False
+        changed = self.state.on_isr_committed(isr, leader_epoch, partition_epoch, self.owner.clock.now_ms())
+        self._after_change()
+        return changed
+
+    def _release(self, runtime: Any) -> None:
+        runtime.writable = self.state.writable
+        hwm = self.state.high_watermark
+        if hwm > runtime.durable_end and runtime.state in (RuntimeState.ACTIVE, RuntimeState.CLOSED):
+            self.owner._deliver(runtime.on_durable(hwm, runtime.incarnation))
+
+    def _after_change(self) -> None:
+        if self.stopped:
+            return
+        self._release(self.owner.runtime)
+        if self.state.pending_isr_change is not None:
+            self._isr_wake.set()
+
+    def _depose(self, newer_epoch: int) -> None:
+        if not self.stopped:
+            self.stopped = True
+            logger.warning(
+                "partition %d: leader epoch %d is deposed by epoch %d",
+                self.owner.partition, self.state.leader_epoch, newer_epoch,
+            )
+            self.owner._on_deposed(newer_epoch)
+
+    # ----------------------------------------------------------- pushing
+
+    async def _sender(self, replica: str) -> None:
+        handle = self.leadership.followers[replica]
+        wake = self._wakes[replica]
+        state = self.state
+        while not self.stopped:
+            offset = state.next_fetch_offset(replica)
+            if offset is not None and offset >= state.durable_end:
+                wake.clear()
+                try:
+                    await asyncio.wait_for(wake.wait(), self.heartbeat_s)
+                except TimeoutError:
+                    pass
+                offset = state.next_fetch_offset(replica)
+            batches = b""
+            if offset is not None and offset < state.durable_end:
+                batches = await self.owner._on_io(self.owner.log.read_raw, offset, self.max_bytes)
+            answer = await self._call(
+                handle.replicate, state.leader_epoch, self.me, offset, batches, state.high_watermark
+            )
+            while answer is not None and not self.stopped:
+                diverging = self._on_answer(replica, answer)
+                if diverging is None:
+                    break
+                answer = await self._call(
+                    handle.truncate, state.leader_epoch, self.me, diverging, answer.log_end, answer.last_epoch
+                )
+            if answer is None and not self.stopped:
+                await asyncio.sleep(self.heartbeat_s)
+
+    async def _call(self, method: Any, *args: Any) -> PushAnswer | None:
+        """A follower call; None if it failed or did not answer in time (not acknowledging)."""
+        try:
+            return PushAnswer(*await asyncio.wait_for(method.remote(*args), self.push_timeout_s))
+        except (TimeoutError, Exception) as exc:  # a dead, hung or failing follower: no ack
+            logger.debug("partition %d: push failed: %r", self.owner.partition, exc)
+            return None
+
+    def _on_answer(self, replica: str, answer: PushAnswer) -> tuple[int, int] | None:
+        """Feed one answer to LeaderState; the DivergingEpoch to send, if any."""
+        state = self.state
+        if answer.error is Errors.FENCED_LEADER_EPOCH and answer.leader_epoch > state.leader_epoch:
+            self._depose(answer.leader_epoch)
+            return None
+        if answer.error is not Errors.NONE:
+            return None
+        now = self.owner.clock.now_ms()
+        result = state.on_follower_ack(replica, state.leader_epoch, answer.log_end, answer.last_epoch, now)
+        self._after_change()
+        return result.diverging if result.error is Errors.NONE else None
+
+    # ---------------------------------------------------------- ISR, time
+
+    async def _ticker(self) -> None:
+        owner = self.owner
+        timeout_ms = owner.settings.commit_timeout_ms
+        while not self.stopped:
+            await asyncio.sleep(self.tick_s)
+            now = owner.clock.now_ms()
+            self.state.tick(now)
+            owner._deliver(owner.runtime.expire_held(now, timeout_ms))
+            self._after_change()
+
+    async def _proposer(self) -> None:
+        propose = self.leadership.propose
+        sent: IsrChange | None = None
+        while not self.stopped:
+            await self._isr_wake.wait()
+            self._isr_wake.clear()
+            change = self.state.pending_isr_change
+            if change is None or change is sent or propose is None or self.stopped:
+                continue
+            sent = change
+            try:
+                error, isr, leader_epoch, partition_epoch = await asyncio.wait_for(
+                    propose(change), self.push_timeout_s
+                )
+            except (TimeoutError, Exception) as exc:  # the controller is away: resubmit later
+                logger.warning("partition %d: ISR change not answered: %r", self.owner.partition, exc)
+                sent = None
+                await self._resubmit_later()
+                continue
+            if self.stopped:
+                return
+            now = self.owner.clock.now_ms()
+            if Errors(error) is Errors.NONE:
+                self.state.on_isr_committed(tuple(isr), leader_epoch, partition_epoch, now)
+            elif leader_epoch > self.state.leader_epoch:
+                self._depose(leader_epoch)
+                return
+            elif self.state.on_isr_rejected(change, Errors(error), now) is RejectAction.RESUBMIT:
+                sent = None
+                await self._resubmit_later()
+            self._after_change()
+
+    async def _resubmit_later(self) -> None:
+        await asyncio.sleep(self.heartbeat_s)
+        self._isr_wake.set()
+
+    # ------------------------------------------------------- inspection
+
+    def describe(self) -> dict[str, Any]:
+        state = self.state
+        followers = {}
+        for replica in self._wakes:
+            follower = state.follower(replica)
+            lag = None if follower.log_end is None else state.durable_end - follower.log_end
+            followers[replica] = {"log_end": follower.log_end, "lag": lag}
+        return {
+            "leader_epoch": state.leader_epoch,
+            "partition_epoch": state.partition_epoch,
+            "isr": list(state.isr),
+            "high_watermark": state.high_watermark,
+            "log_end": state.durable_end,
+            "writable": state.writable,
+            "pending_isr": None if state.pending_isr_change is None else list(state.pending_isr_change.isr),
+            "followers": followers,
+        }

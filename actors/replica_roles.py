@@ -1,0 +1,198 @@
+"""Role changes of a replicated offsets partition: the controller's contract (DESIGN 5b).
+
+`ReplicaRoles` is a base class of `OffsetPartition` (a Ray actor exposes the
+methods it inherits); it holds the actor methods that make a replica a
+follower or a leader and carry a leader's pushes, while `OffsetPartition`
+keeps the serving path. Every method is idempotent for Ray's retries, and a
+call naming an older leader epoch than this replica knows changes nothing.
+
+- `become_follower(leader_epoch, leader)`: follow replica `leader`. The log
+  is opened (or kept, with the new epoch recorded in its directory) and
+  replayed once into a hot shard; client requests are answered
+  NOT_COORDINATOR. A leader told this steps down first (`_on_deposed`).
+- `become_leader(leader_epoch, partition_epoch, replicas, isr, followers,
+  controller=None)`: lead. `followers` maps every other replica id to its
+  actor handle; `controller` has `alter_isr.remote(partition, change)`
+  answering `(error, isr, leader_epoch, partition_epoch)` (None: the ISR
+  never changes). A follower is promoted with its hot shard: the runtime is
+  ACTIVE on return, committed end its HWM, written end its log end, and
+  nothing is loaded. Any other replica loads its log first (as `activate`).
+- `isr_committed(leader_epoch, partition_epoch, isr)`: an ISR the controller
+  committed on its own (a dead node removed); a newer leader epoch deposes.
+- `replicate(leader_epoch, leader, start_offset, batches, hwm)` and
+  `truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)`:
+  a leader's pushes, answered with a `PushAnswer`. A push of a newer epoch
+  to a leader or a deposed replica is the news of an election: it becomes a
+  follower of the pusher first (`coordinator.replication.follower`). A push
+  of an older epoch is FENCED_LEADER_EPOCH; one to a replica with no role yet
+  is NOT_LEADER_OR_FOLLOWER (the leader retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actors.replica_follower import FollowerReplica, PushAnswer
+from actors.replica_leader import Leadership
+from coordinator.errors import Errors
+from coordinator.replication import UNDEFINED_EPOCH
+from coordinator.runtime import PartitionRuntime, RuntimeState
+from log.loader import load_into
+from log.partition import PartitionLog
+
+
+class ReplicaRoles:
+    """Mixin of `OffsetPartition`: its follower and leader roles (module docstring)."""
+
+    # Provided by OffsetPartition.
+    partition: int
+    epoch: int
+    settings: Any
+    clock: Any
+    runtime: PartitionRuntime
+    log: PartitionLog | None
+    leader: Any
+    follower: FollowerReplica | None
+    loaded_records: int
+    _leadership: Leadership | None
+    _role_lock: asyncio.Lock
+    _io: Any
+    _tasks: set[asyncio.Task[None]]
+
+    # ------------------------------------------------------------ contract
+
+    async def become_follower(self, leader_epoch: int, leader: str) -> dict[str, Any]:
+        async with self._role_lock:
+            await self._follow(leader_epoch, leader)
+        return await self.probe()
+
+    async def become_leader(
+        self,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[str],
+        isr: Sequence[str],
+        followers: Mapping[str, Any],
+        controller: Any = None,
+    ) -> dict[str, Any]:
+        async with self._role_lock:
+            current = self.leader
+            already = current is not None and current.state.leader_epoch == leader_epoch
+            if leader_epoch < self.epoch or already:
+                return await self.probe()
+            leadership = Leadership(
+                leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
+                None if controller is None else _proposer(controller, self.partition),
+            )
+            if self.follower is None and self.log is not None:
+                await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
+            if self.follower is not None:
+                await self._promote(self.follower, leadership)
+            else:
+                self.epoch, self._leadership = leader_epoch, leadership
+                await self.activate()
+        return await self.probe()
+
+    async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
+        leader = self.leader
+        return leader is not None and leader.on_metadata(tuple(isr), leader_epoch, partition_epoch)
+
+    async def replicate(
+        self, leader_epoch: int, leader: str, start_offset: int | None, batches: bytes, leader_hwm: int
+    ) -> PushAnswer:
+        follower = self.follower or await self._follower_for(leader_epoch, leader)
+        if follower is None:
+            return self._refusal(leader_epoch)
+        return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+
+    async def truncate(
+        self,
+        leader_epoch: int,
+        leader: str,
+        diverging: tuple[int, int],
+        seen_log_end: int,
+        seen_last_epoch: int,
+    ) -> PushAnswer:
+        follower = self.follower or await self._follower_for(leader_epoch, leader)
+        if follower is None:
+            return self._refusal(leader_epoch)
+        return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+
+    # --------------------------------------------------------- transitions
+
+    async def _follower_for(self, leader_epoch: int, leader: str) -> FollowerReplica | None:
+        """A push reached a replica that is not following: a newer epoch makes it follow."""
+        async with self._role_lock:
+            if self.follower is None and leader_epoch > self.epoch and self.log is not None:
+                await self._follow(leader_epoch, leader)
+            return self.follower
+
+    def _refusal(self, leader_epoch: int) -> PushAnswer:
+        error = Errors.FENCED_LEADER_EPOCH if leader_epoch < self.epoch else Errors.NOT_LEADER_OR_FOLLOWER
+        return PushAnswer(error, self.epoch, -1, UNDEFINED_EPOCH, 0)
+
+    async def _follow(self, leader_epoch: int, leader: str) -> None:
+        """Become (or stay) a follower; under the role lock."""
+        if leader_epoch < self.epoch:
+            return
+        if self.follower is not None:
+            await self.follower.adopt(leader_epoch, leader)
+            self.epoch = self.follower.leader_epoch
+            return
+        if self.leader is not None:
+            self._on_deposed(leader_epoch)
+        self.epoch = leader_epoch
+        log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch)
+        self.log = log
+        self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
+        if self.runtime.state is not RuntimeState.CLOSED:
+            self._deliver(self.runtime.unload(self.clock.now_ms()))  # a follower is not the coordinator
+
+    def _open_for_follower(self, log: PartitionLog | None, leader_epoch: int) -> tuple[PartitionLog, Any]:
+        """On the I/O thread: the replica's log at `leader_epoch`, replayed into a new shard."""
+        if log is not None and log.failed:
+            log.close()
+            log = None
+        if log is None:
+            log = PartitionLog.open(self._directory(), leader_epoch, self.settings.log, create=True)
+        else:
+            log.bump_epoch(leader_epoch)
+        try:
+            shard = self._new_shard()
+            load_into(shard, log)
+        except BaseException:
+            log.close()
+            raise
+        return log, shard
+
+    async def _promote(self, follower: FollowerReplica, leadership: Leadership) -> None:
+        """Follower -> leader with the hot shard: no load (the log is already durable)."""
+        log = follower.log
+        await self._on_io(log.bump_epoch, leadership.leader_epoch)
+        self.epoch = leadership.leader_epoch
+        leadership.high_watermark = follower.high_watermark
+        self._leadership, self.follower, self.leader = leadership, None, None
+        self.runtime = PartitionRuntime(self.partition)
+        self.runtime.begin_load()
+        self._on_loaded(log, follower.shard, 0, time.perf_counter())
+
+    def _on_deposed(self, newer_epoch: int) -> None:
+        """A newer leader epoch exists: stop serving now, keep the log, wait for the controller."""
+        leader, self.leader = self.leader, None
+        if leader is not None:
+            leader.stopped = True
+        self._deliver(self.runtime.step_down(self.clock.now_ms()))
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+
+
+def _proposer(controller: Any, partition: int) -> Any:
+    def propose(change: Any) -> Any:
+        return controller.alter_isr.remote(partition, change)
+
+    return propose

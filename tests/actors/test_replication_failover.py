@@ -1,0 +1,121 @@
+"""Leader changes of a replicated partition in the actor layer, without Ray:
+a promoted follower serves from its hot shard with no load, a deposed leader
+gets nothing acknowledged, and its divergent tail is truncated away until
+every log is byte for byte the new leader's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coordinator import Errors
+from coordinator.messages import OffsetFetchRequest
+
+from tests.actors.replication_support import NAMES, Answers, Cluster
+from tests.actors.support import commit, run, until
+
+
+def fetch(group: str) -> OffsetFetchRequest:
+    return OffsetFetchRequest(group, (("t", 0),))
+
+
+def test_a_promoted_follower_serves_the_committed_offsets_at_once_without_loading(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        a = await cluster.start()
+        answers = Answers()
+        for offset in range(5):
+            response = await answers.wait(answers.send(a, commit(f"g{offset}", offset)))
+            assert response.errors() == {("t", 0): Errors.NONE}
+        b = cluster.replicas["b"]
+        end = a.log.log_end_offset
+        await until(lambda: b.follower.high_watermark == end, "b to learn the high watermark")
+        assert (await b.probe())["role"] == "follower"
+        # a's node stalls; the controller elects b with the ISR it keeps (b, c).
+        cluster.handles["a"].stop()
+        probe = await cluster.elect("b", ("b", "c"), ("c",))
+        assert (probe["state"], probe["role"], probe["leader_epoch"]) == ("ACTIVE", "leader", 2)
+        assert b.loaded_records == 0 and b.progress == 0  # the hot shard, not a load
+        assert (probe["high_watermark"], probe["log_end"]) == (end, end)
+        for offset in range(5):  # answered inside submit: nothing to wait for
+            assert answers.one(answers.send(b, fetch(f"g{offset}"))).offsets() == {("t", 0): offset}
+        after = answers.send(b, commit("g0", 100))
+        assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
+        assert cluster.replicas["c"].follower.log.high_watermark == end + 1
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+async def depose_a(cluster: Cluster, answers: Answers) -> tuple[list[int], int]:
+    """a leads and has one commit committed, then writes more that nobody else
+    gets; b is elected at epoch 2 behind its back. Returns a's pending
+    requests and the committed log end."""
+    a = await cluster.start()
+    assert (await answers.wait(answers.send(a, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+    committed = a.log.log_end_offset
+    for name in ("b", "c"):
+        cluster.handles[name].stop()
+    pending = [answers.send(a, commit("g", n)) for n in (2, 3)]
+    pending.append(answers.send(a, fetch("g")))  # observed the uncommitted commits
+    await until(lambda: a.log.high_watermark == committed + 2, "a's own fsync of its uncommitted tail")
+    assert all(answers.got[key] == [] for key in pending)
+    cluster.handles["a"].stop()  # the controller no longer sees a
+    await cluster.elect("b", ("b", "c"), ("c",))
+    for name in ("b", "c"):
+        cluster.handles[name].resume()
+    return pending, committed
+
+
+def test_a_deposed_leader_gets_nothing_acknowledged(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path, replica_lag_time_max_ms=60_000)
+        answers = Answers()
+        pending, committed = await depose_a(cluster, answers)
+        a = cluster.replicas["a"]
+        # a's next push reaches a follower of epoch 2, which refuses it: a steps down.
+        await until(lambda: a.leader is None, "a to step down")
+        for key in pending:
+            response = await answers.wait(key)
+            errors = set(response.errors().values()) if hasattr(response, "errors") else {response.error}
+            assert errors <= {Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE}, errors
+        late = answers.send(a, commit("g", 4))
+        assert answers.one(late).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+        assert (await a.probe())["role"] == "deposed"
+        for name in ("b", "c"):  # a's uncommitted tail reached no one
+            assert cluster.replicas[name].log.log_end_offset == committed
+        assert cluster.controller.state.leader == "b"
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        answers = Answers()
+        _, committed = await depose_a(cluster, answers)
+        a, b = cluster.replicas["a"], cluster.replicas["b"]
+        new = answers.send(b, commit("g", 10))
+        assert (await answers.wait(new)).errors() == {("t", 0): Errors.NONE}
+        assert b.log.log_end_offset == committed + 1  # a's epoch-1 tail held offsets committed, committed + 1
+        # a's node returns: b's pushes (epoch 2) make it a follower, it truncates and catches up.
+        cluster.handles["a"].resume()
+        await until(lambda: a.follower is not None and a.follower.truncations >= 1, "a to truncate")
+        await cluster.until_isr("b", NAMES)
+        again = answers.send(b, commit("g", 11))
+        assert (await answers.wait(again)).errors() == {("t", 0): Errors.NONE}
+        end = b.log.log_end_offset
+        c = cluster.replicas["c"]
+        await until(lambda: a.log.high_watermark == c.log.high_watermark == end, "a and c to catch up")
+        assert cluster.log_bytes("a") == cluster.log_bytes("b") == cluster.log_bytes("c")
+        assert a.log.epoch_entries() == b.log.epoch_entries() == [(1, 0), (2, committed)]
+        # a's hot shard was rebuilt from its truncated log: it holds b's commits, not its own lost ones.
+        shard = a.follower.shard
+        assert shard.groups["g"].offsets[next(iter(shard.groups["g"].offsets))].offset == 11
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())

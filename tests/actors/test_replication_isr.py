@@ -1,0 +1,100 @@
+"""Replication in the actor layer, without Ray: three OffsetPartition replicas
+(min ISR 2) on one loop, each with its own log; commits are answered at the
+high watermark, the ISR follows stopped and returning followers through the
+(fake) controller, and below min ISR writes are refused while reads go on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coordinator import Errors
+from coordinator.messages import HeartbeatRequest, OffsetFetchRequest
+
+from tests.actors.replication_support import NAMES, Answers, Cluster
+from tests.actors.support import commit, run, until
+
+
+def fetch(group: str) -> OffsetFetchRequest:
+    return OffsetFetchRequest(group, (("t", 0),))
+
+
+def test_a_commit_is_answered_only_once_every_isr_follower_has_it_durable(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # A long lag time: the stopped follower stays in the ISR for the whole test.
+        cluster = Cluster(tmp_path, replica_lag_time_max_ms=60_000)
+        leader = await cluster.start()
+        b, c = cluster.replicas["b"], cluster.replicas["c"]
+        answers = Answers(watch=lambda: (b.follower.log.high_watermark, c.follower.log.high_watermark))
+        first = answers.send(leader, commit("g", 1))
+        assert (await answers.wait(first)).errors() == {("t", 0): Errors.NONE}
+        assert min(answers.seen[first]) >= 1
+        cluster.handles["c"].stop()
+        second = answers.send(leader, commit("g", 2))
+        state = leader.leader.state
+        await until(lambda: state.follower("b").log_end == 2, "b to acknowledge the second commit")
+        assert answers.got[second] == [], "answered before c, in the ISR, had it"
+        assert state.high_watermark == 1 and c.follower.log.high_watermark == 1
+        cluster.handles["c"].resume()
+        assert (await answers.wait(second)).errors() == {("t", 0): Errors.NONE}
+        assert answers.seen[second] == (2, 2)
+        assert cluster.controller.changes == []  # the ISR never changed
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_the_isr_follows_stopped_and_returning_followers_and_min_isr_refuses_writes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        leader = await cluster.start()
+        answers = Answers()
+        assert (await answers.wait(answers.send(leader, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+
+        # c stops: it leaves the ISR after the lag time, and commits go on with a and b.
+        cluster.handles["c"].stop()
+        during = answers.send(leader, commit("g", 2))
+        assert (await answers.wait(during)).errors() == {("t", 0): Errors.NONE}
+        await cluster.until_isr("a", ("a", "b"))
+        assert (await answers.wait(answers.send(leader, commit("g", 3)))).errors()[("t", 0)] is Errors.NONE
+
+        # b stops too: the ISR shrinks to a alone, below min ISR 2.
+        cluster.handles["b"].stop()
+        await cluster.until_isr("a", ("a",))
+        log_end = leader.log.log_end_offset
+        refused = answers.send(leader, commit("g", 4))
+        assert answers.one(refused).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}  # at once
+        assert not leader.runtime.has_pending and leader.log.log_end_offset == log_end
+        assert answers.one(answers.send(leader, fetch("g"))).offsets() == {("t", 0): 3}
+        beat = answers.one(answers.send(leader, HeartbeatRequest("g", 1, "m")))
+        assert beat.error is Errors.UNKNOWN_MEMBER_ID  # handled by the group, not refused
+        probe = await leader.probe()
+        assert (probe["role"], probe["isr"], probe["writable"]) == ("leader", ["a"], False)
+
+        # Both return, catch up and rejoin the ISR (one change at a time); commits succeed again.
+        cluster.handles["b"].resume()
+        cluster.handles["c"].resume()
+        await cluster.until_isr("a", NAMES)
+        assert (await answers.wait(answers.send(leader, commit("g", 5)))).errors()[("t", 0)] is Errors.NONE
+        for name in ("b", "c"):
+            assert cluster.replicas[name].follower.log.high_watermark == leader.log.log_end_offset
+        kinds = [(change.kind.value, change.isr, error) for change, error in cluster.controller.changes]
+        assert kinds == [
+            ("shrink", ("a", "b"), Errors.NONE),
+            ("shrink", ("a",), Errors.NONE),
+            ("expand", ("a", "b"), Errors.NONE),
+            ("expand", NAMES, Errors.NONE),
+        ] or kinds == [
+            ("shrink", ("a", "b"), Errors.NONE),
+            ("shrink", ("a",), Errors.NONE),
+            ("expand", ("a", "c"), Errors.NONE),
+            ("expand", NAMES, Errors.NONE),
+        ]
+        probe = await leader.probe()
+        assert probe["high_watermark"] == probe["log_end"] == leader.log.log_end_offset
+        assert {name: f["lag"] for name, f in probe["followers"].items()} == {"b": 0, "c": 0}
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
