@@ -38,15 +38,14 @@ from typing import Any
 from actors.metrics import PartitionMetrics
 from actors.replica_follower import FollowerReplica
 from actors.replica_leader import LeaderReplication, Leadership
-from actors.replica_roles import ReplicaRoles
-from actors.settings import ServiceSettings, SystemClock, partition_dir
+from actors.replica_roles import ReplicaRoles, current_node_id
+from actors.settings import ServiceSettings, SystemClock
 from actors.wire import dumps_response
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.records import Record
 from coordinator.replication import EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
-from log import replica_dir
 from log.compaction import compact
 from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
@@ -117,20 +116,6 @@ class OffsetPartition(ReplicaRoles):
         # What the next load leads with (None: a leader without replicas).
         self._leadership: Leadership | None = None
         self._role_lock = asyncio.Lock()
-
-    @property
-    def replica_id(self) -> str:
-        if self._node_id is None:
-            self._node_id = _node_id()
-        return self._node_id
-
-    def _directory(self) -> str:
-        if self.settings.replication_factor > 1:
-            return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
-        return partition_dir(self.settings.data_dir, self.partition)
-
-    async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -236,12 +221,12 @@ class OffsetPartition(ReplicaRoles):
             # Checked before waiting for the directory lock the leader holds.
             raise FencedEpochError(self.epoch, read_leader_epoch(directory))
         if not exists and (refusal := load_refusal(directory, False, -1, self.known_end)) is not None:
-            raise LoadRefused(f"{refusal} (node {_node_id()})")
+            raise LoadRefused(f"{refusal} (node {current_node_id()})")
         log = PartitionLog.open(directory, self.epoch, self.settings.log, create=self.known_end < 0)
         try:
             refusal = load_refusal(directory, True, log.high_watermark, self.known_end)
             if refusal is not None:
-                raise LoadRefused(f"{refusal} (node {_node_id()})")
+                raise LoadRefused(f"{refusal} (node {current_node_id()})")
             shard = self._new_shard()
             stats = load_into(_Progress(shard, self), log)
         except BaseException:
@@ -485,14 +470,6 @@ class OffsetPartition(ReplicaRoles):
             **self._role_view(),
         }
 
-    def _role_view(self) -> dict[str, Any]:
-        """Role, epochs, ISR, high watermark and log end; per follower its log end and lag."""
-        if self.follower is not None:
-            return {"role": "follower", "partition_epoch": None, "isr": None, **self.follower.describe()}
-        if self.leader is not None:
-            return {"role": "leader", **self.leader.describe()}
-        return {"role": "deposed" if self.log is not None else "none", "leader_epoch": self.epoch}
-
     async def info(self) -> dict[str, Any]:
         shard = self.runtime.shard
         return {
@@ -501,7 +478,7 @@ class OffsetPartition(ReplicaRoles):
             "members": shard.member_count() if shard else 0,
             "load_ms": round(self.load_ms, 1),
             "loaded_records": self.loaded_records,
-            "node_id": _node_id(),
+            "node_id": current_node_id(),
             "pid": os.getpid(),
             "data_dir": self.settings.data_dir,
         }
@@ -555,10 +532,3 @@ def _close_quietly(log: PartitionLog, partition: int) -> None:
     except Exception:
         logger.exception("partition %d: closing the failed log", partition)
 
-
-def _node_id() -> str:
-    import ray
-
-    if not ray.is_initialized():
-        return os.uname().nodename
-    return str(ray.get_runtime_context().get_node_id())

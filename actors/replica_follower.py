@@ -77,6 +77,8 @@ class FollowerReplica:
         self.leader = leader
         self.high_watermark = 0
         self.pushes = self.truncations = 0
+        # Set by a promotion: this replica leads now and takes no more pushes.
+        self.retired = False
         self._io = io
         self._new_shard = new_shard
         self._lock = asyncio.Lock()
@@ -90,7 +92,7 @@ class FollowerReplica:
 
     async def adopt(self, leader_epoch: int, leader: str) -> bool:
         """Follow `leader` at `leader_epoch` if it is not older than what is known here."""
-        if check_push_epoch(self.leader_epoch, leader_epoch) is not Errors.NONE:
+        if self.retired or check_push_epoch(self.leader_epoch, leader_epoch) is not Errors.NONE:
             return False
         if leader_epoch > self.leader_epoch:
             # Recorded in the directory first: a writer of an older epoch is fenced there too.
@@ -152,6 +154,13 @@ class FollowerReplica:
         shard = self._new_shard()
         load_into(shard, self.log)
         return shard
+
+    async def retire(self, leader_epoch: int) -> None:
+        """Promotion: wait for the push in progress, then take no more (an older
+        leader's push must not append to the new leader's log)."""
+        async with self._lock:
+            await self._on_io(self.log.bump_epoch, leader_epoch)
+            self.leader_epoch, self.retired = leader_epoch, True
 
     def describe(self) -> dict[str, Any]:
         return {

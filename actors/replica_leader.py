@@ -186,7 +186,7 @@ class LeaderReplication:
         """A follower call; None if it failed or did not answer in time (not acknowledging)."""
         try:
             return PushAnswer(*await asyncio.wait_for(method.remote(*args), self.push_timeout_s))
-        except (TimeoutError, Exception) as exc:  # a dead, hung or failing follower: no ack
+        except Exception as exc:  # a dead, hung (TimeoutError) or failing follower: no ack
             logger.debug("partition %d: push failed: %r", self.owner.partition, exc)
             return None
 
@@ -229,7 +229,7 @@ class LeaderReplication:
                 error, isr, leader_epoch, partition_epoch = await asyncio.wait_for(
                     propose(change), self.push_timeout_s
                 )
-            except (TimeoutError, Exception) as exc:  # the controller is away: resubmit later
+            except Exception as exc:  # the controller is away or hung: resubmit later
                 logger.warning("partition %d: ISR change not answered: %r", self.owner.partition, exc)
                 sent = None
                 await self._resubmit_later()

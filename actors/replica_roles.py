@@ -31,15 +31,18 @@ call naming an older leader epoch than this replica knows changes nothing.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from actors.replica_follower import FollowerReplica, PushAnswer
 from actors.replica_leader import Leadership
+from actors.settings import partition_dir
 from coordinator.errors import Errors
 from coordinator.replication import UNDEFINED_EPOCH
 from coordinator.runtime import PartitionRuntime, RuntimeState
+from log import replica_dir
 from log.loader import load_into
 from log.partition import PartitionLog
 
@@ -61,6 +64,7 @@ class ReplicaRoles:
     _role_lock: asyncio.Lock
     _io: Any
     _tasks: set[asyncio.Task[None]]
+    _node_id: str | None
 
     # ------------------------------------------------------------ contract
 
@@ -78,6 +82,12 @@ class ReplicaRoles:
         followers: Mapping[str, Any],
         controller: Any = None,
     ) -> dict[str, Any]:
+        me = self.replica_id
+        if me not in isr or not set(isr) <= set(replicas) or set(followers) != set(replicas) - {me}:
+            raise ValueError(
+                f"replica {me} cannot lead replicas {tuple(replicas)} with ISR {tuple(isr)} "
+                f"and followers {sorted(followers)}"
+            )
         async with self._role_lock:
             current = self.leader
             already = current is not None and current.state.leader_epoch == leader_epoch
@@ -120,6 +130,35 @@ class ReplicaRoles:
         if follower is None:
             return self._refusal(leader_epoch)
         return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+
+    # ------------------------------------------------------------- helpers
+
+    @property
+    def replica_id(self) -> str:
+        """This replica's id in ISR lists: its node id (Kafka's broker id)."""
+        if self._node_id is None:
+            self._node_id = current_node_id()
+        return self._node_id
+
+    def _directory(self) -> str:
+        if self.settings.replication_factor > 1:
+            return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
+        return partition_dir(self.settings.data_dir, self.partition)
+
+    async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    def _role_view(self) -> dict[str, Any]:
+        """Role, epochs, ISR, high watermark, log end; per follower its log end and lag."""
+        view: dict[str, Any] = dict.fromkeys(_ROLE_KEYS)
+        view["leader_epoch"] = self.epoch
+        if self.follower is not None:
+            view.update(self.follower.describe(), role="follower")
+        elif self.leader is not None:
+            view.update(self.leader.describe(), role="leader")
+        else:
+            view["role"] = "deposed" if self.log is not None else "none"
+        return view
 
     # --------------------------------------------------------- transitions
 
@@ -171,7 +210,7 @@ class ReplicaRoles:
     async def _promote(self, follower: FollowerReplica, leadership: Leadership) -> None:
         """Follower -> leader with the hot shard: no load (the log is already durable)."""
         log = follower.log
-        await self._on_io(log.bump_epoch, leadership.leader_epoch)
+        await follower.retire(leadership.leader_epoch)
         self.epoch = leadership.leader_epoch
         leadership.high_watermark = follower.high_watermark
         self._leadership, self.follower, self.leader = leadership, None, None
@@ -189,6 +228,18 @@ class ReplicaRoles:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+
+
+_ROLE_KEYS = ("role", "leader_epoch", "partition_epoch", "isr", "high_watermark", "log_end", "followers")
+
+
+def current_node_id() -> str:
+    """Ray's id of this node, or the host name outside Ray."""
+    import ray
+
+    if not ray.is_initialized():
+        return os.uname().nodename
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def _proposer(controller: Any, partition: int) -> Any:

@@ -6,13 +6,18 @@ high watermark, the ISR follows stopped and returning followers through the
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from actors.settings import ServiceSettings, partition_dir
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, OffsetFetchRequest
 
 from tests.actors.replication_support import NAMES, Answers, Cluster
-from tests.actors.support import commit, run, until
+from tests.actors.support import active, commit, run, until
 
 
 def fetch(group: str) -> OffsetFetchRequest:
@@ -98,3 +103,57 @@ def test_the_isr_follows_stopped_and_returning_followers_and_min_isr_refuses_wri
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_commit_the_isr_never_gets_times_out_once_and_is_never_acknowledged_later(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path, commit_timeout_ms=600)
+        leader = await cluster.start()
+        answers = Answers()
+        for name in ("b", "c"):
+            cluster.handles[name].stop()
+        stuck = answers.send(leader, commit("g", 1))
+        response = await answers.wait(stuck)  # the ISR shrinks below min ISR meanwhile: the HWM cannot move
+        assert response.errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
+        for name in ("b", "c"):
+            cluster.handles[name].resume()
+        await cluster.until_isr("a", NAMES)
+        await until(lambda: leader.runtime.durable_end == leader.runtime.written_end, "the HWM to pass it")
+        assert answers.one(answers.send(leader, fetch("g"))).offsets() == {("t", 0): 1}  # committed after all
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_without_replicas_the_leader_reports_its_role_and_releases_at_its_durable_end(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        settings = ServiceSettings(data_dir=str(tmp_path), num_partitions=1, maintenance_interval_s=3600)
+        partition = await active(settings)
+        answers = Answers()
+        assert (await answers.wait(answers.send(partition, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+        probe = await partition.probe()
+        assert {key: probe[key] for key in ("role", "isr", "high_watermark", "log_end", "followers")} == {
+            "role": "leader", "isr": ["local"], "high_watermark": 1, "log_end": 1, "followers": {},
+        }
+        assert os.path.isdir(partition_dir(str(tmp_path), 0))  # RF 1 keeps today's directory
+        await partition.unload(partition.epoch)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"replication_factor": 0},
+        {"min_insync_replicas": 0},
+        {"replication_factor": 2, "min_insync_replicas": 3},
+        {"replica_lag_time_max_ms": 0},
+        {"commit_timeout_ms": -1},
+        {"replication_max_bytes": 1.5},
+    ],
+)
+def test_replication_settings_are_checked(overrides: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        ServiceSettings(data_dir=str(tmp_path), **overrides)
+    assert ServiceSettings(data_dir=str(tmp_path), replication_factor=3, min_insync_replicas=3)
