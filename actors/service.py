@@ -76,6 +76,13 @@ def start(
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)
+    if settings.replication_factor != 1:
+        # The partition actors can lead and follow (actors/replica_roles.py), but the
+        # controller does not yet place replicas or elect from the ISR: a leader started
+        # alone would refuse every write below min.insync.replicas.
+        raise NotImplementedError(
+            f"replication_factor={settings.replication_factor}: the controller supports only 1 so far"
+        )
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=1_000)
     ensure_topic_registry(settings)
     return Client(controller)

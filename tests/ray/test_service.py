@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import ray
 
+import actors
 from actors.client import Client, controller_handle
+from actors.settings import ServiceSettings
 from coordinator import Errors
 from coordinator.messages import MemberIdentity, SyncGroupRequest
 
@@ -190,3 +193,9 @@ def test_stale_epoch_actor_refuses_writes(service: Client) -> None:
 
 def _settings(client: Client) -> object:
     return ray.get(client.controller.get_settings.remote())
+
+
+def test_a_replication_factor_the_controller_cannot_place_yet_is_refused(tmp_path: Path) -> None:
+    settings = ServiceSettings(data_dir=str(tmp_path), replication_factor=3, min_insync_replicas=2)
+    with pytest.raises(NotImplementedError, match="replication_factor=3"):
+        actors.start(settings=settings)
