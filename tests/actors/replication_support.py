@@ -145,38 +145,3 @@ class Cluster:
             handle.resume()
         for replica in self.replicas.values():
             await replica.unload(replica.epoch)
-
-
-class Answers:
-    """Every answer per request, to check each gets exactly one; `watch` is
-    called at each answer and its result kept beside it."""
-
-    def __init__(self, watch: Any = None) -> None:
-        self.got: dict[int, list[Any]] = {}
-        self.seen: dict[int, Any] = {}
-        self.watch = watch
-
-    def send(self, partition: OffsetPartition, request: Any) -> int:
-        key = len(self.got)
-        self.got[key] = []
-
-        def deliver(response: Any) -> None:
-            self.got[key].append(response)
-            if self.watch is not None:
-                self.seen[key] = self.watch()
-
-        partition._submit(request, deliver)
-        partition._after_requests()
-        return key
-
-    def one(self, key: int) -> Any:
-        assert len(self.got[key]) == 1, f"request {key} answered {len(self.got[key])} times"
-        return self.got[key][0]
-
-    async def wait(self, key: int) -> Any:
-        await until(lambda: bool(self.got[key]), f"an answer to request {key}")
-        return self.one(key)
-
-    def all_once(self) -> None:
-        for key in self.got:
-            self.one(key)

@@ -24,7 +24,7 @@ from actors.settings import ServiceSettings, partition_dir
 from coordinator import CoordinatorConfig, Errors
 from coordinator.messages import JoinGroupRequest, OffsetFetchRequest
 
-from tests.actors.support import WAIT_S, active, commit, run, until
+from tests.actors.support import WAIT_S, Answers, active, commit, run, until
 from tests.core.harness import protocols
 
 
@@ -37,30 +37,6 @@ def settings_for(tmp_path: Path, **overrides: Any) -> ServiceSettings:
         maintenance_interval_s=0.02,
         **overrides,
     )
-
-
-class Answers:
-    """Every answer per request, to check each gets exactly one."""
-
-    def __init__(self, partition: OffsetPartition) -> None:
-        self.partition = partition
-        self.got: dict[int, list[Any]] = {}
-
-    def send(self, request: Any) -> int:
-        key = len(self.got)
-        self.got[key] = []
-        self.partition._submit(request, self.got[key].append)
-        self.partition._after_requests()
-        return key
-
-    def one(self, key: int) -> Any:
-        assert len(self.got[key]) == 1, f"request {key} answered {len(self.got[key])} times"
-        return self.got[key][0]
-
-    async def wait(self, key: int) -> Any:
-        await until(lambda: bool(self.got[key]), f"an answer to request {key}")
-        await asyncio.sleep(0.01)  # room for a second, wrong answer to show
-        return self.one(key)
 
 
 def parked_join() -> JoinGroupRequest:
@@ -107,15 +83,15 @@ def test_a_background_task_that_raises_fails_the_partition_which_reloads(
     async def scenario() -> None:
         settings = settings_for(tmp_path, snapshot_every_records=1)
         partition = await active(settings)
-        answers = Answers(partition)
-        durable = answers.send(commit("g", 1))
+        answers = Answers()
+        durable = answers.send(partition, commit("g", 1))
         assert (await answers.wait(durable)).errors() == {("t", 0): Errors.NONE}
-        parked = answers.send(parked_join())
+        parked = answers.send(partition, parked_join())
         await asyncio.sleep(0.05)
         assert answers.got[parked] == []
         shot = inject_into(task, partition, monkeypatch)
         # A record to flush (and snapshot), and a wake-up for the timer task.
-        racing = answers.send(commit("g", 2))
+        racing = answers.send(partition, commit("g", 2))
         partition._timer_wake.set()
         await until(lambda: shot.fired, f"the {task} task to hit the fault")
         assert (await answers.wait(parked)).error is Errors.NOT_COORDINATOR
@@ -124,9 +100,9 @@ def test_a_background_task_that_raises_fails_the_partition_which_reloads(
         assert partition.runtime.failures == 1
         assert f"the {task} task failed" in caplog.text
         # Serving again, from the log: what was acknowledged is there.
-        fetch = answers.send(OffsetFetchRequest("g", (("t", 0),)))
+        fetch = answers.send(partition, OffsetFetchRequest("g", (("t", 0),)))
         assert (await answers.wait(fetch)).offsets()[("t", 0)] >= 1
-        after = answers.send(commit("g", 3))
+        after = answers.send(partition, commit("g", 3))
         assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
         await partition.unload(partition.epoch)
 
@@ -138,13 +114,13 @@ def test_an_append_failure_answers_held_requests_and_reloads(
 ) -> None:
     async def scenario() -> None:
         partition = await active(settings_for(tmp_path))
-        answers = Answers(partition)
+        answers = Answers()
         shot = OneShot(partition._append_and_sync)
         monkeypatch.setattr(partition, "_append_and_sync", shot)
-        lost = answers.send(commit("g", 7))
+        lost = answers.send(partition, commit("g", 7))
         assert (await answers.wait(lost)).errors() == {("t", 0): Errors.NOT_COORDINATOR}
         assert await partition.wait_active(WAIT_S) == "ACTIVE"
-        fetch = answers.send(OffsetFetchRequest("g", (("t", 0),)))
+        fetch = answers.send(partition, OffsetFetchRequest("g", (("t", 0),)))
         assert (await answers.wait(fetch)).offsets() == {("t", 0): -1}  # never acknowledged, never kept
         await partition.unload(partition.epoch)
 
@@ -161,8 +137,8 @@ def test_a_missing_log_directory_is_refused_not_served_empty(tmp_path: Path) -> 
         assert partition_dir(str(tmp_path), 0) in probe["failure"]
         assert "node" in probe["failure"]
         assert not os.path.exists(partition_dir(str(tmp_path), 0))
-        answers = Answers(partition)
-        key = answers.send(commit("g", 1))
+        answers = Answers()
+        key = answers.send(partition, commit("g", 1))
         assert (await answers.wait(key)).errors() == {("t", 0): Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
     run(scenario())
@@ -172,17 +148,18 @@ def test_a_log_behind_what_the_partition_acknowledged_is_refused(tmp_path: Path)
     async def scenario() -> None:
         settings = settings_for(tmp_path)
         first = await active(settings)
-        answers = Answers(first)
+        answers = Answers()
         for offset in range(3):
-            assert (await answers.wait(answers.send(commit("g", offset)))).errors()[("t", 0)] is Errors.NONE
+            answer = await answers.wait(answers.send(first, commit("g", offset)))
+            assert answer.errors()[("t", 0)] is Errors.NONE
         acknowledged = first.runtime.durable_end
         await first.unload(first.epoch)
         # The node's disk is replaced by an older copy with fewer records.
         directory = partition_dir(str(tmp_path), 0)
         shutil.rmtree(directory)
         older = await active(settings, known_end=-1, epoch=2)
-        older_answers = Answers(older)
-        await older_answers.wait(older_answers.send(commit("g", 0)))
+        older_answers = Answers()
+        await older_answers.wait(older_answers.send(older, commit("g", 0)))
         assert 0 < older.runtime.durable_end < acknowledged
         await older.unload(older.epoch)
         second = OffsetPartition(0, 3, settings)
@@ -198,8 +175,8 @@ def test_a_new_leader_waits_for_the_directory_lock_and_reports_it(tmp_path: Path
     async def scenario() -> None:
         settings = settings_for(tmp_path)
         old = await active(settings)
-        answers = Answers(old)
-        await answers.wait(answers.send(commit("g", 5)))
+        answers = Answers()
+        await answers.wait(answers.send(old, commit("g", 5)))
         assert old.runtime.durable_end > 0
         new = OffsetPartition(0, 2, settings)
         await new.activate(known_end=old.runtime.durable_end)
@@ -208,8 +185,9 @@ def test_a_new_leader_waits_for_the_directory_lock_and_reports_it(tmp_path: Path
         assert new.runtime.refused is False
         await old.unload(old.epoch)
         assert await new.wait_active(WAIT_S) == "ACTIVE"
-        fetch = Answers(new)
-        assert (await fetch.wait(fetch.send(OffsetFetchRequest("g", (("t", 0),))))).offsets() == {("t", 0): 5}
+        fetch = Answers()
+        fetched = await fetch.wait(fetch.send(new, OffsetFetchRequest("g", (("t", 0),))))
+        assert fetched.offsets() == {("t", 0): 5}
         await new.unload(new.epoch)
 
     run(scenario())

@@ -11,8 +11,8 @@ from pathlib import Path
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 
-from tests.actors.replication_support import NAMES, Answers, Cluster
-from tests.actors.support import commit, run, until
+from tests.actors.replication_support import NAMES, Cluster
+from tests.actors.support import Answers, commit, run, until
 
 
 def fetch(group: str) -> OffsetFetchRequest:

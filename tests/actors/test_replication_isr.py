@@ -16,8 +16,8 @@ from actors.settings import ServiceSettings, partition_dir
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, OffsetFetchRequest
 
-from tests.actors.replication_support import NAMES, Answers, Cluster
-from tests.actors.support import active, commit, run, until
+from tests.actors.replication_support import NAMES, Cluster
+from tests.actors.support import Answers, active, commit, run, until
 
 
 def fetch(group: str) -> OffsetFetchRequest:
