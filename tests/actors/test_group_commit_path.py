@@ -70,18 +70,26 @@ async def gather_behind_a_held_fsync(
     return [first, *gathered]
 
 
+async def commit_through_a_held_fsync(
+    partition: OffsetPartition, monkeypatch: pytest.MonkeyPatch, fail_first: bool
+) -> tuple[GatedSync, list[Any]]:
+    """Gate the log's fsync, gather commits behind the held one, release it;
+    returns the gate (its call count) and every commit's answer, in order."""
+    sync = GatedSync(log_partition._fdatasync, fail_first=fail_first)
+    monkeypatch.setattr(log_partition, "_fdatasync", sync)
+    try:
+        tasks = await gather_behind_a_held_fsync(partition, sync)
+    finally:
+        sync.gate.set()
+    return sync, list(await asyncio.gather(*tasks))
+
+
 def test_one_fsync_covers_every_commit_that_gathered_while_the_last_one_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
         partition = await active(settings_for(tmp_path))
-        sync = GatedSync(log_partition._fdatasync, fail_first=False)
-        monkeypatch.setattr(log_partition, "_fdatasync", sync)
-        try:
-            tasks = await gather_behind_a_held_fsync(partition, sync)
-        finally:
-            sync.gate.set()
-        responses = await asyncio.gather(*tasks)
+        sync, responses = await commit_through_a_held_fsync(partition, monkeypatch, fail_first=False)
         assert all(r.errors() == {("t", 0): Errors.NONE} for r in responses)
         # The first commit's fsync, then one for all the commits that gathered behind it.
         assert sync.calls == 2
@@ -100,13 +108,7 @@ def test_a_failed_fsync_answers_every_waiting_commit_and_the_partition_reloads(
 ) -> None:
     async def scenario() -> None:
         partition = await active(settings_for(tmp_path))
-        sync = GatedSync(log_partition._fdatasync, fail_first=True)
-        monkeypatch.setattr(log_partition, "_fdatasync", sync)
-        try:
-            tasks = await gather_behind_a_held_fsync(partition, sync)
-        finally:
-            sync.gate.set()
-        responses = await asyncio.gather(*tasks)
+        sync, responses = await commit_through_a_held_fsync(partition, monkeypatch, fail_first=True)
         assert all(r.errors() == {("t", 0): Errors.NOT_COORDINATOR} for r in responses)
         assert await partition.wait_active(WAIT_S) == "ACTIVE"
         assert partition.runtime.failures == 1
