@@ -485,6 +485,10 @@ class ControlPlane:
         self.standbys.kill_all()
         self.leaders.clear()
 
+    def log_sources(self) -> dict[int, list[Any]]:
+        """{partition: [leader handle]} of every partition with a leader: who holds its log."""
+        return {p: [handle] for p, handle in self.leaders.items() if handle is not None}
+
     # ------------------------------------------------------------- helpers
 
     async def _persist(self) -> None:
