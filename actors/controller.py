@@ -75,6 +75,12 @@ class Controller:
         await self._ready()
         return await self.plane.status()
 
+    async def log_sources(self) -> dict[int, list[Any]]:
+        """{partition: [actor handles]}: the replicas holding each partition's log, the
+        leader first (the Spark reader reads the log through them: no shared filesystem)."""
+        await self._ready()
+        return self.plane.log_sources()
+
     async def get_settings(self) -> ServiceSettings:
         return self.settings
 
