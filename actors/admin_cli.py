@@ -1,21 +1,27 @@
 """The admin commands of `raygroups`, modelled on kafka-consumer-groups.sh.
 
 `list`, `describe GROUP`, `delete GROUP`, `reset-offsets GROUP`, `reassign
-PARTITION`, `status`: each prints an aligned table, or JSON with `--json`.
-They talk to a running service through `actors.connect()`.
+PARTITION`, `status`, `elect-leader PARTITION`: each prints an aligned table,
+or JSON with `--json`. They talk to a running service through
+`actors.connect()`. Warnings and errors that are not the command's result go
+to stderr, so that `--json` output stays parseable.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import ray
+from ray.exceptions import RayTaskError
 from rich.console import Console
 from rich.table import Table
 
 from actors.client import Client
+from actors.status_table import failing, node_text, nodes_text, status_table, under_replicated
 from coordinator import Errors
 from coordinator.consumer_protocol import decode_assignment
 from coordinator.topic_partition import TopicPartition
@@ -193,53 +199,100 @@ def cmd_reassign(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-STATUS_COLUMNS = [
-    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE"
-]
-# A failure is shown whole with --json; the table keeps a line per partition.
-FAILURE_WIDTH = 80
-
-
 def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    """One row per partition; a leader that refuses to serve (its log is
-    missing or behind what the partition acknowledged) says why, and the
-    command then exits 1 so scripts notice."""
+    """One row per partition (columns: `status_table`). A leader that refuses to
+    serve (its log is missing or behind what the partition acknowledged) says
+    why; an offline partition has no leader. Either makes the command exit 1
+    so scripts notice; an under-replicated one is reported but serves."""
     partitions = client.status()
-    rows = [
-        [
-            p.get("partition"),
-            p.get("epoch"),
-            p.get("state"),
-            (p.get("node_id") or "")[:12],
-            p.get("groups"),
-            p.get("members"),
-            p.get("durable_end"),
-            p.get("load_ms"),
-            "yes" if p.get("refused") else "no",
-            _failure_text(p.get("failure"), args.json),
-        ]
-        for p in partitions
-    ]
-    print_table(
-        "offsets partitions",
-        STATUS_COLUMNS,
-        rows,
-        args.json,
-    )
-    refused = [p.get("partition") for p in partitions if p.get("refused")]
-    if refused and not args.json:
+    columns, rows = status_table(partitions, whole=args.json)
+    print_table("offsets partitions", columns, rows, args.json)
+    offline, refused = failing(partitions)
+    if not args.json:
+        _print_status_notes(offline, refused, under_replicated(partitions))
+    return 1 if offline or refused else 0
+
+
+def _print_status_notes(offline: list[Any], refused: list[Any], lagging: list[Any]) -> None:
+    if offline:
+        console.print(
+            f"partitions {offline} are offline: no replica of the ISR is alive to lead. Bring one back; "
+            "as a last resort, losing acknowledged commits: raygroups elect-leader --unclean PARTITION"
+        )
+    if refused:
         console.print(
             f"partitions {refused} refuse to serve: reassign each to a node that holds its log "
             "(raygroups reassign PARTITION --node NODE_ID)"
         )
-    return 1 if refused else 0
+    if lagging:
+        console.print(f"partitions {lagging} are under-replicated: their ISR is smaller than their replicas")
 
 
-def _failure_text(failure: Any, whole: bool) -> Any:
-    if failure is None or whole:
-        return failure
-    text = str(failure)
-    return text if len(text) <= FAILURE_WIDTH else text[: FAILURE_WIDTH - 3] + "..."
+UNCLEAN_WARNING = (
+    "WARNING: an unclean election may make a replica outside the ISR the leader of partition {p}. "
+    "Offset commits acknowledged to consumers that this replica lacks are lost, and the other "
+    "replicas truncate their logs to the new leader's."
+)
+ELECTION_COLUMNS = ["PARTITION", "LEADER", "LEADER-EPOCH", "ISR", "UNCLEAN"]
+
+
+def cmd_elect_leader(
+    client: Client, args: argparse.Namespace, ask: Callable[[str], str | None] | None = None
+) -> int:
+    """Elect a leader for a partition now, from its ISR (as Kafka's preferred
+    election picks the first eligible replica); `--unclean` from any live replica,
+    after a warning and a confirmation (`--yes`, or an answer at the terminal)."""
+    if args.unclean:
+        print(UNCLEAN_WARNING.format(p=args.partition), file=sys.stderr)
+        if not (args.yes or _confirmed(args.partition, ask or _ask_terminal)):
+            print("Aborted: no election (pass --yes to confirm without a terminal).", file=sys.stderr)
+            return 1
+    try:
+        result = request_election(client, args.partition, args.unclean)
+    except ValueError as exc:
+        print(f"Error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    print_table("leader election", ELECTION_COLUMNS, [election_row(result, args.json)], args.json)
+    return 0
+
+
+def request_election(client: Client, partition: int, unclean: bool) -> dict[str, Any]:
+    """The controller elects and answers the partition's new leadership; the
+    client's routing is refreshed so the next request finds the new leader."""
+    result: dict[str, Any] = ray.get(client.controller.elect_leader.remote(partition, unclean))
+    client.refresh()
+    return result
+
+
+def election_row(result: Mapping[str, Any], whole: bool) -> list[Any]:
+    return [
+        result.get("partition"),
+        node_text(result.get("leader"), whole),
+        result.get("leader_epoch"),
+        nodes_text(result.get("isr"), whole),
+        "yes" if result.get("unclean") else "no",
+    ]
+
+
+def _confirmed(partition: int, ask: Callable[[str], str | None]) -> bool:
+    answer = ask(f"Elect an unclean leader for partition {partition}? [y/N] ")
+    return (answer or "").strip().lower() in ("y", "yes")
+
+
+def _ask_terminal(prompt: str) -> str | None:
+    """The operator's answer, or None when nobody is at a terminal to give one."""
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+def _one_line(exc: Exception) -> str:
+    """The controller's own message, without the remote traceback Ray wraps it in."""
+    cause = exc.cause if isinstance(exc, RayTaskError) else exc
+    return " ".join(str(cause).split())
 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -261,7 +314,24 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser("reassign", parents=[common], help="move a partition's leadership")
     p.add_argument("partition", type=int)
     p.add_argument("--node", help="Ray node id to move it to")
-    commands.add_parser("status", parents=[common], help="partitions, leaders, epochs, load state")
+    commands.add_parser(
+        "status", parents=[common], help="partitions, leaders, replicas, ISR, high watermarks, load state"
+    )
+    p = commands.add_parser(
+        "elect-leader",
+        parents=[common],
+        help="elect a partition's leader from its ISR (--unclean: from any live replica)",
+        description="Elect a leader for PARTITION from its in-sync replicas, as "
+        "kafka-leader-election does. --unclean elects any live replica, as "
+        "kafka-leader-election --election-type unclean: acknowledged offset commits the new "
+        "leader lacks are lost. Unlike Kafka's tool this asks for confirmation first "
+        "(or --yes), because the loss cannot be undone; the service itself never elects uncleanly.",
+    )
+    p.add_argument("partition", type=int)
+    p.add_argument(
+        "--unclean", action="store_true", help="elect outside the ISR: may lose acknowledged commits"
+    )
+    p.add_argument("--yes", action="store_true", help="confirm --unclean without asking")
 
 
 ADMIN_COMMANDS = {
@@ -271,4 +341,5 @@ ADMIN_COMMANDS = {
     "reset-offsets": cmd_reset_offsets,
     "reassign": cmd_reassign,
     "status": cmd_status,
+    "elect-leader": cmd_elect_leader,
 }

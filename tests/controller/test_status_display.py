@@ -1,4 +1,6 @@
-"""`raygroups status` shows a refusing partition, why, and exits 1 for it."""
+"""`raygroups status` shows a refusing partition, why, and exits 1 for it; with
+replicas, each partition's leader node, replicas, ISR, high watermark and
+follower lags, and exits 1 for an offline partition."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from rich.console import Console
 
 from actors import admin_cli
 from actors.admin_cli import cmd_status
+from actors.status_table import BASE_COLUMNS
 
 FAILURE = "log directory /data/offsets-2 missing on node abc123: the partition acknowledged up to 12"
 
@@ -48,3 +51,106 @@ def test_status_table_names_the_refusing_partition(
     assert cmd_status(StatusClient(ROWS), argparse.Namespace(json=False)) == 1  # type: ignore[arg-type]
     out = capsys.readouterr().out
     assert "REFUSED" in out and "offsets-2" in out and "partitions [2] refuse to serve" in out
+
+
+# Ray node ids are 56 hex characters; the table shows their first 8.
+N1, N2, N3 = ("a1" * 28), ("b2" * 28), ("c3" * 28)
+
+
+def replicated_row(partition: int, **changes: Any) -> dict[str, Any]:
+    """A controller status row of a replicated partition, its leader's `info()` merged in."""
+    row: dict[str, Any] = {
+        "partition": partition, "epoch": 4, "state": "ACTIVE", "refused": False, "failure": None,
+        "node_id": N1, "groups": 2, "members": 5, "durable_end": 120, "load_ms": 3.0,
+        "replicas": [N1, N2, N3], "isr": [N1, N2, N3], "leader_node": N1, "offline": False,
+        "under_replicated": False, "high_watermark": 103,
+        "followers": {N2: {"log_end": 120, "lag": 0}, N3: {"log_end": 103, "lag": 17}},
+    }
+    return {**row, **changes}
+
+
+def offline_row(partition: int) -> dict[str, Any]:
+    """No leader: the controller's row alone (no `info()` to merge)."""
+    return {
+        "partition": partition, "epoch": 6, "state": "NO LEADER", "refused": False, "failure": None,
+        "replicas": [N1, N2, N3], "isr": [N3], "leader_node": None, "offline": True,
+        "under_replicated": True,
+    }
+
+
+REPLICATED_ROWS = [
+    replicated_row(0),
+    replicated_row(1, isr=[N1, N2], under_replicated=True, followers={N2: {"log_end": 9, "lag": 0},
+                                                                      N3: {"log_end": None, "lag": None}}),
+    offline_row(2),
+]
+
+
+def table_output(
+    rows: list[dict[str, Any]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str]:
+    monkeypatch.setattr(admin_cli, "console", Console(width=300))
+    code = cmd_status(StatusClient(rows), argparse.Namespace(json=False))  # type: ignore[arg-type]
+    return code, capsys.readouterr().out
+
+
+def table_line(out: str, partition: int | str) -> list[str]:
+    """The cells of one partition's line in a rich table (the header's: "PARTITION")."""
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.replace("┃", "│").split("│")[1:-1]]
+        if cells and cells[0] == str(partition):
+            return cells
+    raise AssertionError(f"no line for partition {partition} in:\n{out}")
+
+
+def test_status_table_shows_replication_per_partition(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = table_output(REPLICATED_ROWS, capsys, monkeypatch)
+    header = table_line(out, "PARTITION")
+    healthy, lagging, offline = (dict(zip(header, table_line(out, p))) for p in (0, 1, 2))
+    assert healthy["LEADER-NODE"] == "a1a1a1a1"
+    assert healthy["REPLICAS"] == healthy["ISR"] == "a1a1a1a1 b2b2b2b2 c3c3c3c3"
+    assert (healthy["HWM"], healthy["LOG-END"]) == ("103", "120")
+    assert healthy["FOLLOWER-LAG"] == "b2b2b2b2:0 c3c3c3c3:17"
+    assert healthy["HEALTH"] == "ok"
+    assert lagging["ISR"] == "a1a1a1a1 b2b2b2b2" and lagging["HEALTH"] == "UNDER-REPLICATED"
+    assert lagging["FOLLOWER-LAG"] == "b2b2b2b2:0 c3c3c3c3:?"  # never heard from: no lag to show
+    assert offline["HEALTH"] == "OFFLINE" and offline["LEADER-NODE"] == "-" and offline["ISR"] == "c3c3c3c3"
+    assert "partitions [2] are offline" in out and "elect-leader --unclean" in out
+    assert "partitions [1] are under-replicated" in out  # an offline one is named once, as offline
+    assert code == 1
+
+
+def test_status_exits_0_when_under_replicated_but_every_partition_has_a_leader(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = table_output(REPLICATED_ROWS[:2], capsys, monkeypatch)
+    assert code == 0
+    assert "under-replicated" in out and "offline" not in out
+
+
+def test_status_json_keeps_node_ids_lists_and_lags_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cmd_status(StatusClient(REPLICATED_ROWS), argparse.Namespace(json=True))  # type: ignore[arg-type]
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 1
+    healthy, lagging, offline = rows
+    assert healthy["LEADER-NODE"] == N1 and healthy["REPLICAS"] == [N1, N2, N3]
+    assert healthy["FOLLOWER-LAG"] == {N2: 0, N3: 17} and healthy["HWM"] == 103
+    assert lagging["ISR"] == [N1, N2] and lagging["FOLLOWER-LAG"] == {N2: 0, N3: None}
+    assert [r["HEALTH"] for r in rows] == ["ok", "UNDER-REPLICATED", "OFFLINE"]
+    assert offline["LEADER-NODE"] is None and offline["FOLLOWER-LAG"] is None
+
+
+def test_status_of_replication_factor_1_keeps_the_plain_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sole = replicated_row(0, replicas=[N1], isr=[N1], followers={})
+    code, out = table_output([sole], capsys, monkeypatch)
+    assert code == 0
+    header = table_line(out, "PARTITION")
+    assert header == BASE_COLUMNS
+    assert dict(zip(header, table_line(out, 0)))["NODE"] == "a1a1a1a1"
+    cmd_status(StatusClient([sole]), argparse.Namespace(json=True))  # type: ignore[arg-type]
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["NODE"] == N1 and "REPLICAS" not in row
