@@ -2,10 +2,12 @@
 
 Per partition: requests by type and error, request latency (OffsetCommit's
 is the commit latency), completed rebalances and their join-phase duration,
-flush (append + fsync) latency, load time, groups and members. Request
-counts are summed in the actor and reported with the gauges, every 2 s.
-For the controller: failovers by reason, partitions refusing to serve,
-orphan partition actors reaped and errors its loops survived.
+flush (append + fsync) latency, load time, groups and members; on a leader
+its ISR size and each follower's replication lag. Request counts are summed
+in the actor and reported with the gauges, every 2 s. For the controller:
+failovers by reason, partitions refusing to serve, under-replicated and
+offline partitions, orphan partition actors reaped and errors its loops
+survived.
 
 Ray's metrics agent (installed with `ray[default]`) exports them for
 Prometheus under the `ray_` prefix, e.g. `ray_raygroups_requests_total`;
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from ray.util import metrics
@@ -75,9 +78,19 @@ class PartitionMetrics:
         )
         self.groups = metrics.Gauge("raygroups_groups", "Groups held by the partition", ("partition",))
         self.members = metrics.Gauge("raygroups_members", "Members held by the partition", ("partition",))
+        self.isr_size = metrics.Gauge(
+            "raygroups_partition_isr_size",
+            "In-sync replicas of the partition, its leader included",
+            ("partition",),
+        )
+        self.replication_lag = metrics.Gauge(
+            "raygroups_partition_replication_lag",
+            "Records a follower is behind its leader's log end",
+            ("partition", "replica"),
+        )
         for metric in (
             self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members,
-            self.failures,
+            self.failures, self.isr_size,
         ):
             metric.set_default_tags(tags)
         self._partition = str(partition)
@@ -114,6 +127,16 @@ class PartitionMetrics:
             self.rebalances.inc()
             self.join_phase_ms.observe(duration)
 
+    def set_replication(self, leader_view: Mapping[str, Any]) -> None:
+        """ISR size and each follower's lag, from the leader's `describe()`.
+
+        A follower the leader has not heard from yet has no lag to report;
+        its last value lapses (Ray's TTL) rather than read as caught up."""
+        self.isr_size.set(len(leader_view["isr"]))
+        for replica, follower in leader_view["followers"].items():
+            if follower["lag"] is not None:
+                self.replication_lag.set(follower["lag"], {"partition": self._partition, "replica": replica})
+
     def flush_counts(self) -> None:
         counts, self._counts = self._counts, Counter()
         for (kind, error), count in counts.items():
@@ -123,9 +146,10 @@ class PartitionMetrics:
 class ControllerMetrics:
     """The controller's metrics, with their running totals kept for `Controller.stats()`.
 
-    Failovers by reason, partitions refusing to serve (a gauge, set again on
-    every watch round: Ray drops gauge values not refreshed within its TTL),
-    orphan partition actors reaped, and exceptions its loops survived.
+    Failovers by reason, partitions refusing to serve, under-replicated and
+    offline partitions (gauges, set again on every watch round: Ray drops
+    gauge values not refreshed within its TTL), orphan partition actors
+    reaped, and exceptions its loops survived.
     """
 
     def __init__(self) -> None:
@@ -139,11 +163,20 @@ class ControllerMetrics:
         self._reaped = metrics.Counter(
             "raygroups_controller_orphans_reaped", "Partition actors killed because no controller owned them"
         )
+        self._under_replicated = metrics.Gauge(
+            "raygroups_controller_under_replicated_partitions",
+            "Partitions whose ISR is smaller than their replicas",
+        )
+        self._offline = metrics.Gauge(
+            "raygroups_controller_offline_partitions", "Partitions without a leader: they serve nothing"
+        )
         self._loop_errors = metrics.Counter(
             "raygroups_controller_loop_errors", "Exceptions caught in a controller loop, by loop", ("loop",)
         )
         self.failovers: Counter[str] = Counter()
         self.refused = 0
+        self.under_replicated = 0
+        self.offline = 0
         self.reaped = 0
         self.loop_errors: Counter[str] = Counter()
 
@@ -154,6 +187,12 @@ class ControllerMetrics:
     def set_refused(self, count: int) -> None:
         self.refused = count
         self._refused.set(count)
+
+    def set_replication(self, under_replicated: int, offline: int) -> None:
+        """Set on every watch round, as `set_refused`."""
+        self.under_replicated, self.offline = under_replicated, offline
+        self._under_replicated.set(under_replicated)
+        self._offline.set(offline)
 
     def orphan_reaped(self) -> None:
         self.reaped += 1

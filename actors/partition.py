@@ -433,6 +433,8 @@ class OffsetPartition(ReplicaRoles):
             self.metrics.load_time_ms.set(self.load_ms)
             self.metrics.groups.set(len(shard.groups) if shard else 0)
             self.metrics.members.set(shard.member_count() if shard else 0)
+            if self.leader is not None:
+                self.metrics.set_replication(self.leader.describe())
             self.metrics.flush_counts()
             await asyncio.sleep(interval_s)
 
