@@ -47,10 +47,19 @@ class Intent:
 
 @dataclass(slots=True)
 class PartitionMeta:
+    # The leader epoch and the leader's actor name.
     epoch: int = 0
     actor: str | None = None
     known_end: int = NEVER_LOADED
     intent: Intent | None = None
+    # Replicated partitions only (actors/control_replicas.py): the replicas'
+    # nodes in assignment order, each one's actor name, the committed ISR, the
+    # leader's node (None: offline) and the partition epoch.
+    replicas: list[str] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    isr: list[str] = field(default_factory=list)
+    leader: str | None = None
+    partition_epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -75,6 +84,7 @@ class ControlState:
         """Every partition actor name this metadata accounts for."""
         names = set(self.standbys)
         for meta in self.partitions.values():
+            names.update(meta.names.values())
             if meta.actor is not None:
                 names.add(meta.actor)
             if meta.intent is not None:
@@ -92,6 +102,17 @@ class ControlState:
             "known_end": {str(p): m.known_end for p, m in parts.items()},
             "intents": {str(p): asdict(m.intent) for p, m in parts.items() if m.intent is not None},
             "standbys": list(self.standbys),
+            "replication": {
+                str(p): {
+                    "replicas": m.replicas,
+                    "names": m.names,
+                    "isr": m.isr,
+                    "leader": m.leader,
+                    "partition_epoch": m.partition_epoch,
+                }
+                for p, m in parts.items()
+                if m.replicas
+            },
         }
 
     @classmethod
@@ -113,6 +134,13 @@ class ControlState:
                 meta.known_end = 0
             intent = data.get("intents", {}).get(str(p))
             meta.intent = Intent(**intent) if intent is not None else None
+            replication = data.get("replication", {}).get(str(p))
+            if replication is not None:
+                meta.replicas = list(replication["replicas"])
+                meta.names = dict(replication["names"])
+                meta.isr = list(replication["isr"])
+                meta.leader = replication["leader"]
+                meta.partition_epoch = int(replication["partition_epoch"])
         state.standbys = list(data.get("standbys", []))
         return state
 

@@ -2,7 +2,9 @@
 
 A shell: the decisions (which actor leads each offsets partition at which
 epoch, failover, resumable moves, liveness, orphan reaping) are
-`actors.control.ControlPlane`'s, the Ray calls `actors.ray_cluster.RayCluster`'s,
+`actors.control.ControlPlane`'s (with replication_factor > 1
+`actors.control_replicas.ReplicatedPlane`'s: replicas, elections, ISR
+changes), the Ray calls `actors.ray_cluster.RayCluster`'s,
 the metadata lives in `<data_dir>/controller.json` (`actors.control_state`).
 The shell starts the plane as soon as Ray (re)starts the actor, without
 waiting for a call, so a restarted controller finishes the operations its
@@ -19,6 +21,7 @@ from typing import Any
 import ray
 
 from actors.control import ControlPlane
+from actors.control_replicas import ReplicatedPlane
 from actors.control_state import JsonFileStore
 from actors.metrics import ControllerMetrics
 from actors.ray_cluster import RayCluster
@@ -29,9 +32,13 @@ class Controller:
     def __init__(self, settings: ServiceSettings) -> None:
         logging.basicConfig(level=logging.INFO)
         self.settings = settings
-        self.plane = ControlPlane(
-            settings, RayCluster(settings), JsonFileStore(settings.data_dir), ControllerMetrics()
-        )
+        store = JsonFileStore(settings.data_dir)
+        self.plane: ControlPlane
+        if settings.replication_factor > 1:
+            me = ray.get_runtime_context().current_actor  # leaders send their ISR changes here
+            self.plane = ReplicatedPlane(settings, RayCluster(settings), store, ControllerMetrics(), me)
+        else:
+            self.plane = ControlPlane(settings, RayCluster(settings), store, ControllerMetrics())
         self._startup: asyncio.Task[None] | None = None
         try:
             asyncio.get_running_loop()
@@ -70,6 +77,21 @@ class Controller:
         names the epoch it saw gets one move, not two."""
         await self._ready()
         return await self.plane.reassign(partition, node_id, expected_epoch)
+
+    async def alter_isr(self, partition: int, change: Any) -> tuple[int, list[str], int, int]:
+        """A partition leader's ISR change (Kafka's AlterPartition), committed before the answer."""
+        await self._ready()
+        return await self._replicated().alter_isr(partition, change)
+
+    async def elect_leader(self, partition: int, unclean: bool = False) -> dict[str, Any]:
+        """An operator's leader election; `unclean` may elect a replica outside the ISR."""
+        await self._ready()
+        return await self._replicated().elect_leader(partition, unclean)
+
+    def _replicated(self) -> ReplicatedPlane:
+        if not isinstance(self.plane, ReplicatedPlane):
+            raise ValueError("the service runs with replication_factor 1: there is no election")
+        return self.plane
 
     async def status(self) -> list[dict[str, Any]]:
         await self._ready()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +57,9 @@ class Leadership:
     partition_epoch: int
     replicas: tuple[str, ...]
     isr: tuple[str, ...]
-    # Replica id -> a handle with `replicate` and `truncate` (a Ray actor handle).
-    followers: Mapping[str, Any] = field(default_factory=dict)
+    # Replica id -> a handle with `replicate` and `truncate` (a Ray actor
+    # handle); None while the replica has no actor (its node is gone).
+    followers: dict[str, Any] = field(default_factory=dict)
     propose: Propose | None = None
     # The committed end known when this leadership (re)starts: a promoted
     # follower's HWM, or the HWM before a reload.
@@ -154,10 +155,15 @@ class LeaderReplication:
     # ----------------------------------------------------------- pushing
 
     async def _sender(self, replica: str) -> None:
-        handle = self.leadership.followers[replica]
         wake = self._wakes[replica]
         state = self.state
         while not self.stopped:
+            # Read each round: the controller replaces the handle of a follower it restarted.
+            handle = self.leadership.followers.get(replica)
+            if handle is None:  # no actor yet: not acknowledging until the controller sends one
+                wake.clear()
+                await asyncio.sleep(self.heartbeat_s)
+                continue
             offset = state.next_fetch_offset(replica)
             if offset is not None and offset >= state.durable_end:
                 wake.clear()

@@ -12,13 +12,15 @@ call naming an older leader epoch than this replica knows changes nothing.
   NOT_COORDINATOR. A leader told this steps down first (`_on_deposed`).
 - `become_leader(leader_epoch, partition_epoch, replicas, isr, followers,
   controller=None)`: lead. `followers` maps every other replica id to its
-  actor handle; `controller` has `alter_isr.remote(partition, change)`
+  actor handle (None: no actor yet); `controller` has `alter_isr.remote(partition, change)`
   answering `(error, isr, leader_epoch, partition_epoch)` (None: the ISR
   never changes). A follower is promoted with its hot shard: the runtime is
   ACTIVE on return, committed end its HWM, written end its log end, and
   nothing is loaded. Any other replica loads its log first (as `activate`).
 - `isr_committed(leader_epoch, partition_epoch, isr)`: an ISR the controller
   committed on its own (a dead node removed); a newer leader epoch deposes.
+- `set_follower(leader_epoch, replica, handle)`: the controller restarted a
+  follower's actor (same node, same disk); the leader pushes to it from now.
 - `replicate(leader_epoch, leader, start_offset, batches, hwm)` and
   `truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)`:
   a leader's pushes, answered with a `PushAnswer`. A push of a newer epoch
@@ -109,6 +111,16 @@ class ReplicaRoles:
     async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
         leader = self.leader
         return leader is not None and leader.on_metadata(tuple(isr), leader_epoch, partition_epoch)
+
+    async def set_follower(self, leader_epoch: int, replica: str, handle: Any) -> bool:
+        """The controller restarted follower `replica` as actor `handle`: push there now."""
+        leadership = self._leadership
+        if self.leader is None or leadership is None or leadership.leader_epoch != leader_epoch:
+            return False
+        if replica not in leadership.followers:
+            raise ValueError(f"{replica!r} is not a follower of partition {self.partition}")
+        leadership.followers[replica] = handle
+        return True
 
     async def replicate(
         self, leader_epoch: int, leader: str, start_offset: int | None, batches: bytes, leader_hwm: int

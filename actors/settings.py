@@ -75,6 +75,9 @@ class ServiceSettings:
     replica_lag_time_max_ms: int = 30_000
     replication_max_bytes: int = 1 << 20
     commit_timeout_ms: int = 5_000
+    # A node gone this long has its replicas recreated on other live nodes
+    # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
+    replica_reassign_delay_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

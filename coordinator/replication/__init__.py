@@ -13,6 +13,8 @@ the notes' section and the Kafka source it follows, and its departures:
 - `controller`: elections from the ISR and ISR-change validation with
   Kafka's epoch bumps (sections 1 and 4).
 - `outcomes`: replication failures mapped to group-request errors (section 3).
+- `placement`: which nodes hold a partition's replicas, and a replacement
+  for a lost node.
 
 The one departure that shapes everything: replication is PUSH. The leader
 sends each follower the batches past the follower's log end; the follower
@@ -51,6 +53,7 @@ from coordinator.replication.leader import (
     RejectAction,
 )
 from coordinator.replication.outcomes import group_error
+from coordinator.replication.placement import assign_replicas, replacement_node
 
 __all__ = [
     "UNDEFINED",
@@ -70,12 +73,14 @@ __all__ = [
     "Truncation",
     "appends_at",
     "apply_election",
+    "assign_replicas",
     "check_leader_epoch",
     "check_push_epoch",
     "diverging_epoch",
     "elect_leader",
     "follower_high_watermark",
     "group_error",
+    "replacement_node",
     "truncation_offset",
     "validate_isr_change",
 ]

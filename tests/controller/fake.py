@@ -57,6 +57,12 @@ class FakeActor:
     hangs: bool = False
     kill_polls_left: int = 0
     killed: bool = False
+    # The replica role contract (actors/replica_roles.py), for the replicated plane.
+    role: str = "none"
+    partition_epoch: int = 0
+    isr: tuple[str, ...] = ()
+    followers: dict[str, Any] = field(default_factory=dict)
+    leader_node: str | None = None
 
     async def activate(self, known_end: int = NEVER_LOADED) -> str:
         if self.state == "INITIAL" and self.partition >= 0:
@@ -85,7 +91,44 @@ class FakeActor:
             "progress": self.progress,
             "failure": self.failure,
             "refused": self.refused,
+            "role": self.role,
+            "leader_epoch": self.epoch,
+            "partition_epoch": self.partition_epoch,
         }
+
+    async def become_leader(
+        self,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: list[str],
+        isr: list[str],
+        followers: dict[str, Any],
+        controller: Any = None,
+    ) -> dict[str, Any]:
+        if set(followers) != set(replicas) - {self.node} or self.node not in isr:
+            raise RuntimeError(f"bad leadership {replicas} {isr} {sorted(followers)}")
+        if leader_epoch >= self.epoch:
+            self.role, self.epoch, self.partition_epoch = "leader", leader_epoch, partition_epoch
+            self.isr, self.followers, self.state = tuple(isr), dict(followers), "ACTIVE"
+            self.leader_node = self.node
+        return await self.probe()
+
+    async def become_follower(self, leader_epoch: int, leader: str) -> dict[str, Any]:
+        if leader_epoch >= self.epoch:
+            self.role, self.epoch, self.state, self.leader_node = "follower", leader_epoch, "CLOSED", leader
+        return await self.probe()
+
+    async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: list[str]) -> bool:
+        if self.role != "leader" or leader_epoch != self.epoch:
+            return False
+        self.partition_epoch, self.isr = partition_epoch, tuple(isr)
+        return True
+
+    async def set_follower(self, leader_epoch: int, replica: str, handle: Any) -> bool:
+        if self.role != "leader" or leader_epoch != self.epoch:
+            return False
+        self.followers[replica] = handle
+        return True
 
     async def info(self) -> dict[str, Any]:
         return {**await self.probe(), "groups": 0, "members": 0, "node_id": self.node}

@@ -1,0 +1,500 @@
+"""ReplicatedPlane: the controller's decisions when each offsets partition has replicas.
+
+With `replication_factor` > 1 every partition has that many replica actors,
+one per node, each keeping its log on its own node's disk
+(`log.replica_dir`). This plane places them, elects leaders and commits ISR
+changes, as Kafka's KRaft controller does (replication notes sections 1 and
+4; the pure rules are in `coordinator.replication.controller` and
+`.placement`). It reuses the single-copy plane's loops, routing, reaper and
+persistence; what differs is what one partition's check does (`_reconcile`).
+
+Rules:
+- Metadata first: every change (assignment, election, ISR, a replica's new
+  actor or node) is persisted before any replica hears of it, so a
+  restarted controller acts on what it committed and a replica never sees
+  an epoch the metadata does not hold.
+- Placement: the replicas of a partition are pinned to distinct nodes with
+  a hard node affinity (a replica's disk is its node's); the assignment
+  waits until `replication_factor` nodes are live.
+- A replica is GONE when Ray reports its node or its actor dead. A gone
+  follower leaves the ISR at once (Kafka's controller fences a broker that
+  stopped heartbeating and drops it from every ISR); a slow follower is the
+  leader's business (replica.lag.time.max.ms). The last ISR member never
+  leaves: the partition waits for it rather than lose what it holds.
+- Election only from the ISR, among replicas that answer and are not
+  failed; the current leader stays while it is healthy. When no ISR member
+  can lead, a leader that is merely slow is kept, and a gone one leaves the
+  partition offline (no leader) until an ISR member returns or an operator
+  forces `elect_leader(unclean=True)`.
+- A new leader is promoted with `become_leader` (a follower keeps its hot
+  shard: no load); the others are told `become_follower`, which deposes an
+  old leader still running. Roles are re-sent whenever a probe shows a
+  replica at another epoch or role, so a lost call is repaired next round.
+- A replica whose actor died on a live node is restarted there (same disk),
+  and the leader gets its new handle (`set_follower`). A node gone longer
+  than `replica_reassign_delay_s` has its replicas moved to other live nodes
+  (`placement.replacement_node`) unless one is the last ISR member; the new
+  replica starts empty and catches up from the leader. The leader epoch is
+  bumped then, as Kafka does when a reassignment removes a replica.
+- ISR changes a leader proposes (`alter_isr`) are validated against the
+  committed state and persisted before the answer.
+
+Departure: replica ids are Ray node ids, and Ray never reuses a node id, so
+a node that is gone for good only comes back as a new node. Kafka's broker
+ids are stable across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from actors.control import ControlPlane
+from actors.control_cluster import ActorGone, Cluster, ClusterError, MetadataStore, new_actor_name
+from actors.control_state import PartitionMeta
+from actors.metrics import ControllerMetrics
+from actors.settings import ServiceSettings
+from coordinator.errors import Errors
+from coordinator.replication import (
+    Election,
+    IsrChange,
+    PartitionState,
+    apply_election,
+    assign_replicas,
+    elect_leader,
+    replacement_node,
+    validate_isr_change,
+)
+from coordinator.replication.controller import in_assignment_order
+
+logger = logging.getLogger(__name__)
+# A probe's verdict on a replica that did not answer.
+GONE = "gone"
+UNRESPONSIVE = "unresponsive"
+Probe = dict[str, Any] | str
+
+
+class ReplicatedPlane(ControlPlane):
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        cluster: Cluster,
+        store: MetadataStore,
+        metrics: ControllerMetrics,
+        controller: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(settings, cluster, store, metrics, clock)
+        # The handle leaders send ISR changes to (this controller's actor).
+        self.controller = controller
+        # partition -> replica node -> its actor handle
+        self.handles: dict[int, dict[str, Any]] = {}
+        # partition -> the follower handles its current leader was given
+        self._given: dict[int, dict[str, Any]] = {}
+        # node -> when it was first seen not live
+        self._missing_since: dict[str, float] = {}
+        # partition -> replicas whose last become_leader failed (not candidates next round)
+        self._failed_leaders: dict[int, set[str]] = {}
+
+    # ------------------------------------------------------------ checks
+
+    async def _recover(self, partition: int) -> None:
+        await self.check(partition)
+
+    async def check(self, partition: int) -> None:
+        async with self._locks[partition]:
+            live = set(await self.cluster.live_nodes())
+            self._note_live(live)
+            await self._reconcile(partition, live)
+
+    async def refill_standbys_once(self) -> None:
+        """No standbys: a replica's place is its node, where its disk is."""
+
+    async def _reconcile(self, partition: int, live: set[str]) -> None:
+        meta = self.state.partitions[partition]
+        if not meta.replicas and not await self._assign(partition, live):
+            return
+        await self._move_lost_replicas(partition, live)
+        probes = await self._probe_all(partition, live)
+        # Elect before restarting anything: a hot follower takes over from a
+        # leader whose actor died, rather than that leader's restarted actor.
+        await self._elect(partition, probes)
+        for node, probe in probes.items():
+            if probe == GONE and node in live:
+                probes[node] = await self._restart(partition, node)
+        if meta.leader is None:  # a new partition, or one whose ISR just came back
+            await self._elect(partition, probes)
+        await self._send_roles(partition, probes)
+
+    def _note_live(self, live: set[str]) -> None:
+        now = self.clock()
+        for meta in self.state.partitions.values():
+            for node in meta.replicas:
+                if node not in live:
+                    self._missing_since.setdefault(node, now)
+        for node in live:
+            self._missing_since.pop(node, None)
+
+    async def _assign(self, partition: int, live: set[str]) -> bool:
+        """Place a new partition's replicas: all of them at once, so the spread is even."""
+        rf = self.settings.replication_factor
+        if len(live) < rf:
+            logger.warning(
+                "partition %d: replication factor %d needs %d live nodes, %d are live; waiting",
+                partition, rf, rf, len(live),
+            )
+            return False
+        assignment = assign_replicas(self.num_partitions, live, rf)
+        for p, meta in self.state.partitions.items():
+            if not meta.replicas:
+                meta.replicas = list(assignment[p])
+                meta.isr = list(assignment[p])
+        await self._persist()
+        return True
+
+    async def _probe_all(self, partition: int, live: set[str]) -> dict[str, Probe]:
+        meta = self.state.partitions[partition]
+        handles = self.handles.setdefault(partition, {})
+        nodes = list(meta.replicas)
+        probes = await asyncio.gather(*(self._probe(partition, node, live) for node in nodes))
+        for node, probe in zip(nodes, probes, strict=True):
+            if probe == GONE:
+                handles.pop(node, None)
+        return dict(zip(nodes, probes, strict=True))
+
+    async def _probe(self, partition: int, node: str, live: set[str]) -> Probe:
+        if node not in live:
+            return GONE
+        handles = self.handles.setdefault(partition, {})
+        handle = handles.get(node)
+        if handle is None:
+            name = self.state.partitions[partition].names.get(node)
+            handle = None if name is None else await self.cluster.find(name)
+            if handle is None:
+                return GONE
+            handles[node] = handle
+        try:
+            probe: dict[str, Any] = await self.cluster.call(
+                handle, "probe", timeout_s=self.settings.probe_timeout_s
+            )
+            return probe
+        except ActorGone:
+            return GONE
+        except ClusterError as exc:
+            logger.info("partition %d: replica on %s did not answer its probe: %r", partition, node, exc)
+            return UNRESPONSIVE
+
+    # --------------------------------------------------------- elections
+
+    async def _elect(self, partition: int, probes: dict[str, Probe]) -> None:
+        """Commit the partition's next leader and ISR (module rules)."""
+        meta = self.state.partitions[partition]
+        current = _partition_state(meta)
+        gone = {node for node, probe in probes.items() if probe == GONE}
+        failed = self._failed_leaders.get(partition, set())
+        healthy = {
+            node for node, probe in probes.items()
+            if isinstance(probe, dict) and _can_lead(probe) and node not in failed
+        }
+        if meta.leader in healthy:
+            isr = [r for r in meta.isr if r not in gone]
+            election = Election(meta.leader, in_assignment_order(meta.replicas, isr))
+        else:
+            election = elect_leader(meta.replicas, meta.isr, healthy)
+            if election.leader is None and meta.leader is not None and meta.leader not in gone:
+                return  # slow or failing, but the only one that may lead: keep it
+        await self._commit(partition, apply_election(current, election), "leader gone")
+
+    async def _commit(self, partition: int, new: PartitionState, reason: str) -> None:
+        meta = self.state.partitions[partition]
+        old_leader, old_epoch = meta.leader, meta.epoch
+        if new == _partition_state(meta):
+            return
+        meta.replicas, meta.isr = list(new.replicas), list(new.isr)
+        meta.leader, meta.epoch, meta.partition_epoch = new.leader, new.leader_epoch, new.partition_epoch
+        meta.actor = None if new.leader is None else meta.names[new.leader]
+        await self._persist()
+        if new.leader_epoch != old_epoch:
+            self.leaders.pop(partition, None)
+            self._given.pop(partition, None)
+            if old_leader is not None:
+                self.metrics.failover(reason)
+            log = logger.info if new.leader is not None else logger.error
+            log(
+                "partition %d: leader %s epoch %d (was %s; %s), ISR %s",
+                partition, new.leader, new.leader_epoch, old_leader, reason, list(new.isr),
+            )
+
+    async def elect_leader(self, partition: int, unclean: bool = False) -> dict[str, Any]:
+        """An operator's election. Clean: move leadership to the next healthy ISR
+        member. Unclean: when no ISR member can lead, the first live replica
+        leads with whatever its log holds (acknowledged commits may be lost)."""
+        self._check_partition(partition)
+        async with self._locks[partition]:
+            live = set(await self.cluster.live_nodes())
+            probes = await self._probe_all(partition, live)
+            meta = self.state.partitions[partition]
+            healthy = {n for n, p in probes.items() if isinstance(p, dict) and _can_lead(p)}
+            candidates = healthy - {meta.leader} if meta.leader in meta.isr and not unclean else healthy
+            election = elect_leader(meta.replicas, meta.isr, candidates, unclean=unclean)
+            if election.leader is None:
+                raise ValueError(
+                    f"partition {partition}: no eligible replica (ISR {meta.isr}, answering "
+                    f"{sorted(healthy)}){'' if unclean else '; --unclean may elect an out-of-sync one'}"
+                )
+            if election.unclean:
+                logger.warning("partition %d: UNCLEAN election of %s (operator)", partition, election.leader)
+            await self._commit(partition, apply_election(_partition_state(meta), election), "operator")
+            await self._send_roles(partition, probes)
+            return {
+                "partition": partition,
+                "leader": meta.leader,
+                "leader_epoch": meta.epoch,
+                "isr": list(meta.isr),
+                "unclean": election.unclean,
+            }
+
+    async def reassign(
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+    ) -> int:
+        """Move leadership to `node_id` (an ISR member), or to the next ISR member."""
+        self._check_partition(partition)
+        meta = self.state.partitions[partition]
+        if expected_epoch is not None and expected_epoch != meta.epoch:
+            if expected_epoch > meta.epoch:
+                raise ValueError(f"partition {partition} is at epoch {meta.epoch}, not {expected_epoch}")
+            return meta.epoch
+        if node_id is None:
+            await self.elect_leader(partition)
+            return meta.epoch
+        async with self._locks[partition]:
+            if node_id not in meta.isr:
+                raise ValueError(f"partition {partition}: {node_id} is not in the ISR {meta.isr}")
+            live = set(await self.cluster.live_nodes())
+            probes = await self._probe_all(partition, live)
+            probe = probes.get(node_id)
+            if not (isinstance(probe, dict) and _can_lead(probe)):
+                raise ValueError(f"partition {partition}: the replica on {node_id} cannot lead now")
+            election = Election(node_id, tuple(meta.isr))
+            await self._commit(partition, apply_election(_partition_state(meta), election), "reassign")
+            await self._send_roles(partition, probes)
+            return meta.epoch
+
+    # -------------------------------------------------------------- ISR
+
+    async def alter_isr(self, partition: int, change: Any) -> tuple[int, list[str], int, int]:
+        """A leader's proposed ISR (Kafka's AlterPartition): validated, persisted, answered
+        `(error, isr, leader_epoch, partition_epoch)` with the committed state."""
+        self._check_partition(partition)
+        if not isinstance(change, IsrChange) or not all(isinstance(r, str) for r in change.isr):
+            raise ValueError(f"alter_isr: an IsrChange expected, got {type(change).__name__}")
+        async with self._locks[partition]:
+            meta = self.state.partitions[partition]
+            known_gone = {n for n in meta.replicas if self._missing_since.get(n) is not None}
+            result = validate_isr_change(
+                _partition_state(meta), change.leader, change.leader_epoch, change.partition_epoch,
+                change.isr, set(meta.replicas) - known_gone,
+            )
+            if result.error is Errors.NONE and result.state != _partition_state(meta):
+                meta.isr, meta.partition_epoch = list(result.state.isr), result.state.partition_epoch
+                await self._persist()
+                logger.info("partition %d: ISR %s (%s by the leader)", partition, meta.isr, change.kind.value)
+            state = _partition_state(meta)
+            return int(result.error), list(state.isr), state.leader_epoch, state.partition_epoch
+
+    # ---------------------------------------------------------- replicas
+
+    async def _restart(self, partition: int, node: str) -> Probe:
+        """A replica's actor is gone but its node is live: start a new actor there."""
+        meta = self.state.partitions[partition]
+        meta.names[node] = new_actor_name()
+        await self._persist()
+        return await self._create(partition, node)
+
+    async def _create(self, partition: int, node: str) -> Probe:
+        meta = self.state.partitions[partition]
+        name = meta.names[node]
+        try:
+            handle = self.cluster.create(name, partition, meta.epoch, node, True)
+        except ClusterError as exc:
+            logger.warning("partition %d: starting replica %s on %s failed: %r", partition, name, node, exc)
+            return GONE
+        self.handles.setdefault(partition, {})[node] = handle
+        logger.info("partition %d: replica %s started on %s", partition, name, node)
+        return {"role": "none", "state": "INITIAL", "leader_epoch": -1}
+
+    async def _move_lost_replicas(self, partition: int, live: set[str]) -> None:
+        """Replace replicas whose node has been gone longer than the reassign delay."""
+        meta = self.state.partitions[partition]
+        now, delay = self.clock(), self.settings.replica_reassign_delay_s
+        # An ISR member is not moved: a lost one left the ISR at its loss unless it is
+        # the last, and the partition waits for the last (module rules).
+        lost = [
+            node for node in meta.replicas
+            if node not in live and node not in meta.isr
+            and now - self._missing_since.get(node, now) >= delay
+        ]
+        if not lost:
+            return
+        replicas = list(meta.replicas)
+        assignment = {p: m.replicas for p, m in self.state.partitions.items()}
+        for node in lost:
+            target = replacement_node(replicas, live, assignment)
+            if target is None:
+                logger.warning("partition %d: no live node can take its replica on %s", partition, node)
+                continue
+            replicas[replicas.index(node)] = target
+            meta.names.pop(node, None)
+            self.handles.get(partition, {}).pop(node, None)
+            logger.warning("partition %d: replica on lost node %s moves to %s", partition, node, target)
+        if replicas == meta.replicas:
+            return
+        state = PartitionState(
+            tuple(replicas), tuple(meta.isr), meta.leader, meta.epoch + 1, meta.partition_epoch + 1
+        )
+        await self._commit(partition, state, "replica moved")
+
+    # ------------------------------------------------------------- roles
+
+    async def _send_roles(self, partition: int, probes: dict[str, Probe]) -> None:
+        """Make every answering replica's role match the metadata (module rules)."""
+        meta = self.state.partitions[partition]
+        if meta.leader is None:
+            return
+        handles = self.handles.get(partition, {})
+        leader = handles.get(meta.leader)
+        if leader is not None:
+            await self._lead(partition, leader, probes.get(meta.leader))
+        await asyncio.gather(
+            *(
+                self._follow(partition, node, handles[node], probes.get(node))
+                for node in meta.replicas
+                if node != meta.leader and node in handles and isinstance(probes.get(node), dict)
+            )
+        )
+
+    async def _lead(self, partition: int, handle: Any, probe: Probe | None) -> None:
+        meta = self.state.partitions[partition]
+        timeout_s = self.settings.actor_start_timeout_s
+        followers = {n: self.handles.get(partition, {}).get(n) for n in meta.replicas if n != meta.leader}
+        try:
+            if not _holds(probe, "leader", meta.epoch):
+                await self.cluster.call(
+                    handle, "become_leader", meta.epoch, meta.partition_epoch, list(meta.replicas),
+                    list(meta.isr), followers, self.controller, timeout_s=timeout_s,
+                )
+                self._given[partition] = dict(followers)
+            elif isinstance(probe, dict) and probe.get("partition_epoch") != meta.partition_epoch:
+                await self.cluster.call(
+                    handle, "isr_committed", meta.epoch, meta.partition_epoch, list(meta.isr),
+                    timeout_s=timeout_s,
+                )
+            given = self._given.setdefault(partition, dict(followers))
+            for node, follower in followers.items():
+                if follower is not None and given.get(node) is not follower:
+                    await self.cluster.call(
+                        handle, "set_follower", meta.epoch, node, follower, timeout_s=timeout_s
+                    )
+                    given[node] = follower
+        except ClusterError as exc:
+            logger.warning("partition %d: leader on %s not started: %r", partition, meta.leader, exc)
+            self._failed_leaders.setdefault(partition, set()).add(str(meta.leader))
+            self.leaders.pop(partition, None)
+            return
+        self._failed_leaders.pop(partition, None)
+        self.leaders[partition] = handle
+
+    async def _follow(self, partition: int, node: str, handle: Any, probe: Probe | None) -> None:
+        meta = self.state.partitions[partition]
+        if _holds(probe, "follower", meta.epoch):
+            return
+        try:
+            await self.cluster.call(
+                handle, "become_follower", meta.epoch, meta.leader,
+                timeout_s=self.settings.actor_start_timeout_s,
+            )
+        except ClusterError as exc:
+            logger.warning("partition %d: replica on %s did not follow: %r", partition, node, exc)
+
+    # ----------------------------------------------------------- queries
+
+    def log_sources(self) -> dict[int, list[Any]]:
+        """Per partition, the handles of the replicas holding its log, leader first."""
+        sources: dict[int, list[Any]] = {}
+        for partition, meta in self.state.partitions.items():
+            handles = self.handles.get(partition, {})
+            order = [meta.leader, *(n for n in meta.replicas if n != meta.leader)]
+            sources[partition] = [handles[n] for n in order if n is not None and n in handles]
+        return sources
+
+    async def _status_row(self, partition: int) -> dict[str, Any]:
+        row = await super()._status_row(partition)
+        meta = self.state.partitions[partition]
+        return {
+            **row,
+            "replicas": list(meta.replicas),
+            "isr": list(meta.isr),
+            "leader_node": meta.leader,
+            "partition_epoch": meta.partition_epoch,
+            "offline": meta.leader is None,
+            "under_replicated": len(meta.isr) < len(meta.replicas),
+        }
+
+    def stats(self) -> dict[str, Any]:
+        parts = self.state.partitions.values()
+        return {
+            **super().stats(),
+            "offline": sorted(p for p, m in self.state.partitions.items() if m.replicas and m.leader is None),
+            "under_replicated": sum(1 for m in parts if len(m.isr) < len(m.replicas)),
+        }
+
+    async def watch_once(self) -> None:
+        await super().watch_once()
+        parts = self.state.partitions.values()
+        self.metrics.set_replication(
+            sum(1 for m in parts if len(m.isr) < len(m.replicas)),
+            sum(1 for m in parts if m.replicas and m.leader is None),
+        )
+
+    async def shutdown(self) -> None:
+        """Stop the loops, unload and kill every replica; the logs stay on the nodes' disks."""
+        for task in [*self._loops, *self._checks.values()]:
+            task.cancel()
+
+        async def stop(partition: int, handle: Any) -> None:
+            try:
+                await self.cluster.call(
+                    handle, "unload", self.state.partitions[partition].epoch,
+                    timeout_s=self.settings.probe_timeout_s,
+                )
+            except ClusterError:
+                pass  # killed below all the same
+            self.cluster.kill(handle)
+
+        await asyncio.gather(
+            *(stop(p, h) for p, handles in self.handles.items() for h in handles.values())
+        )
+        self.handles.clear()
+        self.leaders.clear()
+
+    def _check_partition(self, partition: int) -> None:
+        if type(partition) is not int or not 0 <= partition < self.num_partitions:
+            raise ValueError(f"partition must be an int in [0, {self.num_partitions}), got {partition!r}")
+
+
+def _partition_state(meta: PartitionMeta) -> PartitionState:
+    return PartitionState(
+        tuple(meta.replicas), tuple(meta.isr), meta.leader, meta.epoch, meta.partition_epoch
+    )
+
+
+def _can_lead(probe: dict[str, Any]) -> bool:
+    """A replica that answered may lead unless its log failed or it refuses to serve."""
+    return probe.get("state") != "FAILED" and not probe.get("refused")
+
+
+def _holds(probe: Probe | None, role: str, leader_epoch: int) -> bool:
+    return isinstance(probe, dict) and probe.get("role") == role and probe.get("leader_epoch") == leader_epoch

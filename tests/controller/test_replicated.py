@@ -1,0 +1,235 @@
+"""The replicated plane on the fake cluster: placement on distinct nodes, elections
+only from the ISR, ISR changes committed before they are answered, restarts of
+lost replicas, moves off a lost node, and a restarted controller that adopts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from actors.control_replicas import ReplicatedPlane
+from actors.metrics import ControllerMetrics
+from coordinator.errors import Errors
+from coordinator.replication import IsrChange, IsrChangeKind
+
+from tests.controller.fake import FakeActor, FakeCluster, ManualClock, MemoryStore
+from tests.controller.helpers import make_settings, run, watch
+
+
+def make_replicated(
+    cluster: FakeCluster, store: MemoryStore, clock: ManualClock | None = None, **overrides: Any
+) -> ReplicatedPlane:
+    values = {"replication_factor": 3, "min_insync_replicas": 2, **overrides}
+    return ReplicatedPlane(
+        make_settings(**values), cluster, store, ControllerMetrics(), "the-controller", clock or ManualClock()
+    )
+
+
+def replicas(cluster: FakeCluster, partition: int) -> dict[str, FakeActor]:
+    return {a.node: a for a in cluster.live.values() if a.partition == partition}
+
+
+def leader(cluster: FakeCluster, partition: int) -> FakeActor:
+    [actor] = [a for a in replicas(cluster, partition).values() if a.role == "leader"]
+    return actor
+
+
+def saved(store: MemoryStore, partition: int) -> dict[str, Any]:
+    assert store.data is not None
+    meta: dict[str, Any] = store.data["replication"][str(partition)]
+    return {**meta, "leader_epoch": store.data["epochs"][str(partition)]}
+
+
+def test_replicas_on_distinct_nodes_with_leaders_spread_and_roles_sent() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        leaders = []
+        for p in range(3):
+            actors = replicas(cluster, p)
+            assert sorted(actors) == ["n1", "n2", "n3"]
+            lead = leader(cluster, p)
+            leaders.append(lead.node)
+            assert lead.epoch == 1 and sorted(lead.isr) == ["n1", "n2", "n3"]
+            assert lead.followers == {n: a for n, a in actors.items() if n != lead.node}
+            assert all(
+                a.role == "follower" and a.leader_node == lead.node for a in actors.values() if a is not lead
+            )
+            assert plane.routing()[1][p] is lead and plane.routing()[2][p] == 1
+            meta = saved(store, p)
+            assert meta["isr"] == meta["replicas"] and meta["leader"] == lead.node == meta["replicas"][0]
+        assert sorted(leaders) == ["n1", "n2", "n3"]
+
+    run(scenario())
+
+
+def test_assignment_waits_for_enough_live_nodes() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(nodes=["n1", "n2"]), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        assert not cluster.live and plane.routing()[1] == [None, None, None]
+        cluster.nodes.append("n3")
+        await watch(plane, 2)
+        assert all(sorted(replicas(cluster, p)) == ["n1", "n2", "n3"] for p in range(3))
+
+    run(scenario())
+
+
+def test_leader_node_lost_elects_the_next_isr_member_and_drops_the_lost_one() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        old = leader(cluster, 0)
+        cluster.remove_node(old.node)
+        await watch(plane)
+        new = leader(cluster, 0)
+        assert new.node != old.node and new.epoch == old.epoch + 1
+        assert old.node not in new.isr and len(new.isr) == 2
+        meta = saved(store, 0)
+        assert (
+            meta["leader"] == new.node and meta["leader_epoch"] == new.epoch and meta["isr"] == list(new.isr)
+        )
+        [follower] = [a for n, a in replicas(cluster, 0).items() if n != new.node]
+        assert (
+            follower.role == "follower" and follower.leader_node == new.node and follower.epoch == new.epoch
+        )
+        assert plane.routing()[1][0] is new
+        assert plane.stats()["under_replicated"] == 3
+
+    run(scenario())
+
+
+def test_dead_follower_leaves_the_isr_at_once_and_restarts_on_its_node() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        lead = leader(cluster, 0)
+        victim = next(a for a in replicas(cluster, 0).values() if a is not lead)
+        partition_epoch = lead.partition_epoch
+        cluster.crash(victim)
+        await watch(plane)
+        assert leader(cluster, 0) is lead and lead.epoch == 1
+        assert victim.node not in lead.isr
+        assert lead.partition_epoch == saved(store, 0)["partition_epoch"] == partition_epoch + 1
+        restarted = replicas(cluster, 0)[victim.node]
+        assert restarted is not victim and restarted.role == "follower"
+        assert lead.followers[victim.node] is restarted
+
+    run(scenario())
+
+
+def test_last_isr_member_gone_leaves_the_partition_offline_until_an_unclean_election() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(nodes=["n1", "n2", "n3", "n4"]), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        lead = leader(cluster, 0)
+        others = [n for n in replicas(cluster, 0) if n != lead.node]
+        # The followers fell out of the ISR (the leader shrank it), then the leader's node is lost.
+        change = IsrChange(IsrChangeKind.SHRINK, (lead.node,), lead.node, lead.epoch, lead.partition_epoch)
+        assert (await plane.alter_isr(0, change))[0] == Errors.NONE
+        cluster.remove_node(lead.node)
+        await watch(plane, 3)
+        assert plane.routing()[1][0] is None and plane.stats()["offline"] == [0]
+        assert saved(store, 0)["isr"] == [lead.node]  # the last member stays: the partition waits for it
+        assert all(a.role == "follower" for a in replicas(cluster, 0).values())
+        with pytest.raises(ValueError, match="no eligible replica"):
+            await plane.elect_leader(0)
+        result = await plane.elect_leader(0, unclean=True)
+        assert result["unclean"] and result["leader"] in others and result["isr"] == [result["leader"]]
+        assert leader(cluster, 0).node == result["leader"]
+
+    run(scenario())
+
+
+def test_alter_isr_is_validated_persisted_and_answered_with_the_committed_state() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        lead = leader(cluster, 1)
+        follower = next(n for n in replicas(cluster, 1) if n != lead.node)
+        isr = tuple(n for n in lead.isr if n != follower)
+        base = lead.partition_epoch
+        shrink = IsrChange(IsrChangeKind.SHRINK, isr, lead.node, lead.epoch, base)
+        error, committed, leader_epoch, partition_epoch = await plane.alter_isr(1, shrink)
+        assert (error, tuple(committed), leader_epoch, partition_epoch) == (
+            Errors.NONE,
+            isr,
+            lead.epoch,
+            base + 1,
+        )
+        assert saved(store, 1)["isr"] == list(isr) and saved(store, 1)["partition_epoch"] == base + 1
+        stale = IsrChange(IsrChangeKind.EXPAND, lead.isr, lead.node, lead.epoch - 1, base + 1)
+        assert (await plane.alter_isr(1, stale))[0] == Errors.FENCED_LEADER_EPOCH
+        old_version = IsrChange(IsrChangeKind.EXPAND, lead.isr, lead.node, lead.epoch, base)
+        assert (await plane.alter_isr(1, old_version))[0] == Errors.INVALID_UPDATE_VERSION
+        with pytest.raises(ValueError, match="IsrChange expected"):
+            await plane.alter_isr(1, {"isr": ["x"]})
+        with pytest.raises(ValueError, match="partition must be"):
+            await plane.alter_isr(7, shrink)
+        assert saved(store, 1)["isr"] == list(isr)
+
+    run(scenario())
+
+
+def test_node_gone_past_the_delay_moves_its_replicas_to_a_live_node() -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        cluster, store = FakeCluster(nodes=["n1", "n2", "n3", "n4"]), MemoryStore()
+        plane = make_replicated(cluster, store, clock, num_partitions=4, replica_reassign_delay_s=60.0)
+        await plane.start()
+        hosted = [p for p in range(4) if "n2" in saved(store, p)["replicas"]]
+        assert len(hosted) == 3
+        cluster.remove_node("n2")
+        await watch(plane, 2, clock, step_s=10.0)
+        assert all("n2" in saved(store, p)["replicas"] for p in hosted)  # not yet
+        clock.advance(60.0)
+        await watch(plane, 2)
+        for p in range(4):
+            meta = saved(store, p)
+            assert "n2" not in meta["replicas"] and len(set(meta["replicas"])) == 3
+            assert sorted(replicas(cluster, p)) == sorted(meta["replicas"])
+            lead = leader(cluster, p)
+            assert set(lead.followers) == set(meta["replicas"]) - {lead.node}
+
+    run(scenario())
+
+
+def test_a_restarted_controller_adopts_every_replica_without_an_election() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        first = make_replicated(cluster, store)
+        await first.start()
+        before = {p: saved(store, p) for p in range(3)}
+        created = len(cluster.created)
+        second = make_replicated(cluster, store)
+        await second.start()
+        await watch(second, 2)
+        assert len(cluster.created) == created
+        assert {p: saved(store, p) for p in range(3)} == before
+        assert all(second.routing()[1][p] is leader(cluster, p) for p in range(3))
+
+    run(scenario())
+
+
+def test_a_failed_leader_is_replaced_by_an_isr_member() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        old = leader(cluster, 2)
+        epoch = old.epoch
+        old.state, old.failure = "FAILED", "disk: I/O error"
+        await watch(plane)
+        new = leader(cluster, 2)
+        assert new is not old and new.epoch == epoch + 1 == saved(store, 2)["leader_epoch"]
+        assert old.node not in new.isr
+        assert old.role == "follower" and old.leader_node == new.node
+
+    run(scenario())
