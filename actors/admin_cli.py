@@ -327,7 +327,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         "leader lacks are lost. Unlike Kafka's tool this asks for confirmation first "
         "(or --yes), because the loss cannot be undone; the service itself never elects uncleanly.",
     )
-    p.add_argument("partition", type=int)
+    p.add_argument("partition", type=int, metavar="PARTITION")
     p.add_argument(
         "--unclean", action="store_true", help="elect outside the ISR: may lose acknowledged commits"
     )
