@@ -7,24 +7,20 @@ operation under way. An intent is saved before the controller acts on it
 and cleared when the operation is done, so a restarted controller finishes
 it (rolls it forward) rather than guessing. Also the standby actors' names.
 
-Stored as `<data_dir>/controller.json`, written atomically. The layout keeps
-the keys of earlier versions ("num_partitions", "epochs", "actors",
-"standbys"); a file without "known_end" is read conservatively: a partition
-that had a leader must find its log (known_end 0).
+Stored as JSON in Ray's GCS key-value store, written atomically
+(`actors/ray_store.py`: where and why). The layout keeps the keys of earlier
+versions ("num_partitions", "epochs", "actors", "standbys"); metadata without
+"known_end" is read conservatively: a partition that had a leader must find
+its log (known_end 0).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from log.fsutil import atomic_write_json
-
 logger = logging.getLogger(__name__)
-METADATA_FILE = "controller.json"
 # known_end of a partition no leader ever loaded: an empty new log is fine.
 NEVER_LOADED = -1
 
@@ -144,20 +140,3 @@ class ControlState:
         state.standbys = list(data.get("standbys", []))
         return state
 
-
-class JsonFileStore:
-    """`MetadataStore` on a local (or shared) file, replaced atomically."""
-
-    def __init__(self, data_dir: str) -> None:
-        os.makedirs(data_dir, exist_ok=True)
-        self.path = os.path.join(data_dir, METADATA_FILE)
-
-    def load(self) -> dict[str, Any] | None:
-        if not os.path.exists(self.path):
-            return None
-        with open(self.path, encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
-        return data
-
-    def save(self, data: dict[str, Any]) -> None:
-        atomic_write_json(self.path, data)

@@ -5,7 +5,8 @@ epoch, failover, resumable moves, liveness, orphan reaping) are
 `actors.control.ControlPlane`'s (with replication_factor > 1
 `actors.control_replicas.ReplicatedPlane`'s: replicas, elections, ISR
 changes), the Ray calls `actors.ray_cluster.RayCluster`'s,
-the metadata lives in `<data_dir>/controller.json` (`actors.control_state`).
+the metadata (`actors.control_state`) lives in Ray's GCS key-value store
+(`actors.ray_store`), so it survives the controller's restart on any node.
 The shell starts the plane as soon as Ray (re)starts the actor, without
 waiting for a call, so a restarted controller finishes the operations its
 predecessor left and resumes failover at once; every call waits for that
@@ -22,9 +23,9 @@ import ray
 
 from actors.control import ControlPlane
 from actors.control_replicas import ReplicatedPlane
-from actors.control_state import JsonFileStore
 from actors.metrics import ControllerMetrics
 from actors.ray_cluster import RayCluster
+from actors.ray_store import GcsKvStore
 from actors.settings import ServiceSettings
 
 
@@ -32,7 +33,7 @@ class Controller:
     def __init__(self, settings: ServiceSettings) -> None:
         logging.basicConfig(level=logging.INFO)
         self.settings = settings
-        store = JsonFileStore(settings.data_dir)
+        store = GcsKvStore(settings.namespace, settings.data_dir)
         self.plane: ControlPlane
         if settings.replication_factor > 1:
             me = ray.get_runtime_context().current_actor  # leaders send their ISR changes here

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import signal
@@ -36,6 +35,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
+from actors.ray_store import GcsKvStore
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME, ServiceSettings
 from coordinator import Errors
@@ -147,8 +147,8 @@ class Faults:
 
 
 def owned_actors(data_dir: str) -> dict[str, list[str]]:
-    with open(os.path.join(data_dir, "controller.json"), encoding="utf-8") as f:
-        data = json.load(f)
+    data = GcsKvStore(NAMESPACE, data_dir).load()
+    assert data is not None, "the controller saved no metadata"
     return {"leaders": [n for n in data["actors"].values() if n], "standbys": list(data.get("standbys", []))}
 
 

@@ -6,8 +6,6 @@ activated."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import tempfile
 import time
@@ -23,6 +21,7 @@ import actors
 from actors.client import Client
 from actors.control_cluster import PARTITION_ACTOR_PREFIX
 from actors.partition import OffsetPartition
+from actors.ray_store import GcsKvStore
 from actors.settings import CONTROLLER_NAME, ServiceSettings
 from coordinator import CoordinatorConfig
 
@@ -39,9 +38,12 @@ class OwnService:
     def controller(self) -> Any:
         return ray.get_actor(CONTROLLER_NAME, namespace=self.settings.namespace)
 
+    def store(self) -> GcsKvStore:
+        return GcsKvStore(self.settings.namespace, self.settings.data_dir)
+
     def metadata(self) -> dict[str, Any]:
-        with open(os.path.join(self.settings.data_dir, "controller.json"), encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
+        data = self.store().load()
+        assert data is not None, "the controller saved no metadata"
         return data
 
     def partition_actors(self) -> dict[str, Any]:
@@ -138,8 +140,7 @@ def test_an_adopted_leader_still_initial_becomes_active(own_service: OwnService)
     )
     assert ray.get(initial.probe.remote())["state"] == "INITIAL"
     meta["epochs"][str(partition)], meta["actors"][str(partition)] = epoch, name
-    with open(os.path.join(settings.data_dir, "controller.json"), "w", encoding="utf-8") as f:
-        json.dump(meta, f)
+    own_service.store().save(meta)
     restarted = actors.start(settings=settings)
     wait_until(lambda: ray.get(initial.probe.remote())["state"] == "ACTIVE", timeout_s=60)
     assert restarted.status()[partition]["epoch"] == epoch
