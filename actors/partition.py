@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from actors.log_export import LogExport
 from actors.metrics import PartitionMetrics
 from actors.replica_follower import FollowerReplica
 from actors.replica_leader import LeaderReplication, Leadership
@@ -70,7 +71,7 @@ class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition(ReplicaRoles):
+class OffsetPartition(ReplicaRoles, LogExport):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller

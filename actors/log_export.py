@@ -1,0 +1,137 @@
+"""Reading a replica's log files through its actor: analytics without a shared filesystem.
+
+`LogExport` is a base class of `OffsetPartition` (a Ray actor exposes the
+methods it inherits). With node-local data directories (issue 13) the
+segments of a partition exist only on the nodes of its replicas, so the
+Spark reader asks the replica actors for them (`spark_bridge.replica_reader`).
+Rules:
+- Read-only and lock-free: nothing is written, renamed or locked, and the
+  log's append and maintenance locks are never taken; reads run on a worker
+  thread (`asyncio.to_thread`), so the event loop keeps serving requests.
+- Only the committed part is exported: batches below both the locally
+  durable end and the replica's high watermark (what a Kafka consumer may
+  read). Sealed segments below it are listed whole; the segment holding it
+  is cut at the byte where its first batch past it begins. A replica not
+  serving a log (loading, deposed, a standby) exports nothing and says so.
+- `read_log_file` serves only a name of the latest `log_files` listing
+  (exact match, so no path and no `..` ever reaches the filesystem), within
+  that file's listed size, at most `MAX_READ_BYTES` a call. A bad argument
+  raises ValueError to that caller alone; the actor goes on serving.
+- A compaction may replace a segment between two calls (same name, fewer
+  batches at the same offsets) or remove it: the reader checks CRCs and
+  offset order, relists on a short read or a missing file, and resumes at
+  the next offset it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from log.partition import PartitionLog
+from log.segment import list_dir, seek_offset
+
+# A call's bytes travel in one Ray object: bound what one caller can ask for.
+MAX_READ_BYTES = 8 * 1024 * 1024
+# A compaction renaming files during a listing makes it retry; this bounds the retries.
+_LISTING_ATTEMPTS = 20
+
+
+class LogNotServed(RuntimeError):
+    """This replica serves no log right now: ask another replica."""
+
+
+class LogExport:
+    """Mixin of `OffsetPartition`: its log files for remote readers (module docstring)."""
+
+    # Provided by OffsetPartition and ReplicaRoles.
+    partition: int
+    log: PartitionLog | None
+    leader: Any
+    follower: Any
+    # name -> listed bytes of the latest listing; replaced whole, never changed in place.
+    _exported: Mapping[str, int] = MappingProxyType({})
+
+    if TYPE_CHECKING:
+
+        def _directory(self) -> str: ...
+
+    async def log_files(self) -> list[tuple[str, int]]:
+        """(name, bytes) of every segment file holding committed batches, in offset order."""
+        end = self._export_end()
+        directory = self._directory()
+        files = await asyncio.to_thread(committed_files, directory, end)
+        self._exported = MappingProxyType(dict(files))
+        return files
+
+    async def read_log_file(self, name: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of the listed file `name` from byte `offset` (b"" at its listed end)."""
+        _check_read(name, offset, length)
+        self._export_end()  # a replica that stopped serving its log serves none of its files
+        if name not in self._exported:
+            await self.log_files()  # the caller may hold a newer listing than the last one here
+        exported = self._exported
+        if name not in exported:
+            raise ValueError(f"{name!r} is not a segment file of partition {self.partition}'s log")
+        length = min(length, exported[name] - offset)
+        if length <= 0:
+            return b""
+        path = os.path.join(self._directory(), name)
+        return await asyncio.to_thread(_pread, path, offset, length)
+
+    def _export_end(self) -> int:
+        """The offset below which this replica's batches are committed and durable."""
+        log = self.log
+        if log is None:
+            raise LogNotServed(f"partition {self.partition}: this replica has no open log")
+        if self.leader is not None:
+            return min(log.high_watermark, int(self.leader.state.high_watermark))
+        if self.follower is not None:
+            return min(log.high_watermark, int(self.follower.high_watermark))
+        raise LogNotServed(f"partition {self.partition}: this replica neither leads nor follows")
+
+
+def committed_files(directory: str, end: int) -> list[tuple[str, int]]:
+    """(name, bytes) of the segments of `directory` holding batches below offset `end`."""
+    for _ in range(_LISTING_ATTEMPTS):
+        try:
+            return _committed_files(directory, end)
+        except FileNotFoundError:
+            continue  # a compaction renamed or removed a listed file: list again
+    raise LogNotServed(f"{directory}: segments kept changing while listing them")
+
+
+def _committed_files(directory: str, end: int) -> list[tuple[str, int]]:
+    segments = list_dir(directory).segments
+    files: list[tuple[str, int]] = []
+    for segment, following in zip(segments, [*segments[1:], None]):
+        if segment.base_offset >= end:
+            break
+        if following is not None and following.base_offset <= end:
+            size = os.path.getsize(segment.path)
+        else:
+            # Hops headers of batches ending at or below `end`: all durable, so all complete.
+            size, _ = seek_offset(segment.path, end, segment.base_offset)
+        files.append((os.path.basename(segment.path), size))
+    return files
+
+
+def _check_read(name: Any, offset: Any, length: Any) -> None:
+    if type(name) is not str:
+        raise ValueError(f"name must be a file name (str), got {type(name).__name__}")
+    for what, value in (("offset", offset), ("length", length)):
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{what} must be an int >= 0, got {value!r}")
+    if length > MAX_READ_BYTES:
+        raise ValueError(f"length {length} is over the {MAX_READ_BYTES} bytes one call may read")
+
+
+def _pread(path: str, offset: int, length: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, length, offset)
+    finally:
+        os.close(fd)
