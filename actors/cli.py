@@ -3,7 +3,10 @@
 One subcommand per job; `main` returns the process exit code so it can be
 called from tests as well as from the console script. `start` runs the
 service on a Ray cluster (an existing one, or a local head it starts);
-`demo` is the embedded demo; the admin commands are in `admin_cli`.
+`demo` is the embedded demo; the admin commands are in `admin_cli`. The
+analytics (`lag`, `report`) are `spark_bridge.cli`'s; this module hands
+them the running service's replicas (`service_log_sources`), through which
+they read the log when no `--data-dir` is given.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import os
 import subprocess
 from collections.abc import Sequence
+from typing import Any
 
 from actors.admin_cli import ADMIN_COMMANDS, add_parsers
 from actors.settings import DEFAULT_NAMESPACE
@@ -40,8 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
-    spark_cli.add_parsers(commands)
+    spark_cli.add_parsers(commands, service_log_sources)
     return parser
+
+
+def service_log_sources(args: argparse.Namespace) -> dict[int, list[Any]]:
+    """{partition: [replica handles]} of the running service, from its controller."""
+    import ray
+
+    import actors
+
+    client = actors.connect(args.ray_address, namespace=args.namespace or DEFAULT_NAMESPACE)
+    sources: dict[int, list[Any]] = ray.get(client.controller.log_sources.remote(), timeout=60)
+    return sources
 
 
 def run_demo(args: argparse.Namespace) -> int:

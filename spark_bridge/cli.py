@@ -11,6 +11,10 @@ Owns the two analytics subcommands; `actors/cli.py` mounts them with
   offsets: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG, "-"
   where the end is unknown. Without `--end-offsets` the highest committed
   offset of each partition is the end, and the output says so.
+- The log is read through the running service's replicas (`replica_reader`:
+  no shared filesystem needed), whose handles the caller's `service_log`
+  gives (`actors/cli.py` passes one: spark_bridge never imports actors).
+  `--data-dir` reads a directory instead: offline analysis of a copied log.
 - Exit codes: 0 done, 1 no such group, 2 bad input or no usable Java.
 """
 
@@ -25,17 +29,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from rich.console import Console
+
+    from spark_bridge.replica_reader import LogSources
 
 LAG_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
 FROM_COMMITS = "highest committed offset per partition (no --end-offsets given)"
 EXIT_OK, EXIT_NO_GROUP, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
+# The parsed command line -> {partition: [replica handles]} of the running service.
+ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 
 
-def add_parsers(subparsers: Any) -> None:
-    """Add `lag` and `report` to the `raygroups` subcommands."""
+def add_parsers(subparsers: Any, service_log: ServiceLog | None = None) -> None:
+    """Add `lag` and `report` to the `raygroups` subcommands; `service_log` finds the
+    running service's replicas (without it, only `--data-dir` can be read)."""
     lag = subparsers.add_parser(
         "lag", help="consumer lag per group, topic and partition (Spark)",
         description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
@@ -43,7 +52,7 @@ def add_parsers(subparsers: Any) -> None:
     lag.add_argument("group", nargs="?", help="only this group")
     _add_common(lag)
     lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lag.set_defaults(func=lag_command)
+    lag.set_defaults(func=lag_command, service_log=service_log)
     report = subparsers.add_parser(
         "report", help="write offset analytics tables (CSV, Parquet) and plots (PNG)",
         description="Every analytics table as CSV and Parquet, plus lag and commit-rate plots.",
@@ -55,11 +64,14 @@ def add_parsers(subparsers: Any) -> None:
         "--idle-ms", type=int, default=7 * 24 * 3600 * 1000, help="a group idle this long is listed as idle"
     )
     report.add_argument("--top-groups", type=int, default=10, help="groups drawn in the plots")
-    report.set_defaults(func=report_command)
+    report.set_defaults(func=report_command, service_log=service_log)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", required=True, help="the offsets log directory (holds offsets-<p>/)")
+    parser.add_argument(
+        "--data-dir", help="read this offsets log directory (holds offsets-<p>/), not the running service"
+    )
+    parser.add_argument("--namespace", help="Ray namespace of the running service (default: raygroups)")
     parser.add_argument("--end-offsets", metavar="FILE", help="log end offsets, JSON or CSV")
     spark = parser.add_argument_group("spark")
     spark.add_argument("--executors", type=int, default=1)
@@ -106,8 +118,11 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
     from spark_bridge.jvm import JavaVersionError
     from spark_bridge.spark_session import session
 
-    if not os.path.isdir(args.data_dir):
+    if args.data_dir is not None and not os.path.isdir(args.data_dir):
         raise CommandError(f"no offsets log directory at {args.data_dir}")
+    if args.data_dir is None:
+        # Before Spark starts: the service's Ray connection is the one Spark then runs on.
+        args.sources = _service_sources(args)
     try:
         ends = load_end_offsets(args.end_offsets) if args.end_offsets else None
         started = session(
@@ -120,6 +135,27 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
         return work(spark, args, ends)
 
 
+def _service_sources(args: argparse.Namespace) -> LogSources:
+    service_log: ServiceLog | None = getattr(args, "service_log", None)
+    if service_log is None:
+        raise CommandError("no --data-dir given, and no running service to read the log from")
+    try:
+        return service_log(args)
+    except Exception as exc:  # no cluster, no service, a timeout: all mean the same to the user
+        raise CommandError(f"cannot reach the raygroups service (or give --data-dir): {exc}") from exc
+
+
+def read_log(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
+    """The log as a DataFrame: from `--data-dir`, else through the service's replicas."""
+    if args.data_dir is not None:
+        from spark_bridge.reader import read_offsets_log
+
+        return read_offsets_log(spark, args.data_dir)
+    from spark_bridge.replica_reader import read_replicas_log
+
+    return read_replicas_log(spark, args.sources)
+
+
 # ------------------------------------------------------------------ lag
 
 
@@ -128,9 +164,8 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
     from pyspark.sql import functions as F
 
     from spark_bridge.jobs import consumer_lag
-    from spark_bridge.reader import read_offsets_log
 
-    lag = consumer_lag(read_offsets_log(spark, args.data_dir), ends)
+    lag = consumer_lag(read_log(spark, args), ends)
     if args.group is not None:
         lag = lag.where(F.col("group_id") == args.group)
     rows = [row.asDict() for row in lag.collect()]
@@ -183,11 +218,10 @@ def _print_lag_table(rows: list[dict[str, Any]], source: str, console: Console |
 
 def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict[str, int]:
     """Compute and write the report; returns rows per table."""
-    from spark_bridge.reader import read_offsets_log
     from spark_bridge.report import ReportSettings, build_tables, write_report
 
     # Seven tables read the same log: read it once, before their jobs run side by side.
-    log_df = read_offsets_log(spark, args.data_dir).cache()
+    log_df = read_log(spark, args).cache()
     try:
         log_df.count()
         settings = ReportSettings(int(time.time() * 1000), args.window_ms, args.idle_ms, args.top_groups)
