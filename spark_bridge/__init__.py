@@ -1,16 +1,20 @@
 """Offset analytics in Spark on the same Ray cluster (RayDP), reading the offsets log.
 
-Modules, one job each: rows (record -> row, pure), reader (log -> DataFrame,
-one task per segment), jobs (analytics DataFrames), end_offsets (what lag
-is measured to), spark_session (RayDP / local Spark start and clean stop), jvm
-(Java 17 check, JVM options, leftovers), report (CSV/Parquet/PNG), cli
-(`raygroups lag`, `raygroups report`).
+Modules, one job each: rows (record -> row, pure), reader (log directory ->
+DataFrame, one task per segment), replica_reader (the same DataFrame read
+through the replica actors that hold the log: no shared filesystem), jobs
+(analytics DataFrames), end_offsets (what lag is measured to),
+spark_session (RayDP / local Spark start and clean stop), jvm (Java 17
+check, JVM options, leftovers), report (CSV/Parquet/PNG), cli (`raygroups
+lag`, `raygroups report`).
 
-Imports point one way: spark_bridge -> log (read side only), never actors.
-Ray and RayDP are imported only when a session starts, so the executors'
-Python workers, which import `spark_bridge.reader`, never load them. The
-names below load their module on first use: `import spark_bridge.cli`
-(every `raygroups` command) must not pay for importing Spark.
+Imports point one way: spark_bridge -> log (read side only), never actors:
+the replica handles come from the caller. Ray and RayDP are imported only
+when a session starts or replica_reader reads (its read tasks are Ray
+tasks), so the executors' Python workers, which import
+`spark_bridge.reader`, never load them. The names below load their module
+on first use: `import spark_bridge.cli` (every `raygroups` command) must
+not pay for importing Spark.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ _EXPORTS = {
     "read_log_rows": "reader",
     "read_offsets_log": "reader",
     "rows_dataframe": "reader",
+    "read_replica_rows": "replica_reader",
+    "read_replicas_log": "replica_reader",
     "COLUMN_NAMES": "rows",
     "record_to_row": "rows",
     "BridgeSession": "spark_session",

@@ -15,7 +15,9 @@ for small logs and tests, into rows on the driver). Rules:
 - The executors' Python workers import this module by name, so raygroups
   must be installed on every node (cluster.yaml does it); they load only
   its dependencies (`log.reader`, `spark_bridge.rows`), never Ray or RayDP.
-  The data directory must be readable at the same path on every node.
+  The data directory must be readable at the same path on every node: for
+  a copied directory (offline analysis). A running service's log, on its
+  replicas' node-local disks, is read with `replica_reader` instead.
 """
 
 from __future__ import annotations

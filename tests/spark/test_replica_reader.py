@@ -144,3 +144,23 @@ def argparse_lag(group: str) -> Any:
     parser = argparse.ArgumentParser(prog="raygroups")
     cli.add_parsers(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["lag", group])
+
+
+def test_without_a_data_dir_the_commands_ask_the_service_and_say_when_it_is_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from actors.cli import build_parser, service_log_sources
+
+    args = build_parser().parse_args(["lag", "--namespace", "elsewhere"])
+    assert args.data_dir is None and args.service_log is service_log_sources
+
+    assert cli.lag_command(argparse_lag("g")) == cli.EXIT_BAD_INPUT
+    assert "no running service" in capsys.readouterr().err
+
+    def unreachable(args: Any) -> Any:
+        raise ConnectionError("no Ray cluster at auto")
+
+    args = argparse_lag("g")
+    args.service_log = unreachable
+    assert cli.lag_command(args) == cli.EXIT_BAD_INPUT
+    assert "cannot reach the raygroups service" in capsys.readouterr().err
