@@ -23,6 +23,7 @@ from actors.settings import (
     DEFAULT_NAMESPACE,
     EMBEDDED_PARTITIONS,
     ServiceSettings,
+    replication_defaults,
 )
 from actors.singleton import detached_singleton
 from actors.topics import ensure_topic_registry, stop_topic_registry
@@ -61,27 +62,32 @@ def start(
     """Start (or attach to) the service and return a client.
 
     With no Ray cluster yet and no `address`, an embedded local cluster is
-    started and the partition count defaults to the embedded one.
+    started and the partition count defaults to the embedded one. Without
+    `settings`, the replication factor is 3 (min ISR 2) on a cluster of at
+    least 3 nodes and 1 otherwise (`replication_defaults`).
     """
     embedded = not ray.is_initialized() and address is None and "RAY_ADDRESS" not in os.environ
     if embedded:
         init_local_ray(namespace=namespace)
     elif not ray.is_initialized():
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
+    live_nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
     if settings is None:
+        replication_factor, min_insync_replicas = replication_defaults(live_nodes)
         settings = ServiceSettings(
             data_dir=os.path.abspath(data_dir or DEFAULT_DATA_DIR),
             num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else 50),
             namespace=namespace,
+            replication_factor=replication_factor,
+            min_insync_replicas=min_insync_replicas,
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)
-    if settings.replication_factor != 1:
-        # The partition actors can lead and follow (actors/replica_roles.py), but the
-        # controller does not yet place replicas or elect from the ISR: a leader started
-        # alone would refuse every write below min.insync.replicas.
-        raise NotImplementedError(
-            f"replication_factor={settings.replication_factor}: the controller supports only 1 so far"
+    if settings.replication_factor > live_nodes:
+        # Kafka refuses to create the offsets topic below its replication factor.
+        raise ValueError(
+            f"replication_factor {settings.replication_factor} needs as many live Ray nodes, "
+            f"each with its own disk; this cluster has {live_nodes}"
         )
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=1_000)
     ensure_topic_registry(settings)

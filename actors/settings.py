@@ -25,6 +25,13 @@ def partition_dir(data_dir: str, partition: int) -> str:
     return os.path.join(data_dir, f"offsets-{partition}")
 
 
+def replication_defaults(live_nodes: int) -> tuple[int, int]:
+    """(replication_factor, min_insync_replicas) for a cluster of `live_nodes`:
+    Kafka's 3 and 2 from three nodes up (a commit then survives one node's
+    loss while the partition stays writable), one copy below."""
+    return (3, 2) if live_nodes >= 3 else (1, 1)
+
+
 _POSITIVE_INTS = (
     "replication_factor", "replica_lag_time_max_ms", "replication_max_bytes", "commit_timeout_ms",
 )

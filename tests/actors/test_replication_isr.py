@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from actors.settings import ServiceSettings, partition_dir
+from actors.settings import ServiceSettings, partition_dir, replication_defaults
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, OffsetFetchRequest
 
@@ -157,3 +157,8 @@ def test_replication_settings_are_checked(overrides: dict[str, Any], tmp_path: P
     with pytest.raises(ValueError):
         ServiceSettings(data_dir=str(tmp_path), **overrides)
     assert ServiceSettings(data_dir=str(tmp_path), replication_factor=3, min_insync_replicas=3)
+
+
+@pytest.mark.parametrize("nodes, expected", [(1, (1, 1)), (2, (1, 1)), (3, (3, 2)), (10, (3, 2))])
+def test_replication_defaults_follow_the_node_count(nodes: int, expected: tuple[int, int]) -> None:
+    assert replication_defaults(nodes) == expected

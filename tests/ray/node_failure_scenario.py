@@ -1,4 +1,4 @@
-"""A worker node dies: its partitions move to the remaining nodes.
+"""A worker node dies: its single-copy partitions move to the remaining nodes.
 
 Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share
 a process with the test session's cluster): `python -m tests.ray.node_failure_scenario`.
@@ -13,7 +13,7 @@ import time
 import ray
 
 import actors
-from actors.settings import CONTROLLER_NAME
+from actors.settings import CONTROLLER_NAME, ServiceSettings
 
 from tests.ray.cluster_support import simulated_cluster
 
@@ -21,7 +21,10 @@ from tests.ray.cluster_support import simulated_cluster
 def main() -> int:
     nodes = simulated_cluster(workers=2, namespace="raygroups", prefix="raygroups-nodes-")
     with nodes as (cluster, data_dir):
-        client = actors.start(data_dir, num_partitions=6, address=cluster.address)
+        # One copy on a directory every simulated node shares: the single-copy
+        # failover (replicated partitions have scenarios of their own).
+        settings = ServiceSettings(data_dir=data_dir, num_partitions=6)
+        client = actors.start(settings=settings, address=cluster.address)
         controller_node = ray.get(ray.get_actor(CONTROLLER_NAME).stats.remote())["node_id"]
         # The victim: a worker without the controller. Ray may have placed no
         # partition there: then one is moved there first, as an operator would.

@@ -195,7 +195,7 @@ def _settings(client: Client) -> object:
     return ray.get(client.controller.get_settings.remote())
 
 
-def test_a_replication_factor_the_controller_cannot_place_yet_is_refused(tmp_path: Path) -> None:
+def test_a_replication_factor_above_the_live_node_count_is_refused(tmp_path: Path) -> None:
     settings = ServiceSettings(data_dir=str(tmp_path), replication_factor=3, min_insync_replicas=2)
-    with pytest.raises(NotImplementedError, match="replication_factor=3"):
+    with pytest.raises(ValueError, match="replication_factor 3 needs as many live Ray nodes.*has 1"):
         actors.start(settings=settings)

@@ -1,0 +1,288 @@
+"""Replicated offsets partitions on a simulated 4-node cluster, each node with its own disk.
+
+Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share
+a process with the test session's cluster):
+`python -m tests.ray.replication_scenario CASE` with CASE one of:
+- `leader-node`: the node of partition 0's leader is removed and its disk
+  deleted while consumers commit; a new leader comes from the ISR, and every
+  acknowledged commit is there afterwards. Prints the unavailability.
+- `followers`: partition 0's followers are stopped (SIGSTOP) one after the
+  other: commits go on while the ISR holds min.insync.replicas, are refused
+  below it, and go on again once the followers are resumed and back in sync.
+- `controller-node`: the controller's node is removed (disk too) while
+  consumers commit; the controller restarts elsewhere with its metadata.
+- `restart`: the service is stopped and started again: every partition comes
+  back from the replicas' logs on the nodes' disks.
+Exits non-zero if a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.cluster_utils import Cluster
+
+import actors
+from actors.retry import CoordinatorUnavailableError
+from actors.settings import CONTROLLER_NAME, ServiceSettings
+from coordinator import Errors
+from log import replica_dir
+
+from tests.ray.cluster_support import simulated_cluster
+from tests.ray.fault_scenario import GroupLoad, longest_gap, run_load
+
+NAMESPACE = "raygroups-replication"
+PARTITIONS = 4
+GROUPS_PER_PARTITION = 2
+
+
+def settings_for(data_dir: str) -> ServiceSettings:
+    return ServiceSettings(
+        data_dir=data_dir,
+        num_partitions=PARTITIONS,
+        namespace=NAMESPACE,
+        replication_factor=3,
+        min_insync_replicas=2,
+        probe_interval_s=0.5,
+        probe_timeout_s=2.0,
+        replica_lag_time_max_ms=3_000,
+        commit_timeout_ms=3_000,
+        standby_actors=0,
+    )
+
+
+def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except ray.exceptions.RayError:
+            pass
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(client: actors.Client) -> dict[int, dict[str, Any]]:
+    return {row["partition"]: row for row in client.status()}
+
+
+def fully_replicated(client: actors.Client) -> bool:
+    now = rows(client)
+    return all(
+        r.get("state") == "ACTIVE" and r.get("role") == "leader" and sorted(r["isr"]) == sorted(r["replicas"])
+        for r in now.values()
+    )
+
+
+def groups_on(client: actors.Client, partition: int, count: int = GROUPS_PER_PARTITION) -> list[str]:
+    names = (f"group-{i}" for i in range(10_000))
+    return [n for n in names if client.partition_for(n) == partition][:count]
+
+
+def start_load(groups: list[str]) -> tuple[list[GroupLoad], threading.Event, threading.Thread]:
+    loads = [GroupLoad(g) for g in groups]
+    stop = threading.Event()
+    return loads, stop, run_load(actors.connect(namespace=NAMESPACE, timeout_s=20.0), loads, stop)
+
+
+def check_nothing_lost(loads: list[GroupLoad]) -> int:
+    fetch = actors.connect(namespace=NAMESPACE, timeout_s=30.0)
+    for load in loads:
+        committed = fetch.fetch_offsets(load.group).offsets().get(("t", 0), -1)
+        assert load.acked > 0, f"{load.group} never committed"
+        assert committed >= load.acked, f"{load.group}: acknowledged {load.acked}, committed {committed}"
+    return sum(len(load.successes) for load in loads)
+
+
+def remove_with_disk(cluster: Cluster, node: Any, data_dir: str) -> None:
+    cluster.remove_node(node)
+    shutil.rmtree(os.path.join(data_dir, "nodes", node.node_id), ignore_errors=True)
+
+
+def worker(cluster: Cluster, node_id: str) -> Any:
+    return next(w for w in cluster.worker_nodes if w.node_id == node_id)
+
+
+# ------------------------------------------------------------------ cases
+
+
+def leader_node(cluster: Cluster, data_dir: str) -> None:
+    client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    controller_node = ray.get(ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE).stats.remote())["node_id"]
+    before = rows(client)[0]
+    workers = {w.node_id for w in cluster.worker_nodes} - {controller_node}
+    if before["leader_node"] not in workers:  # the victim must be a worker without the controller
+        client.reassign(0, next(n for n in before["isr"] if n in workers))
+        before = rows(client)[0]
+    victim = before["leader_node"]
+    loads, stop, thread = start_load(groups_on(client, 0) + groups_on(client, 1))
+    time.sleep(2.0)
+    removed = time.monotonic()
+    remove_with_disk(cluster, worker(cluster, victim), data_dir)
+    wait_for("a new leader of partition 0", lambda: rows(client)[0].get("leader_node") not in (None, victim))
+    time.sleep(3.0)
+    stop.set()
+    thread.join(timeout=30)
+    after = rows(client)[0]
+    assert after["leader_node"] in before["isr"] and after["epoch"] > before["epoch"], (before, after)
+    assert victim not in after["isr"] and len(after["isr"]) >= 2, after
+    gap, group = longest_gap(loads[:GROUPS_PER_PARTITION], removed, time.monotonic())
+    total = check_nothing_lost(loads)
+    print(f"leader node removed with its disk: partition 0 unavailable {gap:.2f} s ({group}); "
+          f"{total} commits acknowledged, none lost", flush=True)
+
+
+def followers(cluster: Cluster, data_dir: str) -> None:
+    client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    row = rows(client)[0]
+    followers_of_0 = [node for node in row["replicas"] if node != row["leader_node"]]
+    pids = {node: replica_pid(0, node) for node in followers_of_0}
+    loads, stop, thread = start_load(groups_on(client, 0))
+    stopped: list[int] = []
+    try:
+        first, second = list(pids)
+        os.kill(pids[first], signal.SIGSTOP)
+        stopped.append(pids[first])
+        wait_for("the stopped follower out of the ISR", lambda: first not in rows(client)[0]["isr"])
+        acked = [load.acked for load in loads]
+        wait_for("commits with one follower stopped", lambda: all(
+            load.acked > a for load, a in zip(loads, acked, strict=True)
+        ))
+        os.kill(pids[second], signal.SIGSTOP)
+        stopped.append(pids[second])
+        wait_for("the ISR down to the leader", lambda: rows(client)[0]["isr"] == [row["leader_node"]])
+        time.sleep(1.0)
+        refused_from = [load.acked for load in loads]
+        assert refused_below_min_isr(groups_on(client, 0, GROUPS_PER_PARTITION + 1)[-1])
+        time.sleep(3.0)
+        assert [load.acked for load in loads] == refused_from, "a commit was acknowledged below min ISR"
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stopped.clear()
+        in_sync = sorted(row["replicas"])
+        wait_for("the followers back in the ISR", lambda: sorted(rows(client)[0]["isr"]) == in_sync)
+        wait_for("commits again", lambda: all(
+            load.acked > a for load, a in zip(loads, refused_from, strict=True)
+        ))
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stop.set()
+        thread.join(timeout=30)
+    total = check_nothing_lost(loads)
+    print(f"followers stopped and resumed: {total} commits acknowledged, none lost", flush=True)
+
+
+def controller_node(cluster: Cluster, data_dir: str) -> None:
+    client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
+    controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+    workers = {w.node_id: w for w in cluster.worker_nodes}
+    # Its node must be a worker to be removable: Ray restarts a killed
+    # controller on any node (each try lands on a worker 3 times in 4).
+    for _ in range(20):
+        placed = ray.get(controller.stats.remote())["node_id"]
+        if placed in workers:
+            break
+        ray.kill(controller, no_restart=False)
+        wait_for("the controller restarted", lambda: bool(ray.get(controller.stats.remote(), timeout=5)))
+    assert placed in workers, "the controller never landed on a worker"
+    victim = workers[placed]
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    before = rows(client)
+    loads, stop, thread = start_load([g for p in range(PARTITIONS) for g in groups_on(client, p, 1)])
+    time.sleep(2.0)
+    remove_with_disk(cluster, victim, data_dir)
+    wait_for("the controller back on another node", lambda: ray.get(
+        controller.stats.remote(), timeout=5)["node_id"] != victim.node_id)
+    wait_for("every partition led again", lambda: all(
+        r.get("role") == "leader" and r["leader_node"] != victim.node_id for r in rows(client).values()
+    ))
+    time.sleep(2.0)
+    stop.set()
+    thread.join(timeout=30)
+    after = rows(client)
+    for p, row in after.items():
+        assert row["replicas"] == before[p]["replicas"] or victim.node_id in before[p]["replicas"], (p, row)
+        assert row["epoch"] >= before[p]["epoch"], (p, before[p], row)
+    total = check_nothing_lost(loads)
+    print(f"controller node removed with its disk: metadata kept; {total} commits acknowledged, none lost",
+          flush=True)
+
+
+def restart(cluster: Cluster, data_dir: str) -> None:
+    settings = settings_for(data_dir)
+    client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    groups = [g for p in range(PARTITIONS) for g in groups_on(client, p)]
+    for i, group in enumerate(groups):
+        response = client.commit_offsets(group, {("t", 0): 1_000 + i})
+        assert response.errors() == {("t", 0): Errors.NONE}, response
+    before = rows(client)
+    actors.stop(NAMESPACE)
+    for p, row in before.items():
+        assert all(os.path.isdir(replica_dir(data_dir, n, p)) for n in row["replicas"]), row
+    client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition back", lambda: fully_replicated(client))
+    for i, group in enumerate(groups):
+        assert client.fetch_offsets(group).offsets() == {("t", 0): 1_000 + i}, group
+    after = rows(client)
+    assert all(after[p]["replicas"] == before[p]["replicas"] for p in before), (before, after)
+    print(f"service restarted: {len(groups)} groups' commits recovered from the replicas' disks", flush=True)
+
+
+def refused_below_min_isr(group: str) -> bool:
+    """A commit that gives up after 2 s is not acknowledged (the committers' client retries for 20)."""
+    impatient = actors.connect(namespace=NAMESPACE, timeout_s=2.0)
+    try:
+        response = impatient.commit_offsets(group, {("t", 0): 1})
+    except CoordinatorUnavailableError:
+        return True
+    return response.errors() != {("t", 0): Errors.NONE}
+
+
+def replica_pid(partition: int, node: str) -> int:
+    """The process id of partition's replica actor on `node` (an actor this scenario started)."""
+    for info in ray._private.state.actors().values():
+        if (
+            info["State"] == "ALIVE" and info["Address"]["NodeID"] == node
+            and info["ActorClassName"].endswith("OffsetPartition")
+            and ray.get(ray.get_actor(info["Name"], namespace=NAMESPACE).probe.remote())["partition"]
+            == partition
+        ):
+            return int(info["Pid"])
+    raise AssertionError(f"no replica of partition {partition} on {node}")
+
+
+CASES = {
+    "leader-node": leader_node,
+    "followers": followers,
+    "controller-node": controller_node,
+    "restart": restart,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    args = parser.parse_args()
+    nodes = simulated_cluster(workers=3, namespace=NAMESPACE, prefix="raygroups-replication-")
+    with nodes as (cluster, data_dir):
+        CASES[args.case](cluster, data_dir)
+        actors.stop(NAMESPACE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
