@@ -38,6 +38,14 @@ Rules:
   bumped then, as Kafka does when a reassignment removes a replica.
 - ISR changes a leader proposes (`alter_isr`) are validated against the
   committed state and persisted before the answer.
+- Balance (every `balance_interval_s`, only while every partition is led
+  and fully in sync): leadership returns to each partition's preferred
+  replica (Kafka's auto.leader.rebalance), and one follower replica at a
+  time moves from the busiest live node to the idlest, so a node that joins
+  takes its share (`placement.rebalance_move`). Departure: the moved replica
+  leaves before its successor caught up (Kafka adds first, then removes),
+  so the ISR holds one fewer meanwhile; it never drops below what it was
+  allowed to be, as the move starts only from a full ISR.
 
 Departure: replica ids are Ray node ids, and Ray never reuses a node id, so
 a node that is gone for good only comes back as a new node. Kafka's broker
@@ -54,6 +62,7 @@ from typing import Any
 
 from actors.control import ControlPlane
 from actors.control_cluster import ActorGone, Cluster, ClusterError, MetadataStore, new_actor_name
+from actors.control_moves import ReplicaMoves
 from actors.control_state import PartitionMeta
 from actors.metrics import ControllerMetrics
 from actors.settings import ServiceSettings
@@ -65,7 +74,6 @@ from coordinator.replication import (
     apply_election,
     assign_replicas,
     elect_leader,
-    replacement_node,
     validate_isr_change,
 )
 from coordinator.replication.controller import in_assignment_order
@@ -77,7 +85,7 @@ UNRESPONSIVE = "unresponsive"
 Probe = dict[str, Any] | str
 
 
-class ReplicatedPlane(ControlPlane):
+class ReplicatedPlane(ReplicaMoves, ControlPlane):
     def __init__(
         self,
         settings: ServiceSettings,
@@ -112,6 +120,11 @@ class ReplicatedPlane(ControlPlane):
 
     async def refill_standbys_once(self) -> None:
         """No standbys: a replica's place is its node, where its disk is."""
+
+    def run_loops(self) -> None:
+        super().run_loops()
+        balance = self.supervise("balance", self.balance_once, self.settings.balance_interval_s)
+        self._loops.append(asyncio.get_running_loop().create_task(balance))
 
     async def _reconcile(self, partition: int, live: set[str]) -> None:
         meta = self.state.partitions[partition]
@@ -325,37 +338,6 @@ class ReplicatedPlane(ControlPlane):
         self.handles.setdefault(partition, {})[node] = handle
         logger.info("partition %d: replica %s started on %s", partition, name, node)
         return {"role": "none", "state": "INITIAL", "leader_epoch": -1}
-
-    async def _move_lost_replicas(self, partition: int, live: set[str]) -> None:
-        """Replace replicas whose node has been gone longer than the reassign delay."""
-        meta = self.state.partitions[partition]
-        now, delay = self.clock(), self.settings.replica_reassign_delay_s
-        # An ISR member is not moved: a lost one left the ISR at its loss unless it is
-        # the last, and the partition waits for the last (module rules).
-        lost = [
-            node for node in meta.replicas
-            if node not in live and node not in meta.isr
-            and now - self._missing_since.get(node, now) >= delay
-        ]
-        if not lost:
-            return
-        replicas = list(meta.replicas)
-        assignment = {p: m.replicas for p, m in self.state.partitions.items()}
-        for node in lost:
-            target = replacement_node(replicas, live, assignment)
-            if target is None:
-                logger.warning("partition %d: no live node can take its replica on %s", partition, node)
-                continue
-            replicas[replicas.index(node)] = target
-            meta.names.pop(node, None)
-            self.handles.get(partition, {}).pop(node, None)
-            logger.warning("partition %d: replica on lost node %s moves to %s", partition, node, target)
-        if replicas == meta.replicas:
-            return
-        state = PartitionState(
-            tuple(replicas), tuple(meta.isr), meta.leader, meta.epoch + 1, meta.partition_epoch + 1
-        )
-        await self._commit(partition, state, "replica moved")
 
     # ------------------------------------------------------------- roles
 

@@ -71,7 +71,7 @@ def start(
         init_local_ray(namespace=namespace)
     elif not ray.is_initialized():
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
-    live_nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    live_nodes = len([node for node in ray.nodes() if node.get("Alive")])  # type: ignore[no-untyped-call]
     if settings is None:
         replication_factor, min_insync_replicas = replication_defaults(live_nodes)
         settings = ServiceSettings(

@@ -85,6 +85,9 @@ class ServiceSettings:
     # A node gone this long has its replicas recreated on other live nodes
     # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
     replica_reassign_delay_s: float = 300.0
+    # How often leadership returns to preferred replicas and replicas spread
+    # to idle nodes (Kafka's leader.imbalance.check.interval.seconds).
+    balance_interval_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

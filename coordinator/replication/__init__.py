@@ -53,7 +53,7 @@ from coordinator.replication.leader import (
     RejectAction,
 )
 from coordinator.replication.outcomes import group_error
-from coordinator.replication.placement import assign_replicas, replacement_node
+from coordinator.replication.placement import assign_replicas, rebalance_move, replacement_node
 
 __all__ = [
     "UNDEFINED",
@@ -80,6 +80,7 @@ __all__ = [
     "elect_leader",
     "follower_high_watermark",
     "group_error",
+    "rebalance_move",
     "replacement_node",
     "truncation_offset",
     "validate_isr_change",

@@ -16,6 +16,9 @@ Rules:
 - A replacement for a replica on a lost node is the live node that hosts no
   replica of that partition and the fewest replicas overall (ties: the
   fewest preferred leaders, then the id), so repairs keep the spread even.
+- Rebalancing (a node joined, or repairs left the spread uneven) moves one
+  follower replica at a time from the busiest live node to the idlest,
+  until every live node hosts within one replica of every other.
 """
 
 from __future__ import annotations
@@ -54,3 +57,28 @@ def replacement_node(
     if not candidates:
         return None
     return min(candidates, key=lambda node: (hosted[node], leads[node], node))
+
+
+def rebalance_move(
+    assignment: Mapping[int, Sequence[Replica]],
+    leaders: Mapping[int, Replica | None],
+    live: Iterable[Replica],
+) -> tuple[int, Replica, Replica] | None:
+    """One follower replica to move from the live node hosting the most replicas to
+    the one hosting the fewest, as `(partition, from_node, to_node)`; None when every
+    live node hosts within one replica of every other (a node that joined takes its
+    share one replica at a time). The lowest partition that can move is chosen."""
+    nodes = sorted(set(live))
+    if len(nodes) < 2:
+        return None
+    hosted = Counter({node: 0 for node in nodes})
+    hosted.update(r for replicas in assignment.values() for r in replicas if r in hosted)
+    busiest = max(nodes, key=lambda node: (hosted[node], node))
+    idlest = min(nodes, key=lambda node: (hosted[node], node))
+    if hosted[busiest] - hosted[idlest] < 2:
+        return None
+    for partition in sorted(assignment):
+        replicas = assignment[partition]
+        if busiest in replicas and idlest not in replicas and leaders.get(partition) != busiest:
+            return partition, busiest, idlest
+    return None

@@ -4,6 +4,7 @@ lost replicas, moves off a lost node, and a restarted controller that adopts."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -231,5 +232,57 @@ def test_a_failed_leader_is_replaced_by_an_isr_member() -> None:
         assert new is not old and new.epoch == epoch + 1 == saved(store, 2)["leader_epoch"]
         assert old.node not in new.isr
         assert old.role == "follower" and old.leader_node == new.node
+
+    run(scenario())
+
+
+async def rejoin(plane: ReplicatedPlane, cluster: FakeCluster, partition: int) -> None:
+    """The leader's part, which the fake does not play: every replica back in the ISR."""
+    lead = leader(cluster, partition)
+    meta = plane.state.partitions[partition]
+    everyone = tuple(meta.replicas)
+    change = IsrChange(IsrChangeKind.EXPAND, everyone, lead.node, lead.epoch, lead.partition_epoch)
+    assert (await plane.alter_isr(partition, change))[0] == Errors.NONE
+    lead.isr, lead.partition_epoch = tuple(meta.isr), meta.partition_epoch
+
+
+def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        preferred = leader(cluster, 0)
+        cluster.crash(preferred)
+        await watch(plane)
+        assert leader(cluster, 0).node != preferred.node
+        await plane.balance_once()  # under-replicated: repairs first, nothing moves
+        assert leader(cluster, 0).node != preferred.node
+        await rejoin(plane, cluster, 0)
+        await plane.balance_once()
+        back = leader(cluster, 0)
+        assert back.node == preferred.node == saved(store, 0)["replicas"][0]
+        assert back is not preferred and back.epoch == saved(store, 0)["leader_epoch"]
+
+    run(scenario())
+
+
+def test_a_node_that_joins_takes_its_share_of_replicas() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store, num_partitions=6)
+        await plane.start()
+        cluster.nodes.append("n4")
+        for _ in range(10):
+            await plane.balance_once()
+            for p in range(6):
+                if len(plane.state.partitions[p].isr) < 3:
+                    await rejoin(plane, cluster, p)
+        hosted = Counter(n for p in range(6) for n in saved(store, p)["replicas"])
+        assert hosted["n4"] >= 4 and max(hosted.values()) - min(hosted.values()) <= 1
+        for p in range(6):
+            assert sorted(replicas(cluster, p)) == sorted(saved(store, p)["replicas"])
+            lead = leader(cluster, p)
+            assert set(lead.followers) == set(saved(store, p)["replicas"]) - {lead.node}
+        assert not [a for a in cluster.live.values() if a.name not in plane.state.owned_names()]
 
     run(scenario())
