@@ -13,12 +13,19 @@ a process with the test session's cluster):
   consumers commit; the controller restarts elsewhere with its metadata.
 - `restart`: the service is stopped and started again: every partition comes
   back from the replicas' logs on the nodes' disks.
+- `divergent-tail`: partition 0's leader A appends commits its stopped
+  followers never get (never acknowledged), is stopped itself, and a
+  follower is elected; A, resumed, acknowledges nothing (it was deposed), is
+  truncated to the new leader's log and catches up: its log on disk equals
+  the new leader's, A's unacknowledged records are gone, every acknowledged
+  commit is there (Kafka's KIP-101 truncation, replication notes section 5).
 Exits non-zero if a check fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
@@ -32,10 +39,13 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
+from actors.client import commit_request
+from actors.ray_store import GcsKvStore
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.wire import loads_response
 from coordinator import Errors
-from log import replica_dir
+from log import LogReader, replica_dir
 
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.fault_scenario import GroupLoad, longest_gap, run_load
@@ -242,6 +252,55 @@ def restart(cluster: Cluster, data_dir: str) -> None:
     print(f"service restarted: {len(groups)} groups' commits recovered from the replicas' disks", flush=True)
 
 
+# The divergent-tail case's lag time: long enough that the leader cannot
+# shrink the ISR while its followers are stopped, so they stay electable.
+DIVERGENT_LAG_MS = 30_000
+
+
+def divergent_tail(cluster: Cluster, data_dir: str) -> None:
+    settings = dataclasses.replace(settings_for(data_dir), replica_lag_time_max_ms=DIVERGENT_LAG_MS)
+    client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    before = rows(client)[0]
+    a = before["leader_node"]
+    b, c = [node for node in before["replicas"] if node != a]
+    replica = {node: replica_actor(data_dir, 0, node) for node in before["replicas"]}
+    groups = groups_on(client, 0, 4)
+    for group in groups[:2]:
+        assert committed(client, group, 10), group
+    stopped: list[int] = []
+    try:
+        tail = unacknowledged_tail(replica, a, (b, c), stopped, groups, data_dir)
+        for node in (b, c):
+            os.kill(replica[node][1], signal.SIGCONT)
+            stopped.remove(replica[node][1])
+        wait_for("a follower elected", lambda: rows(client)[0]["leader_node"] in (b, c))
+        new = rows(client)[0]
+        assert new["epoch"] > before["epoch"] and a not in new["isr"], (before, new)
+        end = LogReader(replica_dir(data_dir, new["leader_node"], 0)).end_offset()
+        assert end == tail.follower_end, f"A's tail reached the new leader (a queued push): {end}"
+        # Sent to A while it is deposed (and stopped): answered once it resumes.
+        tail.attempts += [Attempt(replica[a][0], groups[1], 902), Attempt(replica[a][0], groups[3], 903)]
+        fresh = actors.connect(namespace=NAMESPACE, timeout_s=20.0)
+        assert committed(fresh, groups[0], 20) and committed(fresh, groups[2], 21)
+        os.kill(replica[a][1], signal.SIGCONT)
+        stopped.remove(replica[a][1])
+        outcomes = {attempt.what: attempt.outcome() for attempt in tail.attempts}
+        assert "acknowledged" not in outcomes.values(), f"A acknowledged without its followers: {outcomes}"
+        wait_for("A back in the ISR, caught up", lambda: caught_up(client, a), timeout_s=90.0)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    check_truncated(data_dir, a, rows(client)[0]["leader_node"], tail, replica[a][0])
+    expected = {groups[0]: 20, groups[1]: 10, groups[2]: 21, groups[3]: -1}
+    for group, offset in expected.items():
+        assert fresh.fetch_offsets(group).offsets().get(("t", 0), -1) == offset, group
+    print(f"A's answers: {outcomes}", flush=True)
+    print(f"divergent tail of {len(tail.records)} record(s) truncated on the returning replica, "
+          f"its log equal to the new leader's; nothing acknowledged by the deposed leader; none lost",
+          flush=True)
+
+
 def refused_below_min_isr(group: str) -> bool:
     """A commit that gives up after 2 s is not acknowledged (the committers' client retries for 20)."""
     impatient = actors.connect(namespace=NAMESPACE, timeout_s=2.0)
@@ -265,11 +324,103 @@ def replica_pid(partition: int, node: str) -> int:
     raise AssertionError(f"no replica of partition {partition} on {node}")
 
 
+@dataclasses.dataclass
+class DivergentTail:
+    """The records the stopped leader A holds past what its followers have, and the
+    commits it was sent that must never be acknowledged."""
+
+    follower_end: int
+    records: list[tuple[int, Any]]
+    attempts: list[Attempt]
+
+
+def unacknowledged_tail(
+    replica: dict[str, tuple[Any, int]], a: str, followers: tuple[str, str], stopped: list[int],
+    groups: list[str], data_dir: str,
+) -> DivergentTail:
+    """Stop A's followers, let A append commits only it gets, stop A; return A's divergent tail."""
+    for node in followers:
+        os.kill(replica[node][1], signal.SIGSTOP)
+        stopped.append(replica[node][1])
+    # A push sent to a stopped follower runs when it resumes: wait for A's senders
+    # to be stuck on a heartbeat push (sent within a quarter of the lag time, given
+    # up after half of it), so the commits below are never pushed to them.
+    time.sleep(DIVERGENT_LAG_MS / 4000 + 1.0)
+    leader = replica[a][0]
+    end = ray.get(leader.probe.remote(), timeout=10)["log_end"]
+    attempts = [Attempt(leader, groups[0], 900), Attempt(leader, groups[2], 901)]
+    wait_for("A appended the commits", lambda: ray.get(leader.probe.remote(), timeout=5)["log_end"] > end + 1)
+    os.kill(replica[a][1], signal.SIGSTOP)
+    stopped.append(replica[a][1])
+    ends = {node: LogReader(replica_dir(data_dir, node, 0)).end_offset() for node in followers}
+    assert len(set(ends.values())) == 1, f"the followers' logs differ: {ends}"
+    (follower_end,) = set(ends.values())
+    records = list(LogReader(replica_dir(data_dir, a, 0)).records(follower_end))
+    mine = {(r.key.group_id, r.value.offset) for _, r in records if r.value is not None}
+    assert {(groups[0], 900), (groups[2], 901)} <= mine, f"A's tail past {follower_end}: {records}"
+    return DivergentTail(follower_end, records, attempts)
+
+
+class Attempt:
+    """A commit sent straight to one replica's actor, bypassing the client's retries:
+    its answer is that replica's own (it may be stopped: asked for later)."""
+
+    def __init__(self, handle: Any, group: str, offset: int) -> None:
+        self.what = f"{group}@{offset}"
+        request = commit_request(group, {("t", 0): offset}, -1, "", None, -1)
+        self._answer = handle.handle_wire.remote(request)
+
+    def outcome(self, timeout_s: float = 60.0) -> str:
+        response = loads_response(ray.get(self._answer, timeout=timeout_s))
+        if isinstance(response, BaseException):
+            return f"refused: {response!r}"
+        errors = response.errors()
+        return "acknowledged" if errors == {("t", 0): Errors.NONE} else f"refused: {errors}"
+
+
+def committed(client: actors.Client, group: str, offset: int) -> bool:
+    return client.commit_offsets(group, {("t", 0): offset}).errors() == {("t", 0): Errors.NONE}
+
+
+def caught_up(client: actors.Client, node: str) -> bool:
+    row = rows(client)[0]
+    lag = (row.get("followers") or {}).get(node, {}).get("lag")
+    return node in row["isr"] and lag == 0
+
+
+def check_truncated(data_dir: str, a: str, leader: str, tail: DivergentTail, handle: Any) -> None:
+    """A's log is the leader's, batch for batch: its own tail was cut, not merged."""
+    def batches(node: str) -> list[tuple[int, int, list[int], list[Any]]]:
+        reader = LogReader(replica_dir(data_dir, node, 0))
+        return [(x.base_offset, x.leader_epoch, x.offsets, x.records) for x in reader.batches()]
+
+    mine, theirs = batches(a), batches(leader)
+    assert mine == theirs, f"A's log differs from the leader's:\n{mine}\n{theirs}"
+    now = [(offset, record) for _, _, offsets, records in mine for offset, record in zip(offsets, records)]
+    kept = [entry for entry in tail.records if entry in now]
+    assert not kept, f"A kept records of its divergent tail: {kept}"
+    probe = ray.get(handle.probe.remote(), timeout=10)
+    assert probe["role"] == "follower" and probe["truncations"] >= 1, probe
+
+
+def replica_actor(data_dir: str, partition: int, node: str) -> tuple[Any, int]:
+    """The handle and process id of partition's replica on `node`, from the controller's metadata
+    (no call to the actor: it may be stopped)."""
+    data = GcsKvStore(NAMESPACE, data_dir).load()
+    assert data is not None, "the controller saved no metadata"
+    name = data["replication"][str(partition)]["names"][node]
+    for info in ray._private.state.actors().values():
+        if info["Name"] == name and info["State"] == "ALIVE":
+            return ray.get_actor(name, namespace=NAMESPACE), int(info["Pid"])
+    raise AssertionError(f"replica {name} of partition {partition} on {node} is not alive")
+
+
 CASES = {
     "leader-node": leader_node,
     "followers": followers,
     "controller-node": controller_node,
     "restart": restart,
+    "divergent-tail": divergent_tail,
 }
 
 

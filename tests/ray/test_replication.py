@@ -14,6 +14,7 @@ CASES = {
     "followers": "none lost",
     "controller-node": "none lost",
     "restart": "recovered from the replicas' disks",
+    "divergent-tail": "its log equal to the new leader's",
 }
 
 
