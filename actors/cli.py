@@ -35,9 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser("demo", help="embedded demo: groups, a killed member and partition, recovery")
-    demo.add_argument("--data-dir", default=os.path.join(DEFAULT_DATA_DIR, "demo"))
+    demo.add_argument("--data-dir", help="default: raygroups-data/demo, or demo-replicated with --replicated")
     demo.add_argument("--seconds", type=float, default=8.0)
     demo.add_argument("--no-report", action="store_true", help="skip the Spark analytics at the end")
+    demo.add_argument(
+        "--replicated", action="store_true",
+        help="replication instead: a simulated 4-node cluster loses a leader's node and disk (no analytics)",
+    )
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="durable, shared by all nodes")
     start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
@@ -64,7 +68,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
     from actors.demo import run_demo as demo
 
-    data_dir = os.path.abspath(args.data_dir)
+    if args.replicated:
+        from actors.demo_replication import run_replicated_demo
+
+        replicated_dir = args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo-replicated")
+        return run_replicated_demo(os.path.abspath(replicated_dir), args.seconds)
+    data_dir = os.path.abspath(args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo"))
     try:
         end_offsets = demo(data_dir, args.seconds)
         if not args.no_report:

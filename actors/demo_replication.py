@@ -1,0 +1,331 @@
+"""The replicated demo, `raygroups demo --replicated`: a node and its disk lost while consumers commit.
+
+On a simulated cluster of four nodes on this machine (`sim_cluster`: a head
+and three workers, each with its own directory as its local disk) it starts
+the service with replication factor 3 and min ISR 2, runs one consumer group
+per offsets partition (`GroupMember`s in this process, on the head node, that
+consume and commit several times a second), shows the status rows, removes
+the worker that leads the most partitions (never the head, never the
+controller's node) and deletes its disk, then shows the new leaders, how long
+each affected partition went without a successful commit, checks that every
+acknowledged commit is still there, and shows the status again (the lost
+node's partitions are under-replicated until `replica_reassign_delay_s`).
+
+Rules: nothing acknowledged may be lost, and the exit status says so (1 when
+a commit is missing); everything it started is stopped on the way out, an
+error included (`sim_cluster`).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.cluster_utils import Cluster
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+import actors
+from actors.demo import DemoGroup
+from actors.member_types import CommitFailedError
+from actors.retry import CoordinatorUnavailableError
+from actors.settings import ServiceSettings
+from actors.sim_cluster import node_disk, remove_with_disk, simulated_cluster, worker_node
+from actors.status_table import NODE_ID_CHARS, health, under_replicated
+from coordinator import CoordinatorConfig
+
+console = Console()
+NAMESPACE = "raygroups-demo-replicated"
+WORKERS = 3
+PARTITIONS = 4
+# One group per offsets partition (Kafka's hash of these names lands on 0, 1, 2 and 3).
+GROUPS = (
+    DemoGroup("search", "clicks", 4, 2, "range"),
+    DemoGroup("orders-app", "orders", 4, 2, "range"),
+    DemoGroup("shipping", "orders", 4, 2, "roundrobin"),
+    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky"),
+)
+COMMIT_INTERVAL_S = 0.1
+STATUS_COLUMNS = ("PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "HEALTH")
+
+
+def demo_settings(data_dir: str) -> ServiceSettings:
+    """RF 3 / min ISR 2, failures noticed within seconds rather than Kafka's 30 s."""
+    return ServiceSettings(
+        data_dir=data_dir,
+        num_partitions=PARTITIONS,
+        namespace=NAMESPACE,
+        replication_factor=3,
+        min_insync_replicas=2,
+        probe_interval_s=0.5,
+        probe_timeout_s=2.0,
+        replica_lag_time_max_ms=3_000,
+        commit_timeout_ms=3_000,
+        standby_actors=0,
+    )
+
+
+class CommittingConsumer:
+    """A `GroupMember` in this process that consumes its partitions and commits
+    every `COMMIT_INTERVAL_S`, remembering what was acknowledged and when."""
+
+    def __init__(self, group: DemoGroup, name: str) -> None:
+        from actors.member import GroupMember
+
+        self.group_id = group.group_id
+        self.acked: dict[tuple[str, int], int] = {}
+        self.successes: list[float] = []
+        self.failures = 0
+        self._positions: dict[Any, int] = {}
+        self.member = GroupMember(
+            client=actors.connect(namespace=NAMESPACE, timeout_s=20.0),
+            group_id=group.group_id,
+            topics=[group.topic],
+            topic_partitions={group.topic: group.partitions},
+            assignors=(group.assignor,),
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=500,
+            client_id=name,
+            client_host="demo-host",
+        ).start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._consume, daemon=True)
+        self._thread.start()
+
+    def _consume(self) -> None:
+        while not self._stop.wait(COMMIT_INTERVAL_S):
+            try:
+                self._step()
+            except (CommitFailedError, CoordinatorUnavailableError, ray.exceptions.RayError):
+                self.failures += 1  # a rebalance or a coordinator gone for 20 s: go on
+
+    def _step(self) -> None:
+        owned = self.member.poll()
+        # A partition that comes back after a rebalance resumes from the committed offset.
+        self._positions = {tp: pos for tp, pos in self._positions.items() if tp in owned}
+        if not owned:
+            return
+        new = owned - self._positions.keys()
+        for tp, committed in (self.member.committed(new) if new else {}).items():
+            self._positions[tp] = max(committed.offset, 0) if committed is not None else 0
+        for tp in owned:
+            self._positions[tp] += random.randint(1, 20)
+        offsets = {(tp.topic, tp.partition): self._positions[tp] for tp in owned}
+        self.member.commit(dict(offsets))
+        self.acked.update(offsets)
+        self.successes.append(time.monotonic())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.member.close()
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A node removed with its disk: the partitions it led, the rows before, and the window watched."""
+
+    victim: str
+    led: list[int]
+    before: dict[int, dict[str, Any]]
+    removed: float
+    ended: float
+
+
+def run_replicated_demo(data_dir: str, seconds: float = 8.0) -> int:
+    """Run the demo in `data_dir` (emptied first, kept afterwards); 0 when nothing was lost."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    with simulated_cluster(WORKERS, NAMESPACE, "raygroups-demo-", data_dir) as (cluster, path):
+        try:
+            return _run(cluster, path, seconds)
+        finally:
+            actors.stop(NAMESPACE)
+
+
+def _run(cluster: Cluster, data_dir: str, seconds: float) -> int:
+    console.rule("raygroups demo: replication")
+    client = actors.start(
+        settings=demo_settings(data_dir), namespace=NAMESPACE, address=cluster.address,
+        coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=500),
+    )
+    placed = {client.partition_for(g.group_id) for g in GROUPS}
+    assert placed == set(range(PARTITIONS)), f"the demo wants a group on every partition: {placed}"
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    stats: dict[str, Any] = ray.get(client.controller.stats.remote(), timeout=60)
+    nodes = NodeNames(cluster, stats["node_id"])
+    nodes.print_legend(cluster.address, data_dir)
+    consumers = [CommittingConsumer(g, f"{g.group_id}-c{i}") for g in GROUPS for i in range(g.consumers)]
+    try:
+        wait_for("the groups stable", lambda: all(
+            d.state == "Stable" for d in client.describe_groups([g.group_id for g in GROUPS])
+        ))
+        console.print(f"{len(GROUPS)} groups, one per offsets partition: {len(consumers)} consumers "
+                      f"committing every {COMMIT_INTERVAL_S} s; replication factor 3, min ISR 2")
+        removal = remove_busiest_node(client, cluster, data_dir, nodes, seconds)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    print_elections(client, removal, consumers, nodes)
+    lost = print_losses(client, consumers)
+    wait_for("the lost node out of every ISR", lambda: all(
+        removal.victim not in r["isr"] for r in rows(client).values()
+    ))
+    after = rows(client)
+    print_status("offsets partitions after the loss", after, nodes)
+    console.print(f"under-replicated partitions: {under_replicated(list(after.values()))}; the lost node's "
+                  "replicas move to a live node after replica_reassign_delay_s (300 s by default)")
+    return 1 if lost else 0
+
+
+def remove_busiest_node(
+    client: actors.Client, cluster: Cluster, data_dir: str, nodes: NodeNames, seconds: float
+) -> Removal:
+    """Remove the busiest worker with its disk `seconds / 2` into the load, and
+    watch for `seconds / 2` more once its partitions have new leaders."""
+    victim = choose_victim(client, cluster, nodes)
+    before = rows(client)
+    print_status("offsets partitions", before, nodes)
+    led = sorted(p for p, r in before.items() if r["leader_node"] == victim)
+    time.sleep(seconds / 2)
+    console.print(f"[bold red]removing node {nodes(victim)}[/], leader of partitions {led}, "
+                  f"and deleting its disk {node_disk(data_dir, victim)}")
+    removed = time.monotonic()
+    remove_with_disk(cluster, worker_node(cluster, victim), data_dir)
+    wait_for("new leaders", lambda: all(rows(client)[p].get("leader_node") not in (None, victim)
+                                         for p in led))
+    time.sleep(seconds / 2)
+    return Removal(victim, led, before, removed, time.monotonic())
+
+
+def choose_victim(client: actors.Client, cluster: Cluster, nodes: NodeNames) -> str:
+    """The worker without the controller that leads the most partitions. If those
+    workers lead none, one is made a leader first, as an operator would."""
+    candidates = [w.node_id for w in cluster.worker_nodes if w.node_id != nodes.controller]
+    now = rows(client)
+    leads = {n: sum(1 for r in now.values() if r["leader_node"] == n) for n in candidates}
+    victim: str = max(candidates, key=lambda n: leads[n])
+    if leads[victim] == 0:
+        partition = next(p for p, r in now.items() if victim in r["isr"])
+        client.reassign(partition, victim)
+        wait_for("the moved leader", lambda: rows(client)[partition].get("leader_node") == victim)
+        console.print(f"moved the leadership of partition {partition} to {nodes(victim)}")
+    return victim
+
+
+def longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest time within [start, end] without one of `times`."""
+    marks = [start, *sorted(t for t in times if start < t < end), end]
+    return max(b - a for a, b in zip(marks, marks[1:]))
+
+
+def print_losses(client: actors.Client, consumers: list[CommittingConsumer]) -> int:
+    """Every acknowledged commit must be committed still: returns how many are not."""
+    acked: dict[tuple[str, tuple[str, int]], int] = {}
+    for c in consumers:
+        for tp, offset in c.acked.items():
+            acked[(c.group_id, tp)] = max(offset, acked.get((c.group_id, tp), -1))
+    committed = {g.group_id: client.fetch_offsets(g.group_id).offsets() for g in GROUPS}
+    missing = [(g, tp, o) for (g, tp), o in acked.items() if committed[g].get(tp, -1) < o]
+    for group, tp, offset in missing:
+        console.print(f"[bold red]LOST[/] {group} {tp}: acknowledged {offset}, committed "
+                      f"{committed[group].get(tp)}")
+    total = sum(len(c.successes) for c in consumers)
+    console.print(f"[bold]{total} commits acknowledged, {len(missing)} lost[/]: the last acknowledged offset "
+                  f"of each of {len(acked)} group partitions, fetched after the loss")
+    return len(missing)
+
+
+# ------------------------------------------------------------------ display
+
+
+class NodeNames:
+    """Short names for the simulated nodes (head, n1, n2, n3), so that a status row fits a terminal."""
+
+    def __init__(self, cluster: Cluster, controller: str) -> None:
+        self.controller = controller
+        self.head = ray.get_runtime_context().get_node_id()  # the driver's node
+        workers = {w.node_id: f"n{i}" for i, w in enumerate(cluster.worker_nodes, 1)}
+        self.names = {self.head: "head", **workers}
+
+    def __call__(self, node_id: str | None) -> str:
+        return "-" if node_id is None else self.names.get(node_id, node_id[:NODE_ID_CHARS])
+
+    def join(self, node_ids: list[str]) -> str:
+        return " ".join(self(n) for n in node_ids)
+
+    def print_legend(self, address: str, data_dir: str) -> None:
+        console.print(f"simulated cluster at {address}, each node's disk in {data_dir}/nodes/<node id>:")
+        for node_id, name in self.names.items():
+            roles = [r for r, here in (("head node, runs the consumers", node_id == self.head),
+                                       ("runs the controller", node_id == self.controller)) if here]
+            what = f"  ({', '.join(roles)})" if roles else ""
+            console.print(f"  {name:>4}  {node_id[:NODE_ID_CHARS]}{what}")
+
+
+def print_table(title: str, columns: list[str], cells: list[list[Any]]) -> None:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    for row in cells:
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+
+
+def print_status(title: str, now: dict[int, dict[str, Any]], nodes: NodeNames) -> None:
+    """`raygroups status`'s replication columns, with the short node names."""
+    cells = [
+        [p, r.get("epoch"), nodes(r.get("leader_node")), nodes.join(r["replicas"]), nodes.join(r["isr"]),
+         r.get("high_watermark"), health(r)]
+        for p, r in sorted(now.items())
+    ]
+    print_table(title, ["PARTITION", "EPOCH", "LEADER", "REPLICAS", "ISR", "HWM", "HEALTH"], cells)
+
+
+def print_elections(
+    client: actors.Client, removal: Removal, consumers: list[CommittingConsumer], nodes: NodeNames
+) -> None:
+    """The new leader of each partition the lost node led, and its longest time without a commit."""
+    after = rows(client)
+    cells = []
+    for p in removal.led:
+        times = [t for c in consumers if client.partition_for(c.group_id) == p for t in c.successes]
+        old, new = removal.before[p], after[p]
+        gap = longest_gap(times, removal.removed, removal.ended)
+        cells.append([p, nodes(old["leader_node"]), nodes(new["leader_node"]),
+                      f"{old['epoch']} -> {new['epoch']}", f"{gap:.2f}"])
+    columns = ["PARTITION", "OLD-LEADER", "NEW-LEADER", "EPOCH", "LONGEST-GAP-S"]
+    print_table("new leaders, from the ISR (longest gap: the longest time without a successful commit "
+                "since the removal)", columns, cells)
+
+
+# ------------------------------------------------------------------ waiting
+
+
+def rows(client: actors.Client) -> dict[int, dict[str, Any]]:
+    return {row["partition"]: row for row in client.status()}
+
+
+def fully_replicated(client: actors.Client) -> bool:
+    return all(
+        r.get("state") == "ACTIVE" and r.get("role") == "leader" and sorted(r["isr"]) == sorted(r["replicas"])
+        for r in rows(client).values()
+    )
+
+
+def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except ray.exceptions.RayError:
+            pass  # a status call that met the lost node: ask again
+        time.sleep(0.25)
+    raise RuntimeError(f"timed out waiting for {what}")

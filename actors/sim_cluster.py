@@ -1,0 +1,67 @@
+"""A simulated multi-node Ray cluster on one machine, for the replicated demo and the scenarios.
+
+`ray.cluster_utils.Cluster` starts a head and worker raylets as separate
+processes on this host; each node gets its own directory under the data
+directory (`<data_dir>/nodes/<node_id>`, where the replicas put their logs),
+so removing a node and deleting that directory is losing a machine with its
+disk. Rules:
+- It must run in a process of its own: a `Cluster` cannot share a process
+  with another Ray cluster (a test session's, for instance).
+- Leaving the context shuts down the driver and every node, even after an
+  error, so no Ray process outlives it. A temporary data directory (none
+  given) is removed too; a given one is kept for inspection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ray
+from ray.cluster_utils import Cluster
+
+
+@contextmanager
+def simulated_cluster(
+    workers: int, namespace: str, prefix: str, data_dir: str | None = None
+) -> Iterator[tuple[Cluster, str]]:
+    """A head and `workers` worker nodes of one CPU each, this process
+    connected in `namespace`, and a data directory (a new temporary one
+    named `prefix...` when `data_dir` is None)."""
+    # A throwaway single-user cluster on loopback: no auth token file.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    temporary = data_dir is None
+    path = tempfile.mkdtemp(prefix=prefix) if data_dir is None else os.path.abspath(data_dir)
+    os.makedirs(path, exist_ok=True)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        for _ in range(workers):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, namespace=namespace, log_to_driver=False)
+        yield cluster, path
+    finally:
+        ray.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
+        if temporary:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def node_disk(data_dir: str, node_id: str) -> str:
+    """The directory that stands for `node_id`'s local disk (see `log.replica_dir`)."""
+    return os.path.join(data_dir, "nodes", node_id)
+
+
+def remove_with_disk(cluster: Cluster, node: Any, data_dir: str) -> None:
+    """Remove a worker node and delete its disk: the machine is gone for good."""
+    cluster.remove_node(node)
+    shutil.rmtree(node_disk(data_dir, node.node_id), ignore_errors=True)
+
+
+def worker_node(cluster: Cluster, node_id: str) -> Any:
+    """The worker node (a `ray._private.node.Node`) with this id."""
+    return next(w for w in cluster.worker_nodes if w.node_id == node_id)
