@@ -1,11 +1,16 @@
 # The two commands of the README are `make demo` and `make test`.
 # Extra arguments: make test ARGS="-k join -x", make demo ARGS="..."
+# `make demo-replicated` is `make demo ARGS=--replicated`: a simulated 4-node
+# cluster loses a leader's node and disk while consumers commit.
 ARGS ?=
 
-.PHONY: demo test lint bench setup
+.PHONY: demo demo-replicated test lint bench setup
 
 demo:
 	bash scripts/demo.sh $(ARGS)
+
+demo-replicated:
+	bash scripts/demo.sh --replicated $(ARGS)
 
 test:
 	bash scripts/test.sh $(ARGS)
