@@ -22,7 +22,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,8 @@ from actors.settings import ServiceSettings
 from actors.sim_cluster import node_disk, remove_with_disk, simulated_cluster, worker_node
 from actors.status_table import NODE_ID_CHARS, health, under_replicated
 from coordinator import CoordinatorConfig
+from coordinator.records import OffsetCommitKey, OffsetCommitValue
+from log import LogReader, replica_dir
 
 console = Console()
 NAMESPACE = "raygroups-demo-replicated"
@@ -53,7 +55,6 @@ GROUPS = (
     DemoGroup("billing", "payments", 4, 2, "cooperative-sticky"),
 )
 COMMIT_INTERVAL_S = 0.1
-STATUS_COLUMNS = ("PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "HEALTH")
 
 
 def demo_settings(data_dir: str) -> ServiceSettings:
@@ -69,7 +70,17 @@ def demo_settings(data_dir: str) -> ServiceSettings:
         replica_lag_time_max_ms=3_000,
         commit_timeout_ms=3_000,
         standby_actors=0,
+        # No compaction while the demo runs: the check finds every commit's record in the log.
+        compaction_interval_s=3_600.0,
     )
+
+
+@dataclass(frozen=True)
+class Ack:
+    """One acknowledged commit: when, and the offsets it committed."""
+
+    at: float
+    offsets: dict[tuple[str, int], int]
 
 
 class CommittingConsumer:
@@ -80,9 +91,8 @@ class CommittingConsumer:
         from actors.member import GroupMember
 
         self.group_id = group.group_id
-        self.acked: dict[tuple[str, int], int] = {}
-        self.successes: list[float] = []
-        self.failures = 0
+        self.acks: list[Ack] = []
+        self.error: Exception | None = None
         self._positions: dict[Any, int] = {}
         self.member = GroupMember(
             client=actors.connect(namespace=NAMESPACE, timeout_s=20.0),
@@ -100,11 +110,14 @@ class CommittingConsumer:
         self._thread.start()
 
     def _consume(self) -> None:
-        while not self._stop.wait(COMMIT_INTERVAL_S):
-            try:
-                self._step()
-            except (CommitFailedError, CoordinatorUnavailableError, ray.exceptions.RayError):
-                self.failures += 1  # a rebalance or a coordinator gone for 20 s: go on
+        try:
+            while not self._stop.wait(COMMIT_INTERVAL_S):
+                try:
+                    self._step()
+                except (CommitFailedError, CoordinatorUnavailableError, ray.exceptions.RayError):
+                    continue  # a rebalance, or no coordinator for 20 s: the next round tries again
+        except Exception as exc:  # a consumer must not stop silently: the demo fails on it
+            self.error = exc
 
     def _step(self) -> None:
         owned = self.member.poll()
@@ -117,10 +130,9 @@ class CommittingConsumer:
             self._positions[tp] = max(committed.offset, 0) if committed is not None else 0
         for tp in owned:
             self._positions[tp] += random.randint(1, 20)
+        self.member.commit({tp: self._positions[tp] for tp in owned})
         offsets = {(tp.topic, tp.partition): self._positions[tp] for tp in owned}
-        self.member.commit(dict(offsets))
-        self.acked.update(offsets)
-        self.successes.append(time.monotonic())
+        self.acks.append(Ack(time.monotonic(), offsets))
 
     def close(self) -> None:
         self._stop.set()
@@ -172,8 +184,11 @@ def _run(cluster: Cluster, data_dir: str, seconds: float) -> int:
     finally:
         for consumer in consumers:
             consumer.close()
+    stopped = [c for c in consumers if c.error is not None]
+    if stopped:
+        raise RuntimeError(f"a consumer of {stopped[0].group_id} stopped") from stopped[0].error
     print_elections(client, removal, consumers, nodes)
-    lost = print_losses(client, consumers)
+    lost = print_losses(client, data_dir, consumers)
     wait_for("the lost node out of every ISR", lambda: all(
         removal.victim not in r["isr"] for r in rows(client).values()
     ))
@@ -225,21 +240,61 @@ def longest_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in zip(marks, marks[1:]))
 
 
-def print_losses(client: actors.Client, consumers: list[CommittingConsumer]) -> int:
-    """Every acknowledged commit must be committed still: returns how many are not."""
-    acked: dict[tuple[str, tuple[str, int]], int] = {}
+def print_losses(client: actors.Client, data_dir: str, consumers: Sequence[CommittingConsumer]) -> int:
+    """Every acknowledged commit must be in the log of its partition's leader now, and
+    each group partition must serve its last acknowledged offset: returns how many are not."""
+    leaders = {p: r["leader_node"] for p, r in rows(client).items()}
+    logged = {p: commits_in_log(replica_dir(data_dir, node, p)) for p, node in leaders.items()}
+    served = {g.group_id: client.fetch_offsets(g.group_id).offsets() for g in GROUPS}
+    problems = missing_from_logs(logged, client.partition_for, consumers) + not_served(served, consumers)
+    for problem in problems:
+        console.print(f"[bold red]LOST[/] {problem}")
+    total = sum(len(c.acks) for c in consumers)
+    console.print(f"[bold]{total} commits acknowledged, {len(problems)} lost[/]: each one is in the log of "
+                  "its partition's leader, and every group partition serves its last acknowledged offset")
+    return len(problems)
+
+
+def missing_from_logs(
+    logged: Mapping[int, set[tuple[str, str, int, int]]],
+    partition_of: Callable[[str], int],
+    consumers: Sequence[CommittingConsumer],
+) -> list[str]:
+    """The acknowledged commits with an offset missing from their partition's log (`commits_in_log`)."""
+    problems = []
     for c in consumers:
-        for tp, offset in c.acked.items():
-            acked[(c.group_id, tp)] = max(offset, acked.get((c.group_id, tp), -1))
-    committed = {g.group_id: client.fetch_offsets(g.group_id).offsets() for g in GROUPS}
-    missing = [(g, tp, o) for (g, tp), o in acked.items() if committed[g].get(tp, -1) < o]
-    for group, tp, offset in missing:
-        console.print(f"[bold red]LOST[/] {group} {tp}: acknowledged {offset}, committed "
-                      f"{committed[group].get(tp)}")
-    total = sum(len(c.successes) for c in consumers)
-    console.print(f"[bold]{total} commits acknowledged, {len(missing)} lost[/]: the last acknowledged offset "
-                  f"of each of {len(acked)} group partitions, fetched after the loss")
-    return len(missing)
+        partition = partition_of(c.group_id)
+        for ack in c.acks:
+            gone = {tp: o for tp, o in ack.offsets.items() if (c.group_id, *tp, o) not in logged[partition]}
+            if gone:
+                problems.append(f"{c.group_id} {gone}: not in the log of partition {partition}'s leader")
+    return problems
+
+
+def not_served(
+    served: Mapping[str, Mapping[tuple[str, int], int]], consumers: Sequence[CommittingConsumer]
+) -> list[str]:
+    """The group partitions whose served offset is below the last one acknowledged
+    (above it is fine: a commit that timed out may still have been applied)."""
+    last: dict[tuple[str, tuple[str, int]], int] = {}
+    for c in consumers:
+        for ack in c.acks:
+            for tp, offset in ack.offsets.items():
+                last[(c.group_id, tp)] = max(offset, last.get((c.group_id, tp), -1))
+    return [
+        f"{group} {tp}: acknowledged {offset}, served {served[group].get(tp)}"
+        for (group, tp), offset in sorted(last.items())
+        if served[group].get(tp, -1) < offset
+    ]
+
+
+def commits_in_log(directory: str) -> set[tuple[str, str, int, int]]:
+    """(group, topic, partition, offset) of every offset commit record in a replica's log."""
+    return {
+        (record.key.group_id, record.key.topic, record.key.partition, record.value.offset)
+        for _, record in LogReader(directory).records()
+        if isinstance(record.key, OffsetCommitKey) and isinstance(record.value, OffsetCommitValue)
+    }
 
 
 # ------------------------------------------------------------------ display
@@ -289,13 +344,13 @@ def print_status(title: str, now: dict[int, dict[str, Any]], nodes: NodeNames) -
 
 
 def print_elections(
-    client: actors.Client, removal: Removal, consumers: list[CommittingConsumer], nodes: NodeNames
+    client: actors.Client, removal: Removal, consumers: Sequence[CommittingConsumer], nodes: NodeNames
 ) -> None:
     """The new leader of each partition the lost node led, and its longest time without a commit."""
     after = rows(client)
     cells = []
     for p in removal.led:
-        times = [t for c in consumers if client.partition_for(c.group_id) == p for t in c.successes]
+        times = [a.at for c in consumers if client.partition_for(c.group_id) == p for a in c.acks]
         old, new = removal.before[p], after[p]
         gap = longest_gap(times, removal.removed, removal.ended)
         cells.append([p, nodes(old["leader_node"]), nodes(new["leader_node"]),
