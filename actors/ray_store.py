@@ -1,9 +1,12 @@
 """The controller's metadata (`actors.control_state`) in Ray's GCS key-value store.
 
-Where it lives: one key, `raygroups/<service namespace>/controller`, in the
-GCS internal KV namespace `raygroups` (apart from Ray's own keys), holding
-the metadata as JSON bytes. A save is one put, which the GCS applies
-atomically: a reader sees the old value or the new one, never a mix.
+Where it lives: one key, `raygroups/<service namespace>/<data dir>/controller`,
+in the GCS internal KV namespace `raygroups` (apart from Ray's own keys),
+holding the metadata as JSON bytes. The data directory is part of the key:
+the service started again with the same one finds its metadata; with
+another one it starts afresh (that directory holds none of the old logs).
+A save is one put, which the GCS applies atomically: a reader sees the old
+value or the new one, never a mix.
 
 Why there: the data directory is node-local (each node its own disk, no
 shared filesystem), so a file written by the controller would be gone when
@@ -48,9 +51,11 @@ class CorruptMetadataError(ValueError):
     """The stored metadata is not a JSON object: the controller cannot start on it."""
 
 
-def metadata_key(namespace: str) -> str:
-    """The KV key of the metadata of the service in Ray namespace `namespace`."""
-    return f"raygroups/{namespace}/controller"
+def metadata_key(namespace: str, data_dir: str) -> str:
+    """The KV key of the metadata of the service in Ray namespace `namespace` keeping
+    its logs in `data_dir`: a service started again with another data directory
+    starts afresh rather than expect logs that directory does not hold."""
+    return f"raygroups/{namespace}/{os.path.abspath(data_dir)}/controller"
 
 
 def decode_metadata(raw: bytes, where: str) -> dict[str, Any]:
@@ -70,7 +75,7 @@ class GcsKvStore:
     """`MetadataStore` on the GCS internal KV: one key per service namespace."""
 
     def __init__(self, namespace: str, data_dir: str) -> None:
-        self.key = metadata_key(namespace)
+        self.key = metadata_key(namespace, data_dir)
         self.legacy_path = os.path.join(data_dir, LEGACY_METADATA_FILE)
 
     def load(self) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ high watermark, the ISR follows stopped and returning followers through the
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,51 @@ def test_replication_settings_are_checked(overrides: dict[str, Any], tmp_path: P
 @pytest.mark.parametrize("nodes, expected", [(1, (1, 1)), (2, (1, 1)), (3, (3, 2)), (10, (3, 2))])
 def test_replication_defaults_follow_the_node_count(nodes: int, expected: tuple[int, int]) -> None:
     assert replication_defaults(nodes) == expected
+
+
+def _disk_full(*_: Any, **__: Any) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_follower_whose_disk_fills_leaves_the_isr_and_the_leader_goes_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        leader = await cluster.start()
+        answers = Answers()
+        assert (await answers.wait(answers.send(leader, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+        follower = cluster.replicas["c"].follower
+        assert follower is not None
+        follower.log.append_raw = _disk_full  # type: ignore[method-assign]
+        pending = answers.send(leader, commit("g", 2))
+        await cluster.until_isr("a", ("a", "b"))
+        assert (await answers.wait(pending)).errors() == {("t", 0): Errors.NONE}
+        assert (await answers.wait(answers.send(leader, commit("g", 3)))).errors()[("t", 0)] is Errors.NONE
+        assert answers.one(answers.send(leader, fetch("g"))).offsets() == {("t", 0): 3}
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_leader_whose_disk_fails_acknowledges_nothing_and_an_isr_member_takes_over(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        leader = await cluster.start()
+        answers = Answers()
+        assert (await answers.wait(answers.send(leader, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+        assert leader.log is not None
+        leader.log.append = _disk_full  # type: ignore[method-assign]
+        failed = await answers.wait(answers.send(leader, commit("g", 2)))
+        assert failed.errors() == {("t", 0): Errors.NOT_COORDINATOR}
+        # The controller sees the failure (probe) and elects from the ISR.
+        await until(lambda: leader.runtime.failures > 0, "the leader's failure")
+        probe = await cluster.elect("b", ("b", "c"), ("c", "a"))
+        assert probe["role"] == "leader"
+        new = cluster.replicas["b"]
+        # What the old leader acknowledged is there (answered once the new ISR has it).
+        assert (await answers.wait(answers.send(new, fetch("g")))).offsets() == {("t", 0): 1}
+        assert (await answers.wait(answers.send(new, commit("g", 3)))).errors()[("t", 0)] is Errors.NONE
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())

@@ -80,8 +80,8 @@ def test_a_corrupt_value_raises_an_error_naming_the_key(
     ray_session: None, data_dir: str, value: bytes
 ) -> None:
     namespace = _namespace()
-    _internal_kv_put(metadata_key(namespace), value, overwrite=True, namespace=KV_NAMESPACE)
-    with pytest.raises(CorruptMetadataError, match=re.escape(metadata_key(namespace))):
+    _internal_kv_put(metadata_key(namespace, data_dir), value, overwrite=True, namespace=KV_NAMESPACE)
+    with pytest.raises(CorruptMetadataError, match=re.escape(metadata_key(namespace, data_dir))):
         GcsKvStore(namespace, data_dir).load()
 
 
@@ -156,3 +156,10 @@ def _restarted(namespace: str, pid_before: int) -> bool:
         return bool(_controller_pid(namespace) != pid_before)
     except (ray.exceptions.RayError, ValueError):
         return False  # not back yet
+
+
+def test_another_data_directory_starts_afresh(ray_session: None, data_dir: str) -> None:
+    namespace = _namespace()
+    GcsKvStore(namespace, data_dir).save({"num_partitions": 2})
+    assert GcsKvStore(namespace, os.path.join(data_dir, "elsewhere")).load() is None
+    assert GcsKvStore(namespace, data_dir).load() == {"num_partitions": 2}
