@@ -43,9 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="replication instead: a simulated 4-node cluster loses a leader's node and disk (no analytics)",
     )
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
-    start.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="durable, shared by all nodes")
+    start.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR,
+        help="durable; node-local with replication, shared by every node without",
+    )
     start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
+    start.add_argument(
+        "--replication-factor", type=int,
+        help="replicas of each offsets partition, each on its own node (default: 3 on 3+ nodes, else 1)",
+    )
+    start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
     spark_cli.add_parsers(commands, service_log_sources)
@@ -102,7 +110,8 @@ def run_start(args: argparse.Namespace) -> int:
         )
         address = "auto"
     client = actors.start(
-        args.data_dir, num_partitions=args.partitions, namespace=args.namespace, address=address or "auto"
+        args.data_dir, num_partitions=args.partitions, namespace=args.namespace, address=address or "auto",
+        replication_factor=args.replication_factor, min_insync_replicas=args.min_insync_replicas,
     )
     return ADMIN_COMMANDS["status"](client, args)
 

@@ -23,6 +23,7 @@ from actors.settings import (
     DEFAULT_NAMESPACE,
     EMBEDDED_PARTITIONS,
     ServiceSettings,
+    default_min_insync_replicas,
     replication_defaults,
 )
 from actors.singleton import detached_singleton
@@ -58,13 +59,15 @@ def start(
     address: str | None = None,
     coordinator_config: CoordinatorConfig | None = None,
     settings: ServiceSettings | None = None,
+    replication_factor: int | None = None,
+    min_insync_replicas: int | None = None,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
     With no Ray cluster yet and no `address`, an embedded local cluster is
     started and the partition count defaults to the embedded one. Without
     `settings`, the replication factor is 3 (min ISR 2) on a cluster of at
-    least 3 nodes and 1 otherwise (`replication_defaults`).
+    least 3 nodes and 1 otherwise (`replication_defaults`), unless given.
     """
     embedded = not ray.is_initialized() and address is None and "RAY_ADDRESS" not in os.environ
     if embedded:
@@ -73,7 +76,9 @@ def start(
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
     live_nodes = len([node for node in ray.nodes() if node.get("Alive")])  # type: ignore[no-untyped-call]
     if settings is None:
-        replication_factor, min_insync_replicas = replication_defaults(live_nodes)
+        replication_factor = replication_factor or replication_defaults(live_nodes)[0]
+        if min_insync_replicas is None:
+            min_insync_replicas = default_min_insync_replicas(replication_factor)
         settings = ServiceSettings(
             data_dir=os.path.abspath(data_dir or DEFAULT_DATA_DIR),
             num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else 50),

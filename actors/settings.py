@@ -29,7 +29,13 @@ def replication_defaults(live_nodes: int) -> tuple[int, int]:
     """(replication_factor, min_insync_replicas) for a cluster of `live_nodes`:
     Kafka's 3 and 2 from three nodes up (a commit then survives one node's
     loss while the partition stays writable), one copy below."""
-    return (3, 2) if live_nodes >= 3 else (1, 1)
+    factor = 3 if live_nodes >= 3 else 1
+    return factor, default_min_insync_replicas(factor)
+
+
+def default_min_insync_replicas(replication_factor: int) -> int:
+    """2 from 3 replicas up, else 1 (a second copy must stay writable alone)."""
+    return 2 if replication_factor >= 3 else 1
 
 
 _POSITIVE_INTS = (
