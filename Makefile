@@ -21,5 +21,9 @@ lint:
 bench:
 	bash scripts/bench.sh $(ARGS)
 
+# make bench-replication ARGS=--quick
+bench-replication:
+	RAY_AUTH_MODE=disabled .venv/bin/python -m bench.replication $(ARGS)
+
 setup:
 	bash scripts/setup.sh
