@@ -18,6 +18,7 @@ error included (`sim_cluster`).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import threading
@@ -151,9 +152,21 @@ class Removal:
     ended: float
 
 
+# Written into the demo's data directory: a later run may empty it.
+DEMO_MARKER = ".raygroups-demo"
+
+
 def run_replicated_demo(data_dir: str, seconds: float = 8.0) -> int:
-    """Run the demo in `data_dir` (emptied first, kept afterwards); 0 when nothing was lost."""
+    """Run the demo in `data_dir` (emptied first, kept afterwards); 0 when nothing was lost.
+
+    Only a directory an earlier demo made (its marker file) or an empty one
+    is emptied: a data directory given by mistake is refused, not wiped."""
+    marker = os.path.join(data_dir, DEMO_MARKER)
+    if os.path.isdir(data_dir) and os.listdir(data_dir) and not os.path.exists(marker):
+        raise ValueError(f"{data_dir} is not empty and no demo made it: give an empty or new directory")
     shutil.rmtree(data_dir, ignore_errors=True)
+    os.makedirs(data_dir)
+    open(marker, "w").close()
     with simulated_cluster(WORKERS, NAMESPACE, "raygroups-demo-", data_dir) as (cluster, path):
         try:
             return _run(cluster, path, seconds)

@@ -18,6 +18,7 @@ import ray
 
 from actors.client import Client, controller_handle
 from actors.controller import Controller
+from actors.forgotten_logs import refuse_forgotten_logs
 from actors.settings import (
     CONTROLLER_NAME,
     DEFAULT_NAMESPACE,
@@ -74,7 +75,8 @@ def start(
         init_local_ray(namespace=namespace)
     elif not ray.is_initialized():
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
-    live_nodes = len([node for node in ray.nodes() if node.get("Alive")])  # type: ignore[no-untyped-call]
+    live = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]  # type: ignore[no-untyped-call]
+    live_nodes = len(live)
     if settings is None:
         replication_factor = replication_factor or replication_defaults(live_nodes)[0]
         if min_insync_replicas is None:
@@ -94,6 +96,7 @@ def start(
             f"replication_factor {settings.replication_factor} needs as many live Ray nodes, "
             f"each with its own disk; this cluster has {live_nodes}"
         )
+    refuse_forgotten_logs(settings, live)
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=1_000)
     ensure_topic_registry(settings)
     return Client(controller)
