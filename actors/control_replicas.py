@@ -197,6 +197,9 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         except ActorGone:
             return GONE
         except ClusterError as exc:
+            # A killed actor's calls fail before Ray's error says it died: ask the GCS.
+            if await self.cluster.is_dead(handle):
+                return GONE
             logger.info("partition %d: replica on %s did not answer its probe: %r", partition, node, exc)
             return UNRESPONSIVE
 

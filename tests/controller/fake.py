@@ -191,9 +191,9 @@ class FakeCluster:
         self.calls.append((handle.name, method, args))
         self._maybe_crash(method, handle.name)
         await asyncio.sleep(0)
-        if handle.dead or handle.killed:
+        if (handle.dead or handle.killed) and not handle.hangs:
             raise ActorGone(f"{handle.name} is dead")
-        if handle.hangs:
+        if handle.hangs:  # dead too: Ray's error does not say so yet (is_dead does)
             raise Unreachable(f"{method}: no answer in {timeout_s} s")
         if method == "ping" and self.fail_next_pings:
             self.fail_next_pings -= 1

@@ -286,3 +286,20 @@ def test_a_node_that_joins_takes_its_share_of_replicas() -> None:
         assert not [a for a in cluster.live.values() if a.name not in plane.state.owned_names()]
 
     run(scenario())
+
+
+def test_a_follower_ray_reports_dead_leaves_the_isr_even_while_its_calls_only_time_out() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        lead = leader(cluster, 0)
+        victim = next(a for a in replicas(cluster, 0).values() if a is not lead)
+        victim.hangs = True
+        await watch(plane)
+        assert victim.node in lead.isr  # slow is the leader's business
+        cluster.crash(victim)
+        await watch(plane)
+        assert victim.node not in lead.isr and replicas(cluster, 0)[victim.node] is not victim
+
+    run(scenario())
