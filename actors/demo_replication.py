@@ -38,7 +38,15 @@ from actors.demo import DemoGroup
 from actors.member_types import CommitFailedError
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import ServiceSettings
-from actors.sim_cluster import node_disk, remove_with_disk, simulated_cluster, worker_node
+from actors.sim_cluster import (
+    fully_replicated,
+    node_disk,
+    remove_with_disk,
+    simulated_cluster,
+    wait_for,
+    worker_node,
+)
+from actors.sim_cluster import status_rows as rows
 from actors.status_table import NODE_ID_CHARS, health, under_replicated
 from coordinator import CoordinatorConfig
 from coordinator.records import OffsetCommitKey, OffsetCommitValue
@@ -373,27 +381,3 @@ def print_elections(
                 "since the removal)", columns, cells)
 
 
-# ------------------------------------------------------------------ waiting
-
-
-def rows(client: actors.Client) -> dict[int, dict[str, Any]]:
-    return {row["partition"]: row for row in client.status()}
-
-
-def fully_replicated(client: actors.Client) -> bool:
-    return all(
-        r.get("state") == "ACTIVE" and r.get("role") == "leader" and sorted(r["isr"]) == sorted(r["replicas"])
-        for r in rows(client).values()
-    )
-
-
-def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if ready():
-                return
-        except ray.exceptions.RayError:
-            pass  # a status call that met the lost node: ask again
-        time.sleep(0.25)
-    raise RuntimeError(f"timed out waiting for {what}")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +38,7 @@ def simulated_cluster(
     temporary = data_dir is None
     path = tempfile.mkdtemp(prefix=prefix) if data_dir is None else os.path.abspath(data_dir)
     os.makedirs(path, exist_ok=True)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         for _ in range(workers):
             cluster.add_node(num_cpus=1)
@@ -65,3 +66,30 @@ def remove_with_disk(cluster: Cluster, node: Any, data_dir: str) -> None:
 def worker_node(cluster: Cluster, node_id: str) -> Any:
     """The worker node (a `ray._private.node.Node`) with this id."""
     return next(w for w in cluster.worker_nodes if w.node_id == node_id)
+
+
+def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 60.0, poll_s: float = 0.25) -> None:
+    """Poll `ready` until it is true; a Ray error (a call that met a lost node) counts as
+    not yet. Raises TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except ray.exceptions.RayError:
+            pass
+        time.sleep(poll_s)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def status_rows(client: Any) -> dict[int, dict[str, Any]]:
+    """The service's `status()` rows by partition."""
+    return {row["partition"]: row for row in client.status()}
+
+
+def fully_replicated(client: Any) -> bool:
+    """Every partition led, ACTIVE, and every replica in its ISR."""
+    return all(
+        r.get("state") == "ACTIVE" and r.get("role") == "leader" and sorted(r["isr"]) == sorted(r["replicas"])
+        for r in status_rows(client).values()
+    )

@@ -36,11 +36,8 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +46,7 @@ from ray.cluster_utils import Cluster
 
 import actors
 from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.sim_cluster import simulated_cluster, status_rows, wait_for
 from bench.table import Row, print_table
 from coordinator import CoordinatorConfig, Errors, Shard
 from log import load_into, replica_dir
@@ -59,24 +57,6 @@ POLL_S = 0.01
 
 
 # ------------------------------------------------------------------ cluster
-
-
-@contextmanager
-def simulated_cluster(workers: int) -> Iterator[tuple[Cluster, str]]:
-    """A head and `workers` worker nodes of one CPU each, this process connected, a data directory."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-replication-")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    try:
-        for _ in range(workers):
-            cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
-        yield cluster, data_dir
-    finally:
-        ray.shutdown()
-        cluster.shutdown()  # type: ignore[no-untyped-call]
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def service_settings(
@@ -95,27 +75,11 @@ def service_settings(
     )
 
 
-def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 120.0, poll_s: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if ready():
-                return
-        except ray.exceptions.RayError:
-            pass
-        time.sleep(poll_s)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def rows_by_partition(client: actors.Client) -> dict[int, dict[str, Any]]:
-    return {row["partition"]: row for row in client.status()}
-
-
 def serving(client: actors.Client) -> bool:
     """Every partition led and ACTIVE, with every replica in the ISR (factor 1: no replica list)."""
     return all(
         r.get("state") == "ACTIVE" and ("replicas" not in r or sorted(r["isr"]) == sorted(r["replicas"]))
-        for r in rows_by_partition(client).values()
+        for r in status_rows(client).values()
     )
 
 
@@ -276,11 +240,11 @@ def leader_on_removable_worker(client: actors.Client, cluster: Cluster, namespac
     stats: Any = ray.get(controller.stats.remote())
     controller_node = stats["node_id"]
     removable = {w.node_id for w in cluster.worker_nodes} - {controller_node}
-    row = rows_by_partition(client)[PARTITION]
+    row = status_rows(client)[PARTITION]
     if row["leader_node"] not in removable:
         client.reassign(PARTITION, next(n for n in row["isr"] if n in removable))
         wait_for("the moved leader serving", lambda: serving(client))
-    return str(rows_by_partition(client)[PARTITION]["leader_node"])
+    return str(status_rows(client)[PARTITION]["leader_node"])
 
 
 def routing_epoch(controller: Any) -> int:
@@ -290,13 +254,13 @@ def routing_epoch(controller: Any) -> int:
 
 
 def led_elsewhere(client: actors.Client, node: str) -> bool:
-    row = rows_by_partition(client)[PARTITION]
+    row = status_rows(client)[PARTITION]
     return row.get("state") == "ACTIVE" and row.get("leader_node") not in (None, node)
 
 
 def caught_up(client: actors.Client) -> bool:
     """Partition 0 serving with every replica in the ISR and at the leader's log end."""
-    row = rows_by_partition(client)[PARTITION]
+    row = status_rows(client)[PARTITION]
     followers = row.get("followers") or {}
     return serving(client) and all(f["lag"] == 0 for f in followers.values())
 
@@ -387,7 +351,7 @@ def failover_round(
     asyncio.run(fill(client, groups, ppg))
     wait_for("partition 0 fully replicated", lambda: caught_up(client))
     victim = leader_on_removable_worker(client, cluster, settings.namespace)
-    row = rows_by_partition(client)[PARTITION]
+    row = status_rows(client)[PARTITION]
     total_groups, records, before = row["groups"], row["log_end"], set(row["replicas"])
     node = next(w for w in cluster.worker_nodes if w.node_id == victim)
     controller = ray.get_actor(CONTROLLER_NAME, namespace=settings.namespace)
@@ -468,7 +432,7 @@ def failover_rows(runs: list[Failover]) -> list[Row]:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    with simulated_cluster(workers=2) as (cluster, data_dir):
+    with simulated_cluster(2, NAMESPACE, "raygroups-bench-replication-") as (cluster, data_dir):
         rows = bench_throughput(cluster, data_dir, args)
         print("throughput done", flush=True)
         cluster.add_node(num_cpus=1)  # the failover runs on 4 nodes: one is a spare

@@ -32,7 +32,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -43,6 +42,8 @@ from actors.client import commit_request
 from actors.ray_store import GcsKvStore
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.sim_cluster import fully_replicated, wait_for
+from actors.sim_cluster import status_rows as rows
 from actors.wire import loads_response
 from coordinator import Errors
 from log import LogReader, replica_dir
@@ -67,30 +68,6 @@ def settings_for(data_dir: str) -> ServiceSettings:
         replica_lag_time_max_ms=3_000,
         commit_timeout_ms=3_000,
         standby_actors=0,
-    )
-
-
-def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if ready():
-                return
-        except ray.exceptions.RayError:
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def rows(client: actors.Client) -> dict[int, dict[str, Any]]:
-    return {row["partition"]: row for row in client.status()}
-
-
-def fully_replicated(client: actors.Client) -> bool:
-    now = rows(client)
-    return all(
-        r.get("state") == "ACTIVE" and r.get("role") == "leader" and sorted(r["isr"]) == sorted(r["replicas"])
-        for r in now.values()
     )
 
 
