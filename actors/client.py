@@ -333,17 +333,39 @@ class Client:
 
         return await topics.describe_topics_async(self.controller, names)
 
-    def set_end_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Record end offsets of existing topic partitions (for lag)."""
+    def set_end_offsets(self, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None) -> None:
+        """Record end offsets of existing topic partitions (for lag), as a sample of
+        their history at the registry's clock or at `at_ms` (a producer's time)."""
         from actors import topics
 
-        topics.set_end_offsets(self.controller, offsets)
+        topics.set_end_offsets(self.controller, offsets, at_ms)
 
     def end_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
         """End offset per TopicPartition of the topics (0 where never set)."""
         from actors import topics
 
         return topics.end_offsets(self.controller, names)
+
+    def end_offset_history(
+        self, names: Iterable[str] | None = None, since_ms: int | None = None
+    ) -> list[tuple[str, int, int, int]]:
+        """Recorded end offsets over time: (topic, partition, at_ms, end_offset) rows
+        sorted by topic, partition, at_ms (actors.topics.end_offset_history)."""
+        from actors import topics
+
+        return topics.end_offset_history(self.controller, names, since_ms)
+
+    def set_start_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Record log start offsets (Kafka's earliest offset; 0 where never set)."""
+        from actors import topics
+
+        topics.set_start_offsets(self.controller, offsets)
+
+    def start_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
+        """Log start offset per TopicPartition of the topics (0 where never set)."""
+        from actors import topics
+
+        return topics.start_offsets(self.controller, names)
 
 
 class _Route:

@@ -1,10 +1,13 @@
-"""The topic registry: topic partition counts and end offsets, for assignors and lag.
+"""The topic registry: topic partition counts, start and end offsets, for assignors, lag and resets.
 
 Kafka's group leader reads partition counts from the cluster metadata; here
 `TopicRegistry`, a small named detached actor in the service's namespace,
-holds them, plus one end offset per topic partition for the lag analytics.
-It persists everything in `<data_dir>/topics.json`, written atomically
-(temporary file, fsync, rename, directory fsync), and reloads it when Ray
+holds them, plus per topic partition the end offset and the log start
+offset that producers or adapters report (raygroups holds no topic data).
+It persists them in `<data_dir>/topics.json`, written atomically
+(temporary file, fsync, rename, directory fsync), keeps every end offset it
+is told in a bounded history (`actors/end_history.py`, its own append-only
+file) for lag over time and time-based resets, and reloads both when Ray
 restarts it.
 
 Rules, as Kafka's admin API:
@@ -15,8 +18,16 @@ Rules, as Kafka's admin API:
   "." or "..".
 - `describe` returns only the topics that exist; a consumer treats a missing
   topic as one without partitions, as Kafka's leader does.
-- End offsets are set for existing partitions only, all or nothing; a
-  partition never set has end offset 0 (an empty partition).
+- End and start offsets are set for existing partitions only, all or
+  nothing, and refused with INVALID_REQUEST (naming the partition and why)
+  for a non-int or negative offset, an end offset below the recorded one or
+  a sample time before the last (see end_history), or a start offset above
+  the partition's end. A partition never set has end offset 0 (an empty
+  partition) and start offset 0: Kafka's earliest offset is the log start
+  offset, and without a report the whole log is taken to be there.
+- `set_end_offsets` records a sample at the registry's wall clock, or at the
+  `at_ms` a reporter gives (a producer's time); a wall clock that stepped
+  back records at the last sample's time, so history stays in order.
 - Clients find the registry through their controller handle, in whatever
   namespace that controller lives (`registry_for`), and retry a call with
   backoff for up to 30 s while Ray restarts the registry, as group requests
@@ -35,8 +46,9 @@ from typing import Any
 
 import ray
 
+from actors.end_history import EndOffsetHistory, HistoryLimits, Sample
 from actors.retry import Backoff, Retry, call_with_retry, call_with_retry_async
-from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings
+from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, SystemClock
 from actors.singleton import detached_singleton
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
@@ -52,10 +64,11 @@ CALL_TIMEOUT_S = 30.0
 class TopicError(RuntimeError):
     """A topic request the registry refused; `error` is Kafka's code."""
 
-    def __init__(self, error: Errors, topic: str) -> None:
-        super().__init__(f"{error.name} for topic {topic!r}")
+    def __init__(self, error: Errors, topic: str, detail: str = "") -> None:
+        super().__init__(f"{error.name} for topic {topic!r}" + (f": {detail}" if detail else ""))
         self.error = error
         self.topic = topic
+        self.detail = detail
 
 
 def check_topic_name(name: str) -> None:
@@ -66,21 +79,37 @@ def check_topic_name(name: str) -> None:
 class TopicRegistry:
     """The actor. A sync actor with one thread: requests apply one at a time."""
 
-    def __init__(self, settings: ServiceSettings) -> None:
+    def __init__(
+        self, settings: ServiceSettings, clock: Any = None, limits: HistoryLimits | None = None
+    ) -> None:
         os.makedirs(settings.data_dir, exist_ok=True)
+        self.clock = clock or SystemClock()
         self.path = os.path.join(settings.data_dir, TOPICS_FILE)
         self.partitions: dict[str, int] = {}
         self.end: dict[str, dict[int, int]] = {}
+        self.start: dict[str, dict[int, int]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
             for name, topic in data["topics"].items():
                 self.partitions[name] = topic["partitions"]
                 self.end[name] = {int(p): o for p, o in topic["end_offsets"].items()}
+                self.start[name] = {int(p): o for p, o in topic.get("start_offsets", {}).items()}
+        self.history = EndOffsetHistory(settings.data_dir, limits)
+        self.history.load(self.clock.now_ms())
+        # The history is appended before topics.json is replaced: after a crash
+        # between the two, its newer sample wins (end offsets only grow).
+        for (topic, partition), kept in self.history.samples.items():
+            if topic in self.end and kept:
+                self.end[topic][partition] = max(self.end[topic].get(partition, 0), kept[-1][1])
 
     def _persist(self) -> None:
         topics = {
-            name: {"partitions": count, "end_offsets": {str(p): o for p, o in self.end[name].items()}}
+            name: {
+                "partitions": count,
+                "end_offsets": {str(p): o for p, o in self.end[name].items()},
+                "start_offsets": {str(p): o for p, o in self.start[name].items()},
+            }
             for name, count in self.partitions.items()
         }
         atomic_write_json(self.path, {"version": 1, "topics": topics})
@@ -90,7 +119,7 @@ class TopicRegistry:
             return Errors.TOPIC_ALREADY_EXISTS
         if partitions < 1:
             return Errors.INVALID_PARTITIONS
-        self.partitions[name], self.end[name] = partitions, {}
+        self.partitions[name], self.end[name], self.start[name] = partitions, {}, {}
         self._persist()
         return Errors.NONE
 
@@ -109,20 +138,82 @@ class TopicRegistry:
             return dict(self.partitions)
         return {n: self.partitions[n] for n in names if n in self.partitions}
 
-    def set_end_offsets(self, offsets: dict[tuple[str, int], int]) -> tuple[Errors, str]:
-        for (topic, partition), offset in offsets.items():
-            if not 0 <= partition < self.partitions.get(topic, 0):
-                return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}"
-            if offset < 0:
-                return Errors.INVALID_REQUEST, f"{topic}-{partition}"
-        for (topic, partition), offset in offsets.items():
+    def set_end_offsets(self, offsets: dict[tuple[str, int], int], at_ms: int | None = None) -> Refusal:
+        """Record end offsets (all or nothing) as one sample each, at `at_ms` or now."""
+        refused = self._refuse_offsets(offsets)
+        if refused is None and at_ms is not None and not (_is_int(at_ms) and at_ms >= 0):
+            refused = Errors.INVALID_REQUEST, "", f"at_ms must be an int >= 0 or None, got {at_ms!r}"
+        if refused is not None:
+            return refused
+        samples = [(t, p, self._sample_time(t, p, at_ms), o) for (t, p), o in offsets.items()]
+        for topic, partition, at, offset in samples:
+            why = self.history.check(topic, partition, at, offset)
+            if why:
+                return Errors.INVALID_REQUEST, f"{topic}-{partition}", why
+        self.history.record(samples, self.clock.now_ms())
+        for topic, partition, _, offset in samples:
             self.end[topic][partition] = offset
         self._persist()
-        return Errors.NONE, ""
+        return OK
+
+    def _sample_time(self, topic: str, partition: int, at_ms: int | None) -> int:
+        if at_ms is not None:
+            return at_ms
+        last = self.history.latest(topic, partition)
+        return max(self.clock.now_ms(), last[0] if last else 0)
+
+    def set_start_offsets(self, offsets: dict[tuple[str, int], int]) -> Refusal:
+        """Record log start offsets (all or nothing): what --to-earliest resets to."""
+        refused = self._refuse_offsets(offsets)
+        if refused is not None:
+            return refused
+        for (topic, partition), offset in offsets.items():
+            end = self.end[topic].get(partition, 0)
+            if offset > end:
+                why = f"start offset {offset} is above the end offset {end}"
+                return Errors.INVALID_REQUEST, f"{topic}-{partition}", why
+        for (topic, partition), offset in offsets.items():
+            self.start[topic][partition] = offset
+        self._persist()
+        return OK
+
+    def _refuse_offsets(self, offsets: Any) -> Refusal | None:
+        """Why `offsets` is no {(topic, partition): offset >= 0} of existing partitions."""
+        if not isinstance(offsets, dict):
+            return Errors.INVALID_REQUEST, "", "offsets must be a dict {(topic, partition): offset}"
+        for key, offset in offsets.items():
+            if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str) and _is_int(key[1])):
+                return Errors.INVALID_REQUEST, str(key), "keys must be (topic, partition)"
+            topic, partition = key
+            if not 0 <= partition < self.partitions.get(topic, 0):
+                return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}", ""
+            if not _is_int(offset) or offset < 0:
+                why = f"offset must be an int >= 0, got {offset!r}"
+                return Errors.INVALID_REQUEST, f"{topic}-{partition}", why
+        return None
 
     def end_offsets(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
+        return {tp: self.end[tp[0]].get(tp[1], 0) for tp in self._partitions_of(topics)}
+
+    def start_offsets(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
+        return {tp: self.start[tp[0]].get(tp[1], 0) for tp in self._partitions_of(topics)}
+
+    def _partitions_of(self, topics: list[str] | None) -> list[tuple[str, int]]:
         names = self.partitions if topics is None else [t for t in topics if t in self.partitions]
-        return {(t, p): self.end[t].get(p, 0) for t in names for p in range(self.partitions[t])}
+        return [(t, p) for t in names for p in range(self.partitions[t])]
+
+    def end_offset_history(self, topics: list[str] | None, since_ms: int | None) -> list[Sample]:
+        """Rows (topic, partition, at_ms, end_offset) sorted by topic, partition,
+        at_ms; see EndOffsetHistory.rows for `since_ms`."""
+        return self.history.rows(topics, since_ms)
+
+
+Refusal = tuple[Errors, str, str]  # error, where ("topic-partition"), why
+OK: Refusal = (Errors.NONE, "", "")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # ------------------------------------------------------------ service side
@@ -205,9 +296,9 @@ async def _call_async(controller: Any, method: str, *args: Any) -> Any:
     return await call_with_retry_async(attempt, _retry(method))
 
 
-def _check(error: Errors, topic: str) -> None:
+def _check(error: Errors, topic: str, detail: str = "") -> None:
     if error is not Errors.NONE:
-        raise TopicError(error, topic)
+        raise TopicError(error, topic, detail)
 
 
 def create_topic(controller: Any, name: str, partitions: int) -> None:
@@ -231,12 +322,34 @@ async def describe_topics_async(controller: Any, names: Iterable[str] | None = N
     return await _call_async(controller, "describe", _names(names))  # type: ignore[no-any-return]
 
 
-def set_end_offsets(controller: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+def set_end_offsets(
+    controller: Any, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None
+) -> None:
+    """Report end offsets; TopicError UNKNOWN_TOPIC_OR_PARTITION or INVALID_REQUEST (with why)."""
     plain = {(t, p): o for (t, p), o in offsets.items()}
-    error, where = _call(controller, "set_end_offsets", plain)
-    _check(error, where)
+    _check(*_call(controller, "set_end_offsets", plain, at_ms))
+
+
+def set_start_offsets(controller: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Report log start offsets (Kafka's earliest), each at most the partition's end."""
+    plain = {(t, p): o for (t, p), o in offsets.items()}
+    _check(*_call(controller, "set_start_offsets", plain))
 
 
 def end_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
     raw = _call(controller, "end_offsets", _names(topics))
     return {TopicPartition(t, p): o for (t, p), o in raw.items()}
+
+
+def start_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
+    raw = _call(controller, "start_offsets", _names(topics))
+    return {TopicPartition(t, p): o for (t, p), o in raw.items()}
+
+
+def end_offset_history(
+    controller: Any, names: Iterable[str] | None = None, since_ms: int | None = None
+) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, at_ms, end_offset) rows sorted by topic, partition, at_ms;
+    with `since_ms`, each partition's rows from the one in effect at `since_ms`."""
+    rows = _call(controller, "end_offset_history", _names(names), since_ms)
+    return [(t, p, at, end) for t, p, at, end in rows]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 import ray
@@ -61,6 +62,28 @@ def test_registry_restart_reloads_its_file_and_clients_ride_over_it(registry: Cl
     assert registry.end_offsets([name]) == {TopicPartition(name, 0): 0, TopicPartition(name, 1): 42}
 
 
+def test_end_offset_history_is_served_and_survives_a_registry_restart(registry: Client) -> None:
+    name = unique("history")
+    registry.create_topic(name, 2)
+    past = time.time_ns() // 1_000_000 - 3_600_000  # reported by a producer, an hour ago
+    registry.set_end_offsets({(name, 0): 10, (name, 1): 3}, at_ms=past)
+    registry.set_end_offsets({(name, 0): 25}, at_ms=past + 1_000)
+    registry.set_end_offsets({(name, 1): 8})  # at the registry's wall clock
+    rows = registry.end_offset_history([name])
+    assert rows[:3] == [(name, 0, past, 10), (name, 0, past + 1_000, 25), (name, 1, past, 3)]
+    assert rows[3][:2] == (name, 1) and rows[3][2] > past + 1_000 and rows[3][3] == 8
+    with pytest.raises(TopicError) as refused:
+        registry.set_end_offsets({(name, 0): 20})
+    assert refused.value.error is Errors.INVALID_REQUEST and "never decrease" in str(refused.value)
+
+    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reloads its files
+    assert registry.end_offset_history([name]) == rows
+    assert registry.end_offset_history([name], since_ms=past + 500) == rows
+    assert registry.end_offset_history([name], since_ms=rows[3][2]) == [rows[1], rows[3]]
+    registry.set_start_offsets({(name, 0): 4})
+    assert registry.start_offsets([name]) == {TopicPartition(name, 0): 4, TopicPartition(name, 1): 0}
+
+
 def test_registry_state_round_trips_through_its_file(tmp_path: os.PathLike[str]) -> None:
     """The actor class as plain Python: what one instance writes, the next loads."""
     settings = ServiceSettings(data_dir=str(tmp_path))
@@ -69,7 +92,7 @@ def test_registry_state_round_trips_through_its_file(tmp_path: os.PathLike[str])
     first.create_partitions("x", 3)
     first.set_end_offsets({("x", 2): 5})
     with open(os.path.join(settings.data_dir, TOPICS_FILE), encoding="utf-8") as f:
-        assert json.load(f)["topics"]["x"] == {"partitions": 3, "end_offsets": {"2": 5}}
+        assert json.load(f)["topics"]["x"] == {"partitions": 3, "end_offsets": {"2": 5}, "start_offsets": {}}
     second = TopicRegistry(settings)
     assert second.describe(None) == {"x": 3}
     assert second.end_offsets(None) == first.end_offsets(None)
