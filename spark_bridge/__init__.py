@@ -3,10 +3,11 @@
 Modules, one job each: rows (record -> row, pure), reader (log directory ->
 DataFrame, one task per segment), replica_reader (the same DataFrame read
 through the replica actors that hold the log: no shared filesystem), jobs
-(analytics DataFrames), end_offsets (what lag is measured to),
-spark_session (RayDP / local Spark start and clean stop), jvm (Java 17
-check, JVM options, leftovers), report (CSV/Parquet/PNG), cli (`raygroups
-lag`, `raygroups report`).
+(analytics DataFrames), end_offsets (what lag is measured to, now or over
+time), time_windows (window sizes from the data's span), spark_session
+(RayDP / local Spark start and clean stop), jvm (Java 17 check, JVM
+options, leftovers), report (CSV/Parquet, with report_plots' PNGs and
+report_html's page), cli (`raygroups lag`, `raygroups report`).
 
 Imports point one way: spark_bridge -> log (read side only), never actors:
 the replica handles come from the caller. Ray and RayDP are imported only
@@ -23,6 +24,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "EndOffsetHistory": "end_offsets",
     "EndOffsets": "end_offsets",
     "end_offsets_from_commits": "end_offsets",
     "load_end_offsets": "end_offsets",

@@ -9,8 +9,13 @@ Owns the two analytics subcommands; `actors/cli.py` mounts them with
   stops the session before printing or returning, whatever happens.
 - `lag` prints what `kafka-consumer-groups.sh --describe` prints for
   offsets: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG, "-"
-  where the end is unknown. Without `--end-offsets` the highest committed
-  offset of each partition is the end, and the output says so.
+  where the end is unknown.
+- Where lag is measured to, in order: `--end-offsets FILE`; else, reading
+  the running service, the end offsets its topic registry recorded over
+  time (`service_ends`: `lag` uses each partition's latest sample, the
+  report's lag over time the samples of each time); else (a `--data-dir`,
+  or a registry without samples) the highest committed offset of each
+  partition, and the output says which (`args.ends_source`).
 - The log is read through the running service's replicas (`replica_reader`:
   no shared filesystem needed), whose handles the caller's `service_log`
   gives (`actors/cli.py` passes one: spark_bridge never imports actors).
@@ -38,13 +43,20 @@ LAG_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET"
 FROM_COMMITS = "highest committed offset per partition (no --end-offsets given)"
 EXIT_OK, EXIT_NO_GROUP, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
+REGISTRY_HISTORY = "end offsets the topic registry recorded, as of each time"
+REGISTRY_LATEST = "latest end offset the topic registry recorded per partition"
 # The parsed command line -> {partition: [replica handles]} of the running service.
 ServiceLog = Callable[[argparse.Namespace], "LogSources"]
+# The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
+ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
 
 
-def add_parsers(subparsers: Any, service_log: ServiceLog | None = None) -> None:
+def add_parsers(
+    subparsers: Any, service_log: ServiceLog | None = None, service_ends: ServiceEnds | None = None
+) -> None:
     """Add `lag` and `report` to the `raygroups` subcommands; `service_log` finds the
-    running service's replicas (without it, only `--data-dir` can be read)."""
+    running service's replicas (without it, only `--data-dir` can be read) and
+    `service_ends` its recorded end offsets."""
     lag = subparsers.add_parser(
         "lag", help="consumer lag per group, topic and partition (Spark)",
         description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
@@ -52,19 +64,22 @@ def add_parsers(subparsers: Any, service_log: ServiceLog | None = None) -> None:
     lag.add_argument("group", nargs="?", help="only this group")
     _add_common(lag)
     lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lag.set_defaults(func=lag_command, service_log=service_log)
+    lag.set_defaults(func=lag_command, service_log=service_log, service_ends=service_ends)
     report = subparsers.add_parser(
-        "report", help="write offset analytics tables (CSV, Parquet) and plots (PNG)",
-        description="Every analytics table as CSV and Parquet, plus lag and commit-rate plots.",
+        "report", help="write offset analytics tables (CSV, Parquet), plots (PNG) and one HTML page",
+        description="Every analytics table as CSV and Parquet, plots of lag, commit rate and rebalances "
+        "over time, and report.html showing them together.",
     )
     _add_common(report)
     report.add_argument("--out", required=True, help="directory to write the report into")
-    report.add_argument("--window-ms", type=int, default=60_000, help="time bucket of rates and plots")
+    report.add_argument(
+        "--window-ms", type=int, help="time bucket of rates and plots (default: chosen from the data's span)"
+    )
     report.add_argument(
         "--idle-ms", type=int, default=7 * 24 * 3600 * 1000, help="a group idle this long is listed as idle"
     )
     report.add_argument("--top-groups", type=int, default=10, help="groups drawn in the plots")
-    report.set_defaults(func=report_command, service_log=service_log)
+    report.set_defaults(func=report_command, service_log=service_log, service_ends=service_ends)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +87,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--data-dir", help="read this offsets log directory (holds offsets-<p>/), not the running service"
     )
     parser.add_argument("--namespace", help="Ray namespace of the running service (default: raygroups)")
-    parser.add_argument("--end-offsets", metavar="FILE", help="log end offsets, JSON or CSV")
+    parser.add_argument(
+        "--end-offsets", metavar="FILE",
+        help="log end offsets, JSON or CSV (default: the service's topic registry, else the highest commits)",
+    )
     spark = parser.add_argument_group("spark")
     spark.add_argument("--executors", type=int, default=1)
     spark.add_argument("--executor-cores", type=int, default=1)
@@ -98,7 +116,9 @@ def report_command(args: argparse.Namespace) -> int:
         counts = _compute(args, run_report)
     except CommandError as exc:
         return exc.report()
-    return print_report(args, counts)
+    status = print_report(args, counts)
+    print(f"report page: {os.path.abspath(os.path.join(args.out, 'report.html'))}")
+    return status
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"lag": lag_command, "report": report_command}
@@ -114,7 +134,7 @@ class CommandError(Exception):
 
 def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Namespace, Any], T]) -> T:
     """Check the input, start Spark, run `work`, and stop Spark before returning its result."""
-    from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
+    from spark_bridge.end_offsets import EndOffsetsError
     from spark_bridge.jvm import JavaVersionError
     from spark_bridge.spark_session import session
 
@@ -124,7 +144,7 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
         # Before Spark starts: the service's Ray connection is the one Spark then runs on.
         args.sources = _service_sources(args)
     try:
-        ends = load_end_offsets(args.end_offsets) if args.end_offsets else None
+        ends = _end_offsets(args, latest_only=work is lag_rows)
         started = session(
             args.executors, args.executor_cores, args.executor_memory,
             fallback_local=args.local, ray_address=args.ray_address,
@@ -133,6 +153,34 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
         raise CommandError(str(exc)) from exc
     with started as spark:
         return work(spark, args, ends)
+
+
+def _end_offsets(args: argparse.Namespace, latest_only: bool) -> Any:
+    """What lag is measured to (module docstring); says which in `args.ends_source`."""
+    from spark_bridge.end_offsets import EndOffsetHistory, load_end_offsets
+
+    if args.end_offsets:
+        args.ends_source = f"file {args.end_offsets}"
+        return load_end_offsets(args.end_offsets)
+    service_ends: ServiceEnds | None = getattr(args, "service_ends", None)
+    if args.data_dir is None and service_ends is not None:
+        try:
+            rows = service_ends(args)
+        except Exception as exc:  # as _service_sources: the service is unreachable
+            raise CommandError(f"cannot read end offsets from the raygroups service: {exc}") from exc
+        if rows:
+            args.ends_source = REGISTRY_LATEST if latest_only else REGISTRY_HISTORY
+            return EndOffsetHistory.of(rows)
+    args.ends_source = FROM_COMMITS
+    return None
+
+
+def end_offsets_source(args: argparse.Namespace) -> str:
+    """Where the lag of this command was measured to, as its output says it."""
+    source: str | None = getattr(args, "ends_source", None)
+    if source is not None:
+        return source
+    return f"file {args.end_offsets}" if args.end_offsets else FROM_COMMITS
 
 
 def _service_sources(args: argparse.Namespace) -> LogSources:
@@ -174,7 +222,7 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
 
 def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]], console: Console | None = None) -> int:
-    source = f"file {args.end_offsets}" if args.end_offsets else FROM_COMMITS
+    source = end_offsets_source(args)
     if args.json:
         print(json.dumps({"end_offsets": source, "partitions": [_lag_json(r) for r in rows]}, indent=2))
     else:
@@ -218,14 +266,16 @@ def _print_lag_table(rows: list[dict[str, Any]], source: str, console: Console |
 
 def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict[str, int]:
     """Compute and write the report; returns rows per table."""
-    from spark_bridge.report import ReportSettings, build_tables, write_report
+    from spark_bridge.report import ReportSettings, build_tables, data_window, write_report
 
     # Seven tables read the same log: read it once, before their jobs run side by side.
     log_df = read_log(spark, args).cache()
     try:
-        log_df.count()
-        settings = ReportSettings(int(time.time() * 1000), args.window_ms, args.idle_ms, args.top_groups)
-        return write_report(build_tables(log_df, ends, settings), args.out, settings.top_groups)
+        window_ms, span = data_window(log_df, ends, args.window_ms)
+        settings = ReportSettings(
+            int(time.time() * 1000), window_ms, args.idle_ms, args.top_groups, end_offsets_source(args)
+        )
+        return write_report(build_tables(log_df, ends, settings), args.out, settings, span)
     finally:
         log_df.unpersist()
 
@@ -237,10 +287,10 @@ def print_report(args: argparse.Namespace, counts: dict[str, int], console: Cons
     table = Table("TABLE", "ROWS", "FILES", box=None)
     for name, count in counts.items():
         table.add_row(name, str(count), f"{name}.csv {name}.parquet")
-    table.add_row("plots", "", "lag_over_time.png commit_rate.png")
+    table.add_row("plots", "", "lag_over_time.png commit_rate.png rebalances.png")
+    table.add_row("page", "", "report.html")
     console = console or Console()
     console.print(f"report written to {os.path.abspath(args.out)}")
     console.print(table)
-    if not args.end_offsets:
-        console.print(f"lag measured against the {FROM_COMMITS}")
+    console.print(f"lag measured against the {end_offsets_source(args)}")
     return EXIT_OK

@@ -11,6 +11,9 @@ DataFrame, so user Spark code can filter, join or save it further. Rules:
   history jobs (rates, rebalances) over records compaction removed.
 - Time buckets are `window_ms` wide, aligned to the epoch, by batch
   (append) time: `window_start_ms = ts - ts % window_ms`.
+- Lag over time is as of each window's end: the offset committed by then
+  against the partition's end offset sampled by then (`end_offsets`
+  histories); a snapshot of end offsets holds at every time.
 - Times are milliseconds since the epoch; the jobs never read the clock
   (`idle_groups` takes `now_ms`).
 """
@@ -20,7 +23,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_bridge.end_offsets import EndOffsets, end_offsets_frame, end_offsets_from_commits
+from spark_bridge.end_offsets import (
+    ALWAYS_MS,
+    EndOffsets,
+    end_offsets_frame,
+    end_offsets_from_commits,
+    history_frame,
+    is_history,
+)
 from spark_bridge.rows import GROUP_METADATA, OFFSET_COMMIT
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
@@ -81,34 +91,96 @@ def consumer_lag(log_df: DataFrame, end_offsets: EndOffsets | None = None) -> Da
     )
 
 
+def _end_history(log_df: DataFrame, end_offsets: EndOffsets | None) -> DataFrame:
+    if end_offsets is None:
+        ends = end_offsets_from_commits(log_df)
+        return ends.select("topic", "topic_partition", F.lit(ALWAYS_MS).cast("long").alias("at_ms"),
+                           "log_end_offset")
+    return history_frame(log_df.sparkSession, end_offsets, _offset_records(log_df))
+
+
+def data_span(log_df: DataFrame, end_offsets: EndOffsets | None = None) -> tuple[int, int] | None:
+    """(first, last) time of the analytics' data: from the first offset commit to the last record
+    or end-offset sample, whichever is later. None for a log without offset commits."""
+    first, last = log_df.agg(
+        F.min(F.when(F.col("record_type") == OFFSET_COMMIT, F.col("batch_timestamp"))),
+        F.max("batch_timestamp"),
+    ).first() or (None, None)
+    if first is None or last is None:
+        return None
+    if end_offsets is not None and is_history(end_offsets):
+        (sampled,) = _end_history(log_df, end_offsets).agg(F.max("at_ms")).first() or (None,)
+        last = last if sampled is None else max(last, sampled)
+    return int(first), int(last)
+
+
+def _window_grid(log_df: DataFrame, history: DataFrame, window_ms: int) -> DataFrame:
+    """One row per window, `window_start_ms`, from the first offset commit's window to the last
+    record's or end-offset sample's."""
+    first = _offset_records(log_df).agg(F.min("batch_timestamp").alias("t"))
+    last_record = log_df.agg(F.max("batch_timestamp").alias("t"))
+    last_sample = history.agg(F.max("at_ms").alias("t"))
+    bounds = first.select(_window_start(F.col("t"), window_ms).alias("_first")).crossJoin(
+        last_record.unionByName(last_sample).agg(F.max("t").alias("t")).select(
+            _window_start(F.col("t"), window_ms).alias("_last")
+        )
+    )
+    starts = F.sequence(F.col("_first"), F.greatest("_first", "_last"), F.lit(window_ms).cast("long"))
+    return bounds.where(F.col("_first").isNotNull()).select(F.explode(starts).alias("window_start_ms"))
+
+
+def _as_of(
+    records: DataFrame, key: tuple[str, ...], at: Column, values: tuple[str, ...],
+    grid: DataFrame, window_ms: int,
+) -> DataFrame:
+    """Per key and window of `grid` from the key's first record on: the newest record (by `at`,
+    then by `_order`) at or before the window's end, as the struct `_asof` of `values`.
+
+    The newest record of each window, then a forward fill over the windows: the cost is keys
+    times windows, never records times windows. A record before the grid counts in its first window.
+    """
+    first_window = grid.agg(F.min("window_start_ms").alias("_grid_first"))
+    placed = records.crossJoin(first_window).withColumn(
+        "window_start_ms", F.greatest(_window_start(at, window_ms), F.col("_grid_first"))
+    )
+    newest = placed.groupBy(*key, "window_start_ms").agg(
+        F.max(F.struct(at.alias("_at"), F.col("_order"), *values)).alias("_newest")
+    )
+    starts = newest.groupBy(*key).agg(F.min("window_start_ms").alias("_from"))
+    cells = starts.crossJoin(grid).where(F.col("window_start_ms") >= F.col("_from")).drop("_from")
+    so_far = Window.partitionBy(*key).orderBy("window_start_ms").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    filled = cells.join(newest, [*key, "window_start_ms"], "left")
+    newest_so_far = F.last("_newest", ignorenulls=True).over(so_far)
+    return filled.select(*key, "window_start_ms", newest_so_far.alias("_asof"))
+
+
 def lag_over_time(
     log_df: DataFrame, end_offsets: EndOffsets | None = None, window_ms: int = DEFAULT_WINDOW_MS
 ) -> DataFrame:
-    """Total lag of each group at the end of every window in which it committed.
+    """Total lag of each group at the end of every window, from its first commit to the data's end.
 
-    Measured against today's end offsets (they are one snapshot): the lag
-    at time t is sum(end - offset committed as of t) over the group's live
-    partitions that have an end offset, i.e. how far behind today's end the
-    group was then. Built from per-commit changes, so its cost is the
-    number of commits, not windows times partitions.
+    Per (group, topic, partition) and window: the end offset as of the
+    window's end (the partition's latest sample at or before it) minus the
+    offset committed as of then, never below 0 (an end sampled before the
+    commit is no lag: the consumer is caught up, as Burrow reads it). A
+    group's lag sums its live partitions that have an end by then; windows
+    where it has none have no row. With a snapshot (a mapping, a file, or
+    nothing: the highest commit), the snapshot is the end at every time.
     """
-    commits = _offset_records(log_df).join(_ends(log_df, end_offsets), ["topic", "topic_partition"])
-    contribution = F.when(F.col("tombstone"), F.lit(0)).otherwise(
-        F.col("log_end_offset") - F.col("committed_offset")
-    )
-    by_key = Window.partitionBy(*OFFSET_KEY).orderBy("offset")
-    changes = commits.withColumn("_contribution", contribution).withColumn(
-        "_change", F.col("_contribution") - F.coalesce(F.lag("_contribution").over(by_key), F.lit(0))
-    )
-    per_window = changes.groupBy(
-        "group_id", _window_start(F.col("batch_timestamp"), window_ms).alias("window_start_ms")
-    ).agg(F.sum("_change").alias("_change"))
-    so_far = Window.partitionBy("group_id").orderBy("window_start_ms").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
-    )
-    return per_window.select(
-        "group_id", "window_start_ms", F.sum("_change").over(so_far).cast("long").alias("lag")
-    )
+    history = _end_history(log_df, end_offsets)
+    grid = _window_grid(log_df, history, window_ms)
+    commits = _offset_records(log_df).withColumn("_order", F.col("offset"))
+    committed = _as_of(commits, OFFSET_KEY, F.col("batch_timestamp"), ("committed_offset", "tombstone"),
+                       grid, window_ms)
+    samples = history.withColumn("_order", F.col("log_end_offset"))
+    ends = _as_of(samples, ("topic", "topic_partition"), F.col("at_ms"), ("log_end_offset",), grid, window_ms)
+    joined = committed.join(ends.withColumnRenamed("_asof", "_end"), ["topic", "topic_partition",
+                                                                        "window_start_ms"])
+    live = joined.where(~F.col("_asof.tombstone") & F.col("_end").isNotNull())
+    lag = F.greatest(F.col("_end.log_end_offset") - F.col("_asof.committed_offset"), F.lit(0))
+    return live.groupBy("group_id", "window_start_ms").agg(F.sum(lag).cast("long").alias("lag"))
 
 
 def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:

@@ -6,10 +6,14 @@ Owns the files of `raygroups report --out DIR`. Rules:
   runs (executors may be on other machines). The results are aggregates
   (per group and partition, or per group and window), small enough to
   collect, and are sorted on the driver: a Spark sort costs one more job.
-- Plots use matplotlib's object API on the Agg canvas (no pyplot global
-  state, no display): `lag_over_time.png` and `commit_rate.png`, one line
-  per group for the `top_groups` groups with the most lag (then the most
-  commits); the tables hold every group.
+- The over-time tables use one window size: the caller's, or the one
+  `time_windows.choose_window_ms` picks from the data's span (so a
+  30-second run and a week of history both give curves of many points).
+- Plots (`report_plots`): `lag_over_time.png`, `commit_rate.png` and
+  `rebalances.png`, one line per group for the `top_groups` groups with
+  the most lag (then the most commits); the tables hold every group.
+- `report.html` (`report_html`) shows every table and plot on one
+  self-contained page.
 - Nothing here reads the clock: `now_ms` comes from the caller.
 """
 
@@ -20,17 +24,20 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from spark_bridge import jobs
+from spark_bridge import jobs, report_plots
 from spark_bridge.end_offsets import EndOffsets
+from spark_bridge.report_html import render_page
+from spark_bridge.report_plots import Span
+from spark_bridge.time_windows import choose_window_ms, describe_window
 
 DEFAULT_TOP_GROUPS = 10
+PAGE_FILE = "report.html"
 # Kafka's offsets.retention.minutes default (7 days): a group idle that long loses its offsets.
 DEFAULT_IDLE_THRESHOLD_MS = 7 * 24 * 3600 * 1000
 _ARROW_TYPES = {
@@ -65,6 +72,18 @@ class ReportSettings:
     window_ms: int = jobs.DEFAULT_WINDOW_MS
     idle_threshold_ms: int = DEFAULT_IDLE_THRESHOLD_MS
     top_groups: int = DEFAULT_TOP_GROUPS
+    # Where lag is measured to, said in the plot and on the page.
+    end_offsets_source: str = "end offsets supplied"
+
+
+def data_window(
+    log_df: DataFrame, end_offsets: EndOffsets | None, window_ms: int | None
+) -> tuple[int, tuple[int, int] | None]:
+    """The window size (`window_ms`, or chosen from the data's span) and that span (None: no commits)."""
+    span = jobs.data_span(log_df, end_offsets)
+    if window_ms is not None:
+        return window_ms, span
+    return (jobs.DEFAULT_WINDOW_MS if span is None else choose_window_ms(*span)), span
 
 
 def build_tables(
@@ -84,9 +103,9 @@ def build_tables(
 
 
 def write_report(
-    tables: dict[str, DataFrame], out_dir: str, top_groups: int = DEFAULT_TOP_GROUPS
+    tables: dict[str, DataFrame], out_dir: str, settings: ReportSettings, span: tuple[int, int] | None
 ) -> dict[str, int]:
-    """Write every table (CSV + Parquet) and the plots; returns rows per table."""
+    """Write every table (CSV + Parquet), the plots and the page; returns rows per table."""
     os.makedirs(out_dir, exist_ok=True)
     # Spark runs jobs from several driver threads at once: the small jobs' planning and scheduling overlap.
     with ThreadPoolExecutor(max_workers=len(tables) or 1) as pool:
@@ -96,18 +115,37 @@ def write_report(
     for name, table in collected.items():
         write_csv(os.path.join(out_dir, f"{name}.csv"), table)
         write_parquet(os.path.join(out_dir, f"{name}.parquet"), table)
+    first_ms, last_ms = span or (settings.now_ms, settings.now_ms)
+    plots = draw_plots(collected, Span(first_ms, last_ms, settings.window_ms), settings)
+    for name, png in plots.items():
+        with open(os.path.join(out_dir, name), "wb") as file:
+            file.write(png)
+    facts = [
+        ("data", f"{report_plots.utc_text(first_ms)} to {report_plots.utc_text(last_ms)}"
+                 if span else "no offset commits in the log"),
+        ("time windows", describe_window(settings.window_ms)),
+        ("lag measured against", settings.end_offsets_source),
+        ("files", f"every table as CSV and Parquet next to this page, in {os.path.abspath(out_dir)}"),
+    ]
+    page = render_page({n: (t.columns, t.rows) for n, t in collected.items()}, plots, facts, settings.now_ms)
+    with open(os.path.join(out_dir, PAGE_FILE), "w", encoding="utf-8") as file:
+        file.write(page)
+    return {name: len(table.rows) for name, table in collected.items()}
+
+
+def draw_plots(collected: dict[str, Table], span: Span, settings: ReportSettings) -> dict[str, bytes]:
+    """The PNG of each plot, by file name (report_plots.PLOT_FILES)."""
     lag_rows = collected["lag_over_time"].dicts()
     rate_rows = collected["commit_rate"].dicts()
-    groups = top_groups_by(collected["lag"].dicts(), rate_rows, top_groups)
-    plot_over_time(
-        os.path.join(out_dir, "lag_over_time.png"), lag_rows, "lag", groups,
-        "Lag over time, against the current end offsets", "lag (messages)",
-    )
-    plot_over_time(
-        os.path.join(out_dir, "commit_rate.png"), rate_rows, "commits_per_second", groups,
-        "Commit rate", "offset commits / s",
-    )
-    return {name: len(table.rows) for name, table in collected.items()}
+    groups = top_groups_by(collected["lag"].dicts(), rate_rows, settings.top_groups)
+    lag = report_plots.lag_series(lag_rows, groups, span.window_ms)
+    rates = report_plots.rate_series(rate_rows, groups, span)
+    generations = report_plots.generation_series(collected["rebalance_history"].dicts(), groups, span)
+    return dict(zip(report_plots.PLOT_FILES, (
+        report_plots.draw_lag(lag, span, settings.end_offsets_source),
+        report_plots.draw_commit_rate(rates, span),
+        report_plots.draw_rebalances(generations, span),
+    )))
 
 
 def collect_table(frame: DataFrame, order: Sequence[str] = ()) -> Table:
@@ -142,27 +180,3 @@ def top_groups_by(lag_rows: list[dict[str, Any]], rate_rows: list[dict[str, Any]
         commits[row["group_id"]] = commits.get(row["group_id"], 0) + row["offset_commits"]
     groups = set(lag) | set(commits)
     return sorted(groups, key=lambda g: (-lag.get(g, 0), -commits.get(g, 0), g))[:limit]
-
-
-def plot_over_time(
-    path: str, rows: list[dict[str, Any]], value: str, groups: list[str], title: str, ylabel: str
-) -> None:
-    """One line per group of `value` against `window_start_ms`, saved as PNG."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 5), dpi=100)
-    axes = figure.add_subplot()
-    for group in groups:
-        points = sorted((r["window_start_ms"], r[value]) for r in rows if r["group_id"] == group)
-        if points:
-            times = [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points]
-            axes.plot(times, [v for _, v in points], marker=".", label=group)  # type: ignore[arg-type]
-    axes.set_title(title)
-    axes.set_xlabel("time (UTC)")
-    axes.set_ylabel(ylabel)
-    if groups and rows:
-        axes.legend(loc="best", fontsize="small")
-    else:
-        axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
-    figure.autofmt_xdate()
-    figure.savefig(path, format="png")

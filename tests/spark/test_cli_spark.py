@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +16,8 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from spark_bridge import cli
+from spark_bridge.end_offsets import EndOffsetHistory
+from spark_bridge.report_plots import PLOT_FILES
 
 from tests.spark.histories import END_OFFSETS, HISTORY, write_history
 
@@ -81,17 +85,17 @@ def test_lag_of_an_unknown_group(
     assert "'nobody' has no committed offsets" in capsys.readouterr().err
 
 
-def test_report_writes_tables_and_plots(spark: SparkSession, tmp_path: Path) -> None:
+def test_report_writes_tables_plots_and_one_page(spark: SparkSession, tmp_path: Path) -> None:
     data_dir, out = tmp_path / "data", tmp_path / "report"
     write_history(str(data_dir), HISTORY)
     write_ends(tmp_path / "ends.json")
     args = parse(["report", "--data-dir", str(data_dir), "--out", str(out), "--end-offsets",
-                  str(tmp_path / "ends.json")])
+                  str(tmp_path / "ends.json"), "--window-ms", "60000"])
 
     counts = cli.run_report(spark, args, END_OFFSETS)
 
     assert counts == {
-        "committed_offsets": 4, "lag": 4, "lag_over_time": 6, "commit_rate": 6, "rebalance_history": 4,
+        "committed_offsets": 4, "lag": 4, "lag_over_time": 7, "commit_rate": 6, "rebalance_history": 4,
         "idle_groups": 2, "expired_groups": 2,
     }
     for name in TABLES:
@@ -104,5 +108,48 @@ def test_report_writes_tables_and_plots(spark: SparkSession, tmp_path: Path) -> 
         ("billing", "orders", "0", "22"), ("billing", "payments", "0", "0"),
         ("orders-app", "orders", "0", "15"), ("orders-app", "orders", "1", "0"),
     ]
-    for plot in ("lag_over_time.png", "commit_rate.png"):
-        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pngs = {plot: (out / plot).read_bytes() for plot in PLOT_FILES}
+    assert list(pngs) == ["lag_over_time.png", "commit_rate.png", "rebalances.png"]
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in pngs.values())
+    assert_self_contained_page((out / "report.html").read_text(encoding="utf-8"), pngs)
+
+
+def assert_self_contained_page(page: str, pngs: dict[str, bytes]) -> None:
+    """Every plot embedded as a data URI, every table shown, nothing loaded from elsewhere."""
+    for png in pngs.values():
+        assert f"data:image/png;base64,{base64.b64encode(png).decode()}" in page
+    for name in TABLES:
+        assert f'<h3 id="{name}">' in page
+    assert not re.search(r"""(src|href)=["'](?!data:|#)""", page), "the page refers to a file or URL"
+    assert "<link" not in page and "<script" not in page
+
+
+def test_lag_is_measured_against_the_service_registry_by_default(tmp_path: Path) -> None:
+    samples = [("orders", 0, 1_000, 40), ("orders", 0, 2_000, 45)]
+    asked: list[str] = []
+
+    def service_ends(args: argparse.Namespace) -> list[tuple[str, int, int, int]]:
+        asked.append(args.command)
+        return samples
+
+    parser = argparse.ArgumentParser(prog="raygroups")
+    cli.add_parsers(parser.add_subparsers(dest="command", required=True), None, service_ends)
+    report = parser.parse_args(["report", "--out", str(tmp_path)])
+    lag = parser.parse_args(["lag"])
+    offline = parser.parse_args(["lag", "--data-dir", str(tmp_path)])
+    from_file = parser.parse_args(["lag", "--end-offsets", str(tmp_path / "ends.json")])
+    write_ends(tmp_path / "ends.json")
+
+    assert cli._end_offsets(report, latest_only=False) == EndOffsetHistory.of(samples)
+    assert cli.end_offsets_source(report) == cli.REGISTRY_HISTORY
+    assert cli._end_offsets(lag, latest_only=True) == EndOffsetHistory.of(samples)
+    assert cli.end_offsets_source(lag) == cli.REGISTRY_LATEST
+    # A copied directory is offline: no service is asked, the highest commits stand in.
+    assert cli._end_offsets(offline, latest_only=True) is None
+    assert cli.end_offsets_source(offline) == cli.FROM_COMMITS
+    assert cli._end_offsets(from_file, latest_only=True) == END_OFFSETS
+    assert asked == ["report", "lag"]
+
+    samples.clear()  # a registry nobody reported to: the highest commits again, and said so
+    assert cli._end_offsets(lag, latest_only=True) is None
+    assert cli.end_offsets_source(lag) == cli.FROM_COMMITS

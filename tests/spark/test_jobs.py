@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import DataFrame
 
 from spark_bridge import jobs
+from spark_bridge.end_offsets import EndOffsetHistory
 from spark_bridge.reader import read_offsets_log
 from spark_bridge.spark_session import BridgeSession
 
@@ -90,16 +91,63 @@ def test_without_end_offsets_the_highest_commit_is_the_end(log_df: DataFrame) ->
     ]
 
 
-def test_lag_over_time_per_group(log_df: DataFrame) -> None:
-    # old-app's only partition has no end offset: it has no lag to draw.
+def test_lag_over_time_against_a_snapshot_holds_it_at_every_window(log_df: DataFrame) -> None:
+    # old-app's only partition has no end offset: it has no lag to draw; gone's offset is deleted
+    # in its second minute, so it has no live partition from then on.
     assert collect(jobs.lag_over_time(log_df, END_OFFSETS, MINUTE), "group_id", "window_start_ms") == [
         ("billing", T0, 28),
         ("billing", T0 + MINUTE, 22),
+        ("billing", T0 + 2 * MINUTE, 22),
         ("gone", T0, 35),
-        ("gone", T0 + MINUTE, 0),
         ("orders-app", T0, 35),
         ("orders-app", T0 + MINUTE, 15),
+        ("orders-app", T0 + 2 * MINUTE, 15),
     ]
+
+
+# The end of orders-0 moves: 20 in the first minute, 30 from T0+70 s, 60 from T0+130 s (past the
+# log's last record: the windows run on to it); orders-1 stays at 25; payments-0 has no sample.
+MOVING_ENDS = EndOffsetHistory.of([
+    ("orders", 0, T0 + 1_000, 20), ("orders", 0, T0 + 70_000, 30), ("orders", 0, T0 + 130_000, 60),
+    ("orders", 1, T0, 25),
+])
+
+
+def test_lag_over_time_uses_the_end_offsets_of_each_window(log_df: DataFrame) -> None:
+    lag = jobs.lag_over_time(log_df, MOVING_ENDS, MINUTE)
+
+    # orders-app at T0: (20 - 15) + (25 - 20); against today's ends it would be (60 - 15) + 5.
+    # At T0+1min orders-1's commit (30) is past its sampled end (25): no lag, never negative.
+    assert collect(lag, "group_id", "window_start_ms") == [
+        ("billing", T0, 8),
+        ("billing", T0 + MINUTE, 12),
+        ("billing", T0 + 2 * MINUTE, 42),
+        ("gone", T0, 15),
+        ("orders-app", T0, 10),
+        ("orders-app", T0 + MINUTE, 5),
+        ("orders-app", T0 + 2 * MINUTE, 35),
+    ]
+    # The same samples as a DataFrame give the same curve.
+    frame = log_df.sparkSession.createDataFrame(
+        list(MOVING_ENDS.rows), "topic string, partition int, at_ms long, end_offset long"
+    )
+    assert collect(jobs.lag_over_time(log_df, frame, MINUTE), "group_id", "window_start_ms") == collect(
+        lag, "group_id", "window_start_ms"
+    )
+
+
+def test_current_lag_and_span_of_a_history(log_df: DataFrame) -> None:
+    lag = jobs.consumer_lag(log_df, MOVING_ENDS).select("group_id", "topic", "topic_partition", "lag")
+
+    # Each partition's newest sample is its end now.
+    assert collect(lag, "group_id", "topic", "topic_partition") == [
+        ("billing", "orders", 0, 42),
+        ("billing", "payments", 0, None),
+        ("orders-app", "orders", 0, 35),
+        ("orders-app", "orders", 1, -5),
+    ]
+    assert jobs.data_span(log_df) == (T0 + 2_000, T0 + 125_000)
+    assert jobs.data_span(log_df, MOVING_ENDS) == (T0 + 2_000, T0 + 130_000)
 
 
 def test_commit_rate_per_group_and_minute(log_df: DataFrame) -> None:

@@ -1,0 +1,147 @@
+"""The report's plots: what each one draws (pure series) and how (matplotlib, PNG bytes).
+
+Owns `lag_over_time.png`, `commit_rate.png` and `rebalances.png`. Rules:
+- The series are computed by pure functions from the report's table rows
+  (dicts), so what a plot draws can be checked without drawing it: one
+  series per group, points (ms since the epoch, value), sorted by time.
+- A window's point is drawn at the window's end: the lag of a window is
+  measured as of its end, and a rate covers the window up to its end.
+- Commit rates are 0 in the windows of the span where a group committed
+  nothing (from its first commit on), so a group that stops shows a drop,
+  not a line interpolated over the gap. A group's generation holds from
+  one rebalance to the next and to the end of the span.
+- Axes cover the data's span only (a datetime axis with concise ticks, in
+  UTC); legends sit outside the axes so they never cover a curve.
+- matplotlib's object API on the Agg canvas: no pyplot state, no display.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from spark_bridge.time_windows import describe_window
+
+Series = dict[str, list[tuple[int, float]]]
+PLOT_FILES = ("lag_over_time.png", "commit_rate.png", "rebalances.png")
+_FIGSIZE_IN = (11.0, 5.0)
+_DPI = 110
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """The data's time span, ms since the epoch, and the window size of the over-time tables."""
+
+    first_ms: int
+    last_ms: int
+    window_ms: int
+
+    @property
+    def last_window_start_ms(self) -> int:
+        return self.last_ms - self.last_ms % self.window_ms
+
+
+def lag_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], window_ms: int) -> Series:
+    """Per group: (window end, lag) from `lag_over_time` rows."""
+    series: Series = {group: [] for group in groups}
+    for row in rows:
+        if row["group_id"] in series and row["lag"] is not None:
+            series[row["group_id"]].append((row["window_start_ms"] + window_ms, row["lag"]))
+    return {group: sorted(points) for group, points in series.items() if points}
+
+
+def rate_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: Span) -> Series:
+    """Per group: (window end, offset commits per second) from `commit_rate` rows, 0 where none."""
+    rates: dict[str, dict[int, float]] = {group: {} for group in groups}
+    for row in rows:
+        if row["group_id"] in rates:
+            rates[row["group_id"]][row["window_start_ms"]] = row["commits_per_second"]
+    series: Series = {}
+    for group, by_window in rates.items():
+        if not by_window:
+            continue
+        starts = range(min(by_window), span.last_window_start_ms + 1, span.window_ms)
+        series[group] = [(start + span.window_ms, by_window.get(start, 0.0)) for start in starts]
+    return series
+
+
+def generation_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: Span) -> Series:
+    """Per group: (time, generation) at each generation change, held to the end of the span."""
+    series: Series = {group: [] for group in groups}
+    for row in rows:
+        if row["group_id"] in series:
+            series[row["group_id"]].append((row["timestamp_ms"], row["generation"]))
+    held: Series = {}
+    for group, points in series.items():
+        if points:
+            points.sort()
+            end = max(span.last_ms, points[-1][0])
+            held[group] = [*points, (end, points[-1][1])] if end > points[-1][0] else points
+    return held
+
+
+def draw_lag(series: Series, span: Span, source: str) -> bytes:
+    return _draw(
+        series, span, f"Consumer lag per group, as of each {describe_window(span.window_ms)} window's end",
+        "lag (messages)", f"end offsets: {source}",
+    )
+
+
+def draw_commit_rate(series: Series, span: Span) -> bytes:
+    return _draw(
+        series, span, f"Offset commits per group ({describe_window(span.window_ms)} windows)",
+        "offset commits / s", "one commit per partition committed",
+    )
+
+
+def draw_rebalances(series: Series, span: Span) -> bytes:
+    return _draw(
+        series, span, "Rebalances per group: the generation over time (a step is a rebalance)",
+        "generation", "markers: each new generation", steps=True,
+    )
+
+
+def _draw(
+    series: Series, span: Span, title: str, ylabel: str, note: str, steps: bool = False
+) -> bytes:
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=_FIGSIZE_IN, dpi=_DPI, layout="constrained")
+    axes = figure.add_subplot()
+    for group, points in series.items():
+        times = [_utc(ms) for ms, _ in points]
+        values = [value for _, value in points]
+        if steps:
+            line = axes.step(times, values, where="post", label=group)[0]  # type: ignore[arg-type]
+            axes.plot(times[:-1], values[:-1], "o", color=line.get_color(), markersize=4)  # type: ignore[arg-type]
+        else:
+            axes.plot(times, values, marker="." if len(points) <= 60 else None, label=group)  # type: ignore[arg-type]
+    locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    axes.set_xlim(_utc(span.first_ms), _utc(max(span.last_ms, span.last_window_start_ms + span.window_ms)))  # type: ignore[arg-type]
+    axes.set_ylim(bottom=0)
+    axes.set_title(title)
+    axes.set_xlabel(f"time (UTC); {note}")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    if series:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title="group")
+    else:
+        axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def utc_text(ms: int) -> str:
+    """`2026-11-22 10:15:03 UTC`: a time for titles and pages."""
+    return _utc(ms).strftime("%Y-%m-%d %H:%M:%S UTC")
