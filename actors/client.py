@@ -1,12 +1,15 @@
 """The client: one method per group protocol request, sync and async.
 
 Requests go to the leader of `partition_for(group_id)` (Kafka's placement).
-The routing table is cached from the controller and refreshed when a leader
-answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
-COORDINATOR_NOT_AVAILABLE, or cannot be reached; the call is retried with
-backoff until its deadline, then `CoordinatorUnavailableError` is raised
-(actors/retry.py). A request the leader refuses as malformed raises
-`InvalidRequestError` at once.
+The routing table is cached from the controller. When a leader answers
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE,
+or cannot be reached, the client asks the controller for the routing *after*
+that leader's epoch (`routing_after`): the controller checks the partition at
+once and answers when a new leader serves it (or the check found the old one
+sound), so the retry goes straight to the new leader instead of polling
+with backoff. The call is retried with backoff until its deadline, then
+`CoordinatorUnavailableError` is raised (actors/retry.py). A request the
+leader refuses as malformed raises `InvalidRequestError` at once.
 After a failover every request in flight fails at about the same time; their
 refreshes share one controller call. Each attempt notes the routing version
 it used, and a refresh is skipped when the routing changed since: threads
@@ -19,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import ray
 
 from actors.coalesce import Coalescer
-from actors.retry import UNREACHABLE, Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
+from actors.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.wire import loads_response
 from coordinator.messages import (
@@ -58,6 +61,9 @@ from coordinator.messages import (
 from coordinator.routing import partition_for
 
 DEFAULT_TIMEOUT_S = 30.0
+# The longest one retry waits for the controller to name a new leader; a
+# partition left offline is asked again after the next backoff.
+ROUTING_WAIT_S = 1.0
 
 
 class Client:
@@ -94,31 +100,39 @@ class Client:
 
     def refresh(self) -> None:
         """Fetch the routing table from the controller."""
-        self._refresh_since(None)
+        with self._refresh_lock:
+            self._set_routing(ray.get(self.controller.routing.remote()))
 
     async def refresh_async(self) -> None:
         """Fetch the routing table, or await the fetch already in flight."""
-        await self._refresh_since_async(None)
+        await self._refresh_shared(None, self.controller.routing.remote)
 
-    def _refresh_since(self, version: int | None) -> None:
-        """Refresh unless the routing changed since `version`: a thread that
-        waited for another's refresh does not refresh again."""
+    def _refresh_after(self, route: _Route) -> None:
+        """The routing after the leader `route` failed on, unless it changed
+        since: a thread that waited for another's refresh does not refresh again."""
         with self._refresh_lock:
-            if version is None or version == self._version:
-                self._set_routing(ray.get(self.controller.routing.remote()))
+            if route.version == self._version:
+                self._set_routing(ray.get(self._routing_after(route)))
 
-    async def _refresh_since_async(self, version: int | None) -> None:
+    async def _refresh_after_async(self, route: _Route) -> None:
+        await self._refresh_shared(route.version, lambda: self._routing_after(route))
+
+    def _routing_after(self, route: _Route) -> Any:
+        wait_s = min(ROUTING_WAIT_S, self.timeout_s)
+        return self.controller.routing_after.remote(route.partition, route.epoch, wait_s)
+
+    async def _refresh_shared(self, version: int | None, fetch: Callable[[], Awaitable[Any]]) -> None:
         if version is not None and version != self._version:
             return
         loop = asyncio.get_running_loop()
         task = self._refreshing
         if task is None or task.done() or task.get_loop() is not loop:
-            task = self._refreshing = loop.create_task(self._fetch_routing())
+            task = self._refreshing = loop.create_task(self._fetch_routing(fetch))
         # Shielded: one caller cancelled must not cancel the others' refresh.
         await asyncio.shield(task)
 
-    async def _fetch_routing(self) -> None:
-        self._set_routing(await self.controller.routing.remote())
+    async def _fetch_routing(self, fetch: Callable[[], Awaitable[Any]]) -> None:
+        self._set_routing(await fetch())
 
     def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
         self.num_partitions, self._leaders, self._epochs = routing
@@ -143,8 +157,7 @@ class Client:
             return _answer(loads_response(ray.get(leader.handle_wire.remote(request))))
 
         def on_retry(last: object) -> None:
-            route.report_if_unreachable(last)
-            self._refresh_since(route.version)
+            self._refresh_after(route)
 
         return call_with_retry(attempt, self._retry(request, timeout_s), on_retry)
 
@@ -161,8 +174,7 @@ class Client:
             return _answer(loads_response(await leader.handle_wire.remote(request)))
 
         async def on_retry(last: object) -> None:
-            route.report_if_unreachable(last)
-            await self._refresh_since_async(route.version)
+            await self._refresh_after_async(route)
 
         return await call_with_retry_async(attempt, self._retry(request, timeout_s), on_retry)
 
@@ -370,7 +382,7 @@ class Client:
 
 class _Route:
     """The routing one call's last attempt used: its version (to share the
-    refresh) and the leader's epoch (to report it unreachable)."""
+    refresh) and the leader's epoch (to ask for the routing after it)."""
 
     def __init__(self, client: Client, partition: int) -> None:
         self.client = client
@@ -386,10 +398,6 @@ class _Route:
         if leader is None:
             raise NoLeaderError(p)
         return leader
-
-    def report_if_unreachable(self, last: object) -> None:
-        if isinstance(last, UNREACHABLE):
-            self.client.controller.report_unreachable.remote(self.partition, self.epoch)
 
 
 def _answer(response: Any) -> Any:

@@ -56,8 +56,15 @@ from actors.metrics import ControllerMetrics
 from actors.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
+# What clients route by: (number of partitions, leader handles, leader epochs).
+Routing = tuple[int, list[Any], list[int]]
 # How often to ask whether a killed actor is dead yet.
 DEAD_POLL_S = 0.05
+# How often a client's `routing_after` looks whether the partition has a new
+# leader: a local look, no call; the wait it adds to a failover.
+ROUTING_POLL_S = 0.005
+# The longest `routing_after` holds a client (its own deadline is shorter).
+MAX_ROUTING_WAIT_S = 30.0
 
 
 class ControlPlane:
@@ -419,7 +426,7 @@ class ControlPlane:
 
     # ------------------------------------------------------------ queries
 
-    def routing(self) -> tuple[int, list[Any], list[int]]:
+    def routing(self) -> Routing:
         parts = range(self.num_partitions)
         return (
             self.num_partitions,
@@ -427,13 +434,27 @@ class ControlPlane:
             [self.state.partitions[p].epoch for p in parts],
         )
 
-    async def report_unreachable(self, partition: int, epoch: int) -> None:
-        """A client could not reach the leader of `epoch`: check it now, not at the next round."""
-        if not 0 <= partition < self.num_partitions or epoch != self.state.partitions[partition].epoch:
-            return
-        if self._locks[partition].locked():
-            return  # an operation is already moving it
-        await asyncio.gather(asyncio.shield(self._check_task(partition)), return_exceptions=True)
+    async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
+        """A client could not use the leader of `epoch`: check the partition now,
+        not at the next round, and answer the routing as soon as a leader serves
+        a newer epoch, or this check found the old one sound, or `wait_s` passed.
+        The client's next attempt then goes straight to the new leader."""
+        _check_routing_request(partition, epoch, wait_s, self.num_partitions)
+        meta = self.state.partitions[partition]
+        # A report of an older epoch is already answered; an operation holding
+        # the lock is already moving the partition.
+        check = None
+        if epoch == meta.epoch and not self._locks[partition].locked():
+            check = self._check_task(partition)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while loop.time() < deadline:
+            if self.leaders.get(partition) is not None and (
+                meta.epoch != epoch or (check is not None and check.done())
+            ):
+                break
+            await asyncio.sleep(ROUTING_POLL_S)
+        return self.routing()
 
     async def status(self) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(self._status_row(p) for p in range(self.num_partitions))))
@@ -502,3 +523,13 @@ class ControlPlane:
             version, data = self._version, self.state.to_json()
             await asyncio.to_thread(self.store.save, data)
             self._saved_version = version
+
+
+def _check_routing_request(partition: object, epoch: object, wait_s: object, num_partitions: int) -> None:
+    """`routing_after`'s arguments come from any process of the cluster."""
+    if type(partition) is not int or not 0 <= partition < num_partitions:
+        raise ValueError(f"partition must be an int in [0, {num_partitions}), got {partition!r}")
+    if type(epoch) is not int:
+        raise ValueError(f"epoch must be an int, got {epoch!r}")
+    if type(wait_s) not in (int, float) or not 0 <= wait_s <= MAX_ROUTING_WAIT_S:  # type: ignore[operator]
+        raise ValueError(f"wait_s must be a number in [0, {MAX_ROUTING_WAIT_S}], got {wait_s!r}")

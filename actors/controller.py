@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from actors.control import ControlPlane
+from actors.control import ControlPlane, Routing
 from actors.control_replicas import ReplicatedPlane
 from actors.metrics import ControllerMetrics
 from actors.ray_cluster import RayCluster
@@ -59,15 +59,17 @@ class Controller:
 
     # ------------------------------------------------------------ public API
 
-    async def routing(self) -> tuple[int, list[Any], list[int]]:
+    async def routing(self) -> Routing:
         """(number of partitions, leader handles, leader epochs) for clients."""
         await self._ready()
         return self.plane.routing()
 
-    async def report_unreachable(self, partition: int, epoch: int) -> None:
-        """A client could not reach a leader: check it now rather than at the next probe."""
+    async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
+        """A client could not use the leader of `epoch`: the routing once the
+        partition has been checked and, if it needed one, has a new leader (at
+        most `wait_s` later). See `ControlPlane.routing_after`."""
         await self._ready()
-        await self.plane.report_unreachable(partition, epoch)
+        return await self.plane.routing_after(partition, epoch, wait_s)
 
     async def reassign(
         self, partition: int, node_id: str | None = None, expected_epoch: int | None = None

@@ -39,6 +39,7 @@ from actors.member_types import CommitFailedError
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import ServiceSettings
 from actors.sim_cluster import (
+    FAST_NODE_FAILURE,
     fully_replicated,
     node_disk,
     remove_with_disk,
@@ -175,7 +176,9 @@ def run_replicated_demo(data_dir: str, seconds: float = 8.0) -> int:
     shutil.rmtree(data_dir, ignore_errors=True)
     os.makedirs(data_dir)
     open(marker, "w").close()
-    with simulated_cluster(WORKERS, NAMESPACE, "raygroups-demo-", data_dir) as (cluster, path):
+    with simulated_cluster(
+        WORKERS, NAMESPACE, "raygroups-demo-", data_dir, FAST_NODE_FAILURE
+    ) as (cluster, path):
         try:
             return _run(cluster, path, seconds)
         finally:

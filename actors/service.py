@@ -97,7 +97,7 @@ def start(
             f"each with its own disk; this cluster has {live_nodes}"
         )
     refuse_forgotten_logs(settings, live)
-    controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=1_000)
+    controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
     return Client(controller)
 

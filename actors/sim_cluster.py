@@ -10,6 +10,13 @@ disk. Rules:
 - Leaving the context shuts down the driver and every node, even after an
   error, so no Ray process outlives it. A temporary data directory (none
   given) is removed too; a given one is kept for inspection.
+- Ray declares a node dead after `health_check_failure_threshold` failed
+  health checks of its raylet, `health_check_period_ms` apart (defaults: 5
+  and 3 s, about 15 s). Until then a crashed node's actors fail their calls
+  only as Ray gives up on their connections (1-2 s). `FAST_NODE_FAILURE`
+  is what the replicated demo and the benchmark use, and what cluster.yaml
+  sets: a raylet that refuses connections is dead after 2 checks 200 ms
+  apart; one that hangs, after 2 checks that each waited 1 s.
 """
 
 from __future__ import annotations
@@ -25,20 +32,35 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
+# Ray's node failure detection for a replicated service (module docstring).
+FAST_NODE_FAILURE = {
+    "health_check_period_ms": 200,
+    "health_check_failure_threshold": 2,
+    "health_check_timeout_ms": 1000,
+}
+
 
 @contextmanager
 def simulated_cluster(
-    workers: int, namespace: str, prefix: str, data_dir: str | None = None
+    workers: int,
+    namespace: str,
+    prefix: str,
+    data_dir: str | None = None,
+    system_config: dict[str, Any] | None = None,
 ) -> Iterator[tuple[Cluster, str]]:
     """A head and `workers` worker nodes of one CPU each, this process
     connected in `namespace`, and a data directory (a new temporary one
-    named `prefix...` when `data_dir` is None)."""
+    named `prefix...` when `data_dir` is None). `system_config` is Ray's,
+    for the whole cluster (Ray's defaults when None)."""
     # A throwaway single-user cluster on loopback: no auth token file.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     temporary = data_dir is None
     path = tempfile.mkdtemp(prefix=prefix) if data_dir is None else os.path.abspath(data_dir)
     os.makedirs(path, exist_ok=True)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    head: dict[str, Any] = {"num_cpus": 1, "include_dashboard": False}
+    if system_config:
+        head["_system_config"] = system_config
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
         for _ in range(workers):
             cluster.add_node(num_cpus=1)

@@ -46,7 +46,7 @@ from ray.cluster_utils import Cluster
 
 import actors
 from actors.settings import CONTROLLER_NAME, ServiceSettings
-from actors.sim_cluster import simulated_cluster, status_rows, wait_for
+from actors.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
 from bench.table import Row, print_table
 from coordinator import CoordinatorConfig, Errors, Shard
 from log import load_into, replica_dir
@@ -432,7 +432,9 @@ def failover_rows(runs: list[Failover]) -> list[Row]:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    with simulated_cluster(2, NAMESPACE, "raygroups-bench-replication-") as (cluster, data_dir):
+    with simulated_cluster(
+        2, NAMESPACE, "raygroups-bench-replication-", system_config=FAST_NODE_FAILURE
+    ) as (cluster, data_dir):
         rows = bench_throughput(cluster, data_dir, args)
         print("throughput done", flush=True)
         cluster.add_node(num_cpus=1)  # the failover runs on 4 nodes: one is a spare

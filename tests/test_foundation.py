@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +61,13 @@ def test_cluster_yaml_is_a_launcher_config() -> None:
     # Token auth stays on in a real deployment; only tests turn it off.
     assert "RAY_AUTH_MODE=token" in start
     assert "RAYGROUPS_DATA_DIR" in start
+
+
+def test_cluster_yaml_detects_a_lost_node_as_fast_as_the_demo_and_benchmark() -> None:
+    from actors.sim_cluster import FAST_NODE_FAILURE
+
+    config = yaml.safe_load((REPO_ROOT / "cluster.yaml").read_text(encoding="utf-8"))
+    head = " ".join(config["head_start_ray_commands"])
+    found = re.search(r"--system-config='([^']*)'", head)
+    assert found is not None, "the head starts with Ray's node failure detection set"
+    assert json.loads(found.group(1)) == FAST_NODE_FAILURE

@@ -18,13 +18,16 @@ def test_dead_leader_is_replaced_once_when_a_client_report_races_the_probe() -> 
         await plane.start()
         old = leader_of(cluster, 1)
         cluster.crash(old)
-        # The client's report and the watch round see the same dead epoch at once.
-        await asyncio.gather(
-            plane.report_unreachable(1, old.epoch), plane.watch_once(), plane.report_unreachable(1, old.epoch)
+        # Two clients' requests and the watch round see the same dead epoch at once.
+        first, _, second = await asyncio.gather(
+            plane.routing_after(1, old.epoch, 5.0), plane.watch_once(), plane.routing_after(1, old.epoch, 5.0)
         )
+        new = leader_of(cluster, 1)
+        # The clients' answer is the new leader's routing, without a poll of their own.
+        assert first[1][1] is new and first[2][1] == new.epoch and second == first
         await plane.settle()
         await watch(plane, 2)
-        new = leader_of(cluster, 1)
+        assert leader_of(cluster, 1) is new
         assert new.epoch == old.epoch + 1 and new.state == "ACTIVE"
         assert [a.name for a in cluster.created if a.partition == 1] == [old.name, new.name]
         assert sum(plane.metrics.failovers.values()) == 1
@@ -39,7 +42,8 @@ def test_a_report_for_an_older_epoch_changes_nothing() -> None:
         plane = make_plane(cluster, MemoryStore())
         await plane.start()
         leader = leader_of(cluster, 0)
-        await plane.report_unreachable(0, leader.epoch - 1)
+        routing = await plane.routing_after(0, leader.epoch - 1, 5.0)
+        assert routing[1][0] is leader, "answered at once with the current leader"
         await plane.settle()
         assert leader_of(cluster, 0) is leader and not plane.metrics.failovers
 
@@ -209,5 +213,22 @@ def test_a_reassign_naming_an_epoch_the_partition_never_had_is_refused() -> None
         with pytest.raises(ValueError, match="at epoch 1, not 2"):
             await plane.reassign(0, None, leader.epoch + 1)
         assert leader_of(cluster, 0) is leader and not plane.metrics.failovers
+
+    run(scenario())
+
+
+def test_routing_after_refuses_malformed_arguments_and_keeps_serving() -> None:
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore())
+        await plane.start()
+        leader = leader_of(cluster, 0)
+        for bad in [("0", leader.epoch, 1.0), (9, leader.epoch, 1.0), (0, None, 1.0), (0, leader.epoch, -1),
+                    (0, leader.epoch, 3600.0), (0, leader.epoch, "1")]:
+            with pytest.raises(ValueError):
+                await plane.routing_after(*bad)  # type: ignore[arg-type]
+        routing = await plane.routing_after(0, leader.epoch, 5.0)
+        assert routing[1][0] is leader, "a sound leader: answered once the check found it so"
+        assert not plane.metrics.failovers
 
     run(scenario())

@@ -104,6 +104,21 @@ def test_leader_node_lost_elects_the_next_isr_member_and_drops_the_lost_one() ->
     run(scenario())
 
 
+def test_a_client_asking_for_the_routing_after_a_lost_leader_gets_the_elected_one() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        plane = make_replicated(cluster, store)
+        await plane.start()
+        old = leader(cluster, 0)
+        cluster.remove_node(old.node)
+        # No watch round: the client's own request starts the check and waits for its outcome.
+        routing = await plane.routing_after(0, old.epoch, 5.0)
+        new = leader(cluster, 0)
+        assert new.node != old.node and routing[1][0] is new and routing[2][0] == old.epoch + 1
+
+    run(scenario())
+
+
 def test_dead_follower_leaves_the_isr_at_once_and_restarts_on_its_node() -> None:
     async def scenario() -> None:
         cluster, store = FakeCluster(), MemoryStore()
