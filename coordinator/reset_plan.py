@@ -217,13 +217,13 @@ def parse_datetime(text: str) -> int:
     """Epoch ms of Kafka's --to-datetime (Utils.getDateTime); the milliseconds may be left out."""
     match = _DATETIME.fullmatch(text)
     if not match:
-        raise ResetError(f"Error parsing timestamp '{text}': expected {DATETIME_FORMAT}")
+        raise ResetError(f"Invalid timestamp '{text}': expected {DATETIME_FORMAT}")
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     millis = int(match.group(7) or 0)
     if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
-        raise ResetError(f"Error parsing timestamp '{text}': no such date")
+        raise ResetError(f"Invalid timestamp '{text}': no such date")
     if hour > 23 or minute > 59 or second > 59:
-        raise ResetError(f"Error parsing timestamp '{text}': no such time of day")
+        raise ResetError(f"Invalid timestamp '{text}': no such time of day")
     seconds = ((_days_from_civil(year, month, day) * 24 + hour) * 60 + minute) * 60 + second
     return (seconds - _zone_offset_s(match.group(8), text)) * 1000 + millis
 
@@ -234,7 +234,7 @@ def _zone_offset_s(zone: str | None, text: str) -> int:
     digits = zone[1:].replace(":", "")
     hours, minutes = int(digits[:2]), int(digits[2:] or 0)
     if hours > 18 or minutes > 59:
-        raise ResetError(f"Error parsing timestamp '{text}': no such time zone offset {zone}")
+        raise ResetError(f"Invalid timestamp '{text}': no such time zone offset {zone}")
     sign = -1 if zone[0] == "-" else 1
     return sign * (hours * 3600 + minutes * 60)
 
@@ -266,7 +266,7 @@ def parse_duration(text: str) -> int:
     match = _DURATION.fullmatch(text)
     if not match or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
         raise ResetError(
-            f"Error parsing duration '{text}': expected ISO-8601 PnDTnHnMnS, e.g. PT1H30M or P2D"
+            f"Invalid duration '{text}': expected ISO-8601 PnDTnHnMnS, e.g. PT1H30M or P2D"
         )
     sign, days, _, hours, minutes, seconds, fraction = match.groups()
     total_s = int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)

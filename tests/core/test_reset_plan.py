@@ -198,7 +198,7 @@ def test_kafkas_datetime_formats(text: str, epoch_ms: int) -> None:
     ],
 )
 def test_datetimes_that_do_not_parse(text: str) -> None:
-    with pytest.raises(ResetError, match=f"Error parsing timestamp '{text}'"):
+    with pytest.raises(ResetError, match=f"Invalid timestamp '{text}'"):
         parse_datetime(text)
 
 
@@ -220,7 +220,7 @@ def test_iso8601_durations_as_java_parses_them(text: str, millis: int) -> None:
 
 @pytest.mark.parametrize("text", ["P", "PT", "1H", "P1H", "PT1D", "P1W", ""])
 def test_durations_that_do_not_parse(text: str) -> None:
-    with pytest.raises(ResetError, match="Error parsing duration"):
+    with pytest.raises(ResetError, match="Invalid duration"):
         parse_duration(text)
 
 
