@@ -19,6 +19,7 @@ from typing import Any
 
 from actors.admin_cli import ADMIN_COMMANDS, add_parsers
 from actors.settings import DEFAULT_NAMESPACE
+from actors.table_output import progress
 from spark_bridge import cli as spark_cli
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
-    spark_cli.add_parsers(commands, service_log_sources)
+    spark_cli.add_parsers(commands, service_log_sources, service_end_offset_history, progress)
     return parser
 
 
@@ -71,9 +72,18 @@ def service_log_sources(args: argparse.Namespace) -> dict[int, list[Any]]:
     return sources
 
 
+def service_end_offset_history(args: argparse.Namespace) -> list[tuple[str, int, int, int]]:
+    """The end offsets the running service's topic registry recorded, rows (topic, partition, at_ms, end)."""
+    import actors
+
+    client = actors.connect(args.ray_address, namespace=args.namespace or DEFAULT_NAMESPACE)
+    return client.end_offset_history()
+
+
 def run_demo(args: argparse.Namespace) -> int:
     import ray
 
+    from actors.demo import print_lag
     from actors.demo import run_demo as demo
 
     if args.replicated:
@@ -82,14 +92,18 @@ def run_demo(args: argparse.Namespace) -> int:
         replicated_dir = args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo-replicated")
         return run_replicated_demo(os.path.abspath(replicated_dir), args.seconds)
     data_dir = os.path.abspath(args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo"))
+    page = os.path.join(data_dir, "report", "report.html")
     try:
-        end_offsets = demo(data_dir, args.seconds)
+        client = demo(data_dir, args.seconds)
         if not args.no_report:
-            # The analytics run on the demo's own log, with Spark on the same Ray cluster.
-            report = ["--data-dir", data_dir, "--end-offsets", end_offsets]
-            spark_cli.lag_command(build_parser().parse_args(["lag", *report]))
-            out = os.path.join(data_dir, "report")
-            spark_cli.report_command(build_parser().parse_args(["report", *report, "--out", out]))
+            # Spark on the same Ray cluster reads the log through the service's replicas and
+            # measures lag against the end offsets its registry recorded, as `raygroups report` does.
+            report = build_parser().parse_args(["report", "--out", os.path.dirname(page)])
+            if spark_cli.report_command(report) != 0:
+                return 1
+        print_lag(client)
+        if not args.no_report:
+            print(f"report page (tables and plots): {page}")
     finally:
         from actors.service import stop
 

@@ -1,15 +1,23 @@
 """The embedded demo: the README's main job.
 
-On a local Ray cluster it starts the service, runs three consumer groups of
-simulated consumers (Ray actors hosting `GroupMember`s) that consume and
-commit, kills one consumer and one partition actor mid-run, waits for the
-groups to recover and prints the group table. The log stays in the data
-directory for the analytics that follow.
+On a local Ray cluster it starts the service, runs simulated producers and
+three consumer groups of simulated consumers (Ray actors hosting
+`GroupMember`s) that consume and commit, kills one consumer and one
+partition actor mid-run, waits for the groups to recover and prints the
+group table. The log, and the end offsets the producers reported, stay in
+the data directory for the analytics that follow (`actors/cli.py`).
+
+The producers (`DemoProducers`, a thread of the driver) append to each
+topic partition at their own pace and report the end offsets to the topic
+registry every `REPORT_INTERVAL_S`, as a producer-side adapter would; the
+registry keeps them as history, so lag over time is measured against the
+end of each time. A consumer reads only up to its partition's reported end,
+at most `max_batch` messages per poll: `audit` (one consumer for six
+partitions, small batches) falls behind while the others keep up.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -21,10 +29,11 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from actors.admin_cli import DESCRIBE_COLUMNS, describe_rows, print_table
+from actors.admin_cli import DESCRIBE_COLUMNS, describe_rows
 from actors.client import Client
 from actors.member_types import CommitFailedError
 from actors.settings import DEFAULT_NAMESPACE, EMBEDDED_PARTITIONS
+from actors.table_output import print_table
 from coordinator import CoordinatorConfig
 
 console = Console()
@@ -37,13 +46,45 @@ class DemoGroup:
     partitions: int
     consumers: int
     assignor: str
+    max_batch: int  # messages a consumer reads per partition and poll, at most
 
 
 GROUPS = (
-    DemoGroup("orders-app", "orders", 6, 3, "range"),
-    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky"),
-    DemoGroup("audit", "orders", 6, 1, "roundrobin"),
+    DemoGroup("orders-app", "orders", 6, 3, "range", 40),
+    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky", 40),
+    DemoGroup("audit", "orders", 6, 1, "roundrobin", 12),
 )
+TOPICS = {"orders": 6, "payments": 4}
+# Messages a producer appends to a partition per report, at most (about 50 / s on average).
+PRODUCED_MAX = 24
+REPORT_INTERVAL_S = 0.25
+
+
+class DemoProducers:
+    """Simulated producers: every partition's end offset grows, reported to the registry
+    every REPORT_INTERVAL_S from a thread, until `stop`."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.ends = {(topic, p): 0 for topic, count in TOPICS.items() for p in range(count)}
+        self.reports = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> DemoProducers:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(REPORT_INTERVAL_S):
+            for key in self.ends:
+                self.ends[key] += random.randint(0, PRODUCED_MAX)
+            self.client.set_end_offsets(self.ends)
+            self.reports += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class DemoConsumer:
@@ -55,8 +96,10 @@ class DemoConsumer:
 
         self.positions: dict[Any, int] = {}
         self.commits = 0
+        self.max_batch = group.max_batch
+        self.client = connect(namespace=DEFAULT_NAMESPACE)
         self.member = GroupMember(
-            client=connect(namespace=DEFAULT_NAMESPACE),
+            client=self.client,
             group_id=group.group_id,
             topics=[group.topic],
             topic_partitions={group.topic: group.partitions},
@@ -74,11 +117,14 @@ class DemoConsumer:
             owned = self.member.poll()
             if not owned:
                 continue
+            # What a fetch response would tell: how far each partition's log reaches.
+            ends = self.client.end_offsets({tp.topic for tp in owned})
             for tp in owned:
                 if tp not in self.positions:
                     committed = self.member.committed([tp]).get(tp)
                     self.positions[tp] = max(committed.offset, 0) if committed is not None else 0
-                self.positions[tp] += random.randint(1, 20)
+                available = max(ends.get(tp, 0) - self.positions[tp], 0)
+                self.positions[tp] += min(available, random.randint(self.max_batch // 2, self.max_batch))
             try:
                 self.member.commit({tp: self.positions[tp] for tp in owned})
                 self.commits += 1
@@ -96,8 +142,8 @@ class DemoConsumer:
         self.member.close()
 
 
-def run_demo(data_dir: str, seconds: float = 8.0) -> str:
-    """Run the demo; returns the path of the end offsets it wrote for the analytics."""
+def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
+    """Run the demo, leaving the service up with the run's log and end offsets; returns its client."""
     import actors
 
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -111,6 +157,10 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> str:
         coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=500),
     )
     console.print(f"service up: {client.num_partitions} offsets partitions, log in {data_dir}")
+    for topic, partitions in TOPICS.items():
+        client.create_topic(topic, partitions)
+    producers = DemoProducers(client).start()
+    console.print(f"producers report end offsets of {', '.join(TOPICS)} every {REPORT_INTERVAL_S} s")
     consumer_class = ray.remote(num_cpus=0)(DemoConsumer)
     consumers = {
         (g.group_id, i): consumer_class.remote(g, f"{g.group_id}-c{i}")
@@ -141,24 +191,22 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> str:
         describe_rows(client, [g.group_id for g in GROUPS]),
         as_json=False,
     )
-    positions = ray.get([c.positions_now.remote() for c in consumers.values()])
     ray.get([c.close.remote() for c in consumers.values()])
+    producers.stop()
     for c in consumers.values():
         ray.kill(c)
-    return write_end_offsets(data_dir, positions)
+    console.print(f"consumers closed; the producers reported end offsets {producers.reports} times")
+    return client
 
 
-def write_end_offsets(data_dir: str, positions: list[dict[tuple[str, int], int]]) -> str:
-    """Simulated producers ran ahead of the consumers: the topics' end offsets."""
-    ends: dict[str, dict[str, int]] = {}
-    for group in GROUPS:
-        for p in range(group.partitions):
-            consumed = max((pos.get((group.topic, p), 0) for pos in positions), default=0)
-            ends.setdefault(group.topic, {})[str(p)] = consumed + random.randint(0, 200)
-    path = os.path.join(data_dir, "end-offsets.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(ends, f)
-    return path
+def print_lag(client: Client) -> None:
+    """The demo's last table: `raygroups describe` of its groups, with each partition's lag."""
+    print_table(
+        "consumer lag (raygroups describe)",
+        DESCRIBE_COLUMNS,
+        describe_rows(client, [g.group_id for g in GROUPS]),
+        as_json=False,
+    )
 
 
 def _wait_stable(

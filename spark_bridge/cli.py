@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -49,14 +50,19 @@ REGISTRY_LATEST = "latest end offset the topic registry recorded per partition"
 ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 # The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
 ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
+# A description -> a context that shows progress while it runs (on a terminal) and yields a
+# function replacing the description: actors.table_output.progress (spark_bridge never imports actors).
+Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
 
 
 def add_parsers(
-    subparsers: Any, service_log: ServiceLog | None = None, service_ends: ServiceEnds | None = None
+    subparsers: Any, service_log: ServiceLog | None = None, service_ends: ServiceEnds | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """Add `lag` and `report` to the `raygroups` subcommands; `service_log` finds the
-    running service's replicas (without it, only `--data-dir` can be read) and
-    `service_ends` its recorded end offsets."""
+    running service's replicas (without it, only `--data-dir` can be read),
+    `service_ends` its recorded end offsets, and `progress` shows the long steps."""
+    services = {"service_log": service_log, "service_ends": service_ends, "progress": progress}
     lag = subparsers.add_parser(
         "lag", help="consumer lag per group, topic and partition (Spark)",
         description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
@@ -64,7 +70,7 @@ def add_parsers(
     lag.add_argument("group", nargs="?", help="only this group")
     _add_common(lag)
     lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lag.set_defaults(func=lag_command, service_log=service_log, service_ends=service_ends)
+    lag.set_defaults(func=lag_command, **services)
     report = subparsers.add_parser(
         "report", help="write offset analytics tables (CSV, Parquet), plots (PNG) and one HTML page",
         description="Every analytics table as CSV and Parquet, plots of lag, commit rate and rebalances "
@@ -79,7 +85,7 @@ def add_parsers(
         "--idle-ms", type=int, default=7 * 24 * 3600 * 1000, help="a group idle this long is listed as idle"
     )
     report.add_argument("--top-groups", type=int, default=10, help="groups drawn in the plots")
-    report.set_defaults(func=report_command, service_log=service_log, service_ends=service_ends)
+    report.set_defaults(func=report_command, **services)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -145,10 +151,11 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
         args.sources = _service_sources(args)
     try:
         ends = _end_offsets(args, latest_only=work is lag_rows)
-        started = session(
-            args.executors, args.executor_cores, args.executor_memory,
-            fallback_local=args.local, ray_address=args.ray_address,
-        )
+        with show_progress(args, "starting Spark"):
+            started = session(
+                args.executors, args.executor_cores, args.executor_memory,
+                fallback_local=args.local, ray_address=args.ray_address,
+            )
     except (EndOffsetsError, JavaVersionError) as exc:
         raise CommandError(str(exc)) from exc
     with started as spark:
@@ -173,6 +180,14 @@ def _end_offsets(args: argparse.Namespace, latest_only: bool) -> Any:
             return EndOffsetHistory.of(rows)
     args.ends_source = FROM_COMMITS
     return None
+
+
+def show_progress(
+    args: argparse.Namespace, description: str
+) -> AbstractContextManager[Callable[[str], None]]:
+    """The caller's progress display for a long step, or nothing."""
+    progress: Progress | None = getattr(args, "progress", None)
+    return progress(description) if progress is not None else nullcontext(lambda _text: None)
 
 
 def end_offsets_source(args: argparse.Namespace) -> str:
@@ -271,11 +286,12 @@ def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict
     # Seven tables read the same log: read it once, before their jobs run side by side.
     log_df = read_log(spark, args).cache()
     try:
-        window_ms, span = data_window(log_df, ends, args.window_ms)
-        settings = ReportSettings(
-            int(time.time() * 1000), window_ms, args.idle_ms, args.top_groups, end_offsets_source(args)
-        )
-        return write_report(build_tables(log_df, ends, settings), args.out, settings, span)
+        with show_progress(args, "reading the offsets log") as update:
+            window_ms, span = data_window(log_df, ends, args.window_ms)
+            settings = ReportSettings(
+                int(time.time() * 1000), window_ms, args.idle_ms, args.top_groups, end_offsets_source(args)
+            )
+            return write_report(build_tables(log_df, ends, settings), args.out, settings, span, update)
     finally:
         log_df.unpersist()
 

@@ -100,12 +100,9 @@ def _end_history(log_df: DataFrame, end_offsets: EndOffsets | None) -> DataFrame
 
 
 def data_span(log_df: DataFrame, end_offsets: EndOffsets | None = None) -> tuple[int, int] | None:
-    """(first, last) time of the analytics' data: from the first offset commit to the last record
-    or end-offset sample, whichever is later. None for a log without offset commits."""
-    first, last = log_df.agg(
-        F.min(F.when(F.col("record_type") == OFFSET_COMMIT, F.col("batch_timestamp"))),
-        F.max("batch_timestamp"),
-    ).first() or (None, None)
+    """(first, last) time of the analytics' data: from the first record of the log to the last
+    record or end-offset sample, whichever is later. None for an empty log."""
+    first, last = log_df.agg(F.min("batch_timestamp"), F.max("batch_timestamp")).first() or (None, None)
     if first is None or last is None:
         return None
     if end_offsets is not None and is_history(end_offsets):

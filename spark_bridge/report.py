@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -103,15 +103,23 @@ def build_tables(
 
 
 def write_report(
-    tables: dict[str, DataFrame], out_dir: str, settings: ReportSettings, span: tuple[int, int] | None
+    tables: dict[str, DataFrame], out_dir: str, settings: ReportSettings, span: tuple[int, int] | None,
+    on_step: Callable[[str], None] = lambda _text: None,
 ) -> dict[str, int]:
-    """Write every table (CSV + Parquet), the plots and the page; returns rows per table."""
+    """Write every table (CSV + Parquet), the plots and the page; returns rows per table.
+    `on_step` is told what is being done (progress)."""
     os.makedirs(out_dir, exist_ok=True)
     # Spark runs jobs from several driver threads at once: the small jobs' planning and scheduling overlap.
     with ThreadPoolExecutor(max_workers=len(tables) or 1) as pool:
-        futures = {name: pool.submit(collect_table, frame, _ORDER.get(name, ()))
+        futures = {pool.submit(collect_table, frame, _ORDER.get(name, ())): name
                    for name, frame in tables.items()}
-        collected = {name: future.result() for name, future in futures.items()}
+        on_step(f"computing {len(tables)} tables")
+        collected = {}
+        for done, future in enumerate(as_completed(futures), 1):
+            collected[futures[future]] = future.result()
+            on_step(f"computed {done}/{len(tables)} tables ({futures[future]})")
+    collected = {name: collected[name] for name in tables}
+    on_step("writing tables, plots and report.html")
     for name, table in collected.items():
         write_csv(os.path.join(out_dir, f"{name}.csv"), table)
         write_parquet(os.path.join(out_dir, f"{name}.parquet"), table)

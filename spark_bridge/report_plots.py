@@ -8,8 +8,11 @@ Owns `lag_over_time.png`, `commit_rate.png` and `rebalances.png`. Rules:
   measured as of its end, and a rate covers the window up to its end.
 - Commit rates are 0 in the windows of the span where a group committed
   nothing (from its first commit on), so a group that stops shows a drop,
-  not a line interpolated over the gap. A group's generation holds from
-  one rebalance to the next and to the end of the span.
+  not a line interpolated over the gap. They are drawn averaged over the
+  last `rate_range_ms` (as Prometheus' `rate(x[range])`): commits come in
+  bursts, one per poll, and a window shorter than the poll interval would
+  draw a saw. A group's generation holds from one rebalance to the next
+  and to the end of the span.
 - Axes cover the data's span only (a datetime axis with concise ticks, in
   UTC); legends sit outside the axes so they never cover a curve.
 - matplotlib's object API on the Agg canvas: no pyplot state, no display.
@@ -29,6 +32,9 @@ Series = dict[str, list[tuple[int, float]]]
 PLOT_FILES = ("lag_over_time.png", "commit_rate.png", "rebalances.png")
 _FIGSIZE_IN = (11.0, 5.0)
 _DPI = 110
+# A rate is averaged over at least this, and over at least 1/_RATE_RANGES_PER_SPAN of the span.
+MIN_RATE_RANGE_MS = 1_000
+_RATE_RANGES_PER_SPAN = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,12 @@ class Span:
     def last_window_start_ms(self) -> int:
         return self.last_ms - self.last_ms % self.window_ms
 
+    @property
+    def rate_range_ms(self) -> int:
+        """What a drawn rate is averaged over: a whole number of windows."""
+        wanted = max(MIN_RATE_RANGE_MS, (self.last_ms - self.first_ms) // _RATE_RANGES_PER_SPAN)
+        return -(-wanted // self.window_ms) * self.window_ms
+
 
 def lag_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], window_ms: int) -> Series:
     """Per group: (window end, lag) from `lag_over_time` rows."""
@@ -54,7 +66,8 @@ def lag_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], window_
 
 
 def rate_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: Span) -> Series:
-    """Per group: (window end, offset commits per second) from `commit_rate` rows, 0 where none."""
+    """Per group: (window end, offset commits per second over the last `span.rate_range_ms`)
+    from `commit_rate` rows, 0 in windows without commits."""
     rates: dict[str, dict[int, float]] = {group: {} for group in groups}
     for row in rows:
         if row["group_id"] in rates:
@@ -64,8 +77,21 @@ def rate_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: 
         if not by_window:
             continue
         starts = range(min(by_window), span.last_window_start_ms + 1, span.window_ms)
-        series[group] = [(start + span.window_ms, by_window.get(start, 0.0)) for start in starts]
+        series[group] = _moving_average(
+            [(start + span.window_ms, by_window.get(start, 0.0)) for start in starts],
+            span.rate_range_ms // span.window_ms,
+        )
     return series
+
+
+def _moving_average(points: list[tuple[int, float]], width: int) -> list[tuple[int, float]]:
+    """Each point's value averaged with the `width - 1` before it; before the first point the
+    group committed nothing, so the first ones count zeros (a ramp, as `rate()` draws one)."""
+    averaged, total = [], 0.0
+    for index, (at_ms, value) in enumerate(points):
+        total += value - (points[index - width][1] if index >= width else 0.0)
+        averaged.append((at_ms, total / width))
+    return averaged
 
 
 def generation_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: Span) -> Series:
@@ -86,20 +112,21 @@ def generation_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], 
 def draw_lag(series: Series, span: Span, source: str) -> bytes:
     return _draw(
         series, span, f"Consumer lag per group, as of each {describe_window(span.window_ms)} window's end",
-        "lag (messages)", f"end offsets: {source}",
+        "lag (messages)", f"lag against the {source}",
     )
 
 
 def draw_commit_rate(series: Series, span: Span) -> bytes:
     return _draw(
-        series, span, f"Offset commits per group ({describe_window(span.window_ms)} windows)",
-        "offset commits / s", "one commit per partition committed",
+        series, span,
+        f"Offset commits per group, per second over the last {describe_window(span.rate_range_ms)}",
+        "offset commits / s", "one offset commit per partition committed",
     )
 
 
 def draw_rebalances(series: Series, span: Span) -> bytes:
     return _draw(
-        series, span, "Rebalances per group: the generation over time (a step is a rebalance)",
+        series, span, "Rebalances per group: the generation over time (each step up is a rebalance)",
         "generation", "markers: each new generation", steps=True,
     )
 
@@ -107,8 +134,9 @@ def draw_rebalances(series: Series, span: Span) -> bytes:
 def _draw(
     series: Series, span: Span, title: str, ylabel: str, note: str, steps: bool = False
 ) -> bytes:
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.dates import MINUTELY, SECONDLY, AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     figure = Figure(figsize=_FIGSIZE_IN, dpi=_DPI, layout="constrained")
     axes = figure.add_subplot()
@@ -120,11 +148,16 @@ def _draw(
             axes.plot(times[:-1], values[:-1], "o", color=line.get_color(), markersize=4)  # type: ignore[arg-type]
         else:
             axes.plot(times, values, marker="." if len(points) <= 60 else None, label=group)  # type: ignore[arg-type]
-    locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+    locator = AutoDateLocator(minticks=5, maxticks=12)  # type: ignore[no-untyped-call]
+    # matplotlib steps from 1 to 5 s (and min): a 12-second demo would get two ticks.
+    for unit in (SECONDLY, MINUTELY):
+        locator.intervald[unit] = [1, 2, 5, 10, 15, 30]
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     axes.set_xlim(_utc(span.first_ms), _utc(max(span.last_ms, span.last_window_start_ms + span.window_ms)))  # type: ignore[arg-type]
     axes.set_ylim(bottom=0)
+    if steps:
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_title(title)
     axes.set_xlabel(f"time (UTC); {note}")
     axes.set_ylabel(ylabel)

@@ -146,8 +146,8 @@ def test_current_lag_and_span_of_a_history(log_df: DataFrame) -> None:
         ("orders-app", "orders", 0, 35),
         ("orders-app", "orders", 1, -5),
     ]
-    assert jobs.data_span(log_df) == (T0 + 2_000, T0 + 125_000)
-    assert jobs.data_span(log_df, MOVING_ENDS) == (T0 + 2_000, T0 + 130_000)
+    assert jobs.data_span(log_df) == (T0 + 1_000, T0 + 125_000)
+    assert jobs.data_span(log_df, MOVING_ENDS) == (T0 + 1_000, T0 + 130_000)
 
 
 def test_commit_rate_per_group_and_minute(log_df: DataFrame) -> None:
