@@ -185,8 +185,9 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         f"partition {partition} is back at epoch {status[partition]['epoch']}, state "
         f"{status[partition]['state']}"
     )
+    console.print("consumer groups after recovery (raygroups describe):")
     print_table(
-        "consumer groups after recovery",
+        "",
         DESCRIBE_COLUMNS,
         describe_rows(client, [g.group_id for g in GROUPS]),
         as_json=False,
@@ -201,8 +202,9 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
 
 def print_lag(client: Client) -> None:
     """The demo's last table: `raygroups describe` of its groups, with each partition's lag."""
+    console.print("\nconsumer lag at the end (raygroups describe), against the producers' last end offsets:")
     print_table(
-        "consumer lag (raygroups describe)",
+        "",
         DESCRIBE_COLUMNS,
         describe_rows(client, [g.group_id for g in GROUPS]),
         as_json=False,
