@@ -1,7 +1,8 @@
 """The admin commands of `raygroups`, modelled on kafka-consumer-groups.sh.
 
-`list`, `describe GROUP`, `delete GROUP`, `reset-offsets GROUP`, `reassign
-PARTITION`, `status`, `elect-leader PARTITION`: each prints an aligned table,
+`list`, `describe GROUP`, `delete GROUP`, `reset-offsets`/`delete-offsets`
+(`reset_cli`), `reassign PARTITION`, `status`, `elect-leader PARTITION`: each
+prints an aligned table,
 or JSON with `--json`. They talk to a running service through
 `actors.connect()`. Warnings and errors that are not the command's result go
 to stderr, so that `--json` output stays parseable.
@@ -21,6 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from actors.client import Client
+from actors.reset_cli import RESET_COMMANDS
+from actors.reset_cli import add_parsers as add_reset_parsers
 from actors.status_table import failing, node_text, nodes_text, status_table, under_replicated
 from coordinator import Errors
 from coordinator.consumer_protocol import decode_assignment
@@ -157,42 +160,6 @@ def cmd_delete(client: Client, args: argparse.Namespace) -> int:
     return 0 if all(e is Errors.NONE for e in results.values()) else 1
 
 
-def new_offsets(current: dict[tuple[str, int], int], args: argparse.Namespace) -> dict[tuple[str, int], int]:
-    """Kafka's reset specs over the group's committed partitions (earliest = 0 here)."""
-    chosen = {tp: o for tp, o in current.items() if args.topic is None or tp[0] == args.topic}
-    if args.to_earliest:
-        return {tp: 0 for tp in chosen}
-    if args.to_offset is not None:
-        return {tp: args.to_offset for tp in chosen}
-    return {tp: max(0, o + args.shift_by) for tp, o in chosen.items()}
-
-
-def cmd_reset_offsets(client: Client, args: argparse.Namespace) -> int:
-    [described] = client.describe_groups([args.group])
-    if described.state not in ("Empty", "Dead"):
-        console.print(
-            f"Error: Assignments can only be reset if the group '{args.group}' is inactive, "
-            f"but the current state is {described.state}."
-        )
-        return 1
-    current = client.fetch_offsets(args.group).offsets()
-    target = new_offsets(current, args)
-    rows = [[args.group, t, p, current.get((t, p)), o] for (t, p), o in sorted(target.items())]
-    print_table(
-        "offsets " + ("reset" if args.execute else "(dry run: add --execute)"),
-        ["GROUP", "TOPIC", "PARTITION", "OLD-OFFSET", "NEW-OFFSET"],
-        rows,
-        args.json,
-    )
-    if args.execute and target:
-        response = client.commit_offsets(args.group, target)
-        failed = [p for p in response.partitions if p.error is not Errors.NONE]
-        if failed:
-            console.print(f"Error: {failed}")
-            return 1
-    return 0
-
-
 def cmd_reassign(client: Client, args: argparse.Namespace) -> int:
     epoch = client.reassign(args.partition, args.node)
     print_table("reassignment", ["PARTITION", "NEW-EPOCH"], [[args.partition, epoch]], args.json)
@@ -303,14 +270,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--members", action="store_true", help="one row per member with its assignment")
     p = commands.add_parser("delete", parents=[common], help="delete Empty consumer groups")
     p.add_argument("groups", nargs="+")
-    p = commands.add_parser("reset-offsets", parents=[common], help="reset an inactive group's offsets")
-    p.add_argument("group")
-    spec = p.add_mutually_exclusive_group(required=True)
-    spec.add_argument("--to-earliest", action="store_true")
-    spec.add_argument("--to-offset", type=int)
-    spec.add_argument("--shift-by", type=int)
-    p.add_argument("--topic")
-    p.add_argument("--execute", action="store_true")
+    add_reset_parsers(commands, common)
     p = commands.add_parser("reassign", parents=[common], help="move a partition's leadership")
     p.add_argument("partition", type=int)
     p.add_argument("--node", help="Ray node id to move it to")
@@ -338,7 +298,7 @@ ADMIN_COMMANDS = {
     "list": cmd_list,
     "describe": cmd_describe,
     "delete": cmd_delete,
-    "reset-offsets": cmd_reset_offsets,
+    **RESET_COMMANDS,
     "reassign": cmd_reassign,
     "status": cmd_status,
     "elect-leader": cmd_elect_leader,

@@ -9,9 +9,8 @@ import pytest
 from actors.cli import main
 from actors.client import Client
 from coordinator import Errors
-from coordinator.messages import MemberIdentity
 
-from tests.ray.helpers import form_group, wait_until
+from tests.ray.helpers import form_group
 
 pytestmark = pytest.mark.ray
 
@@ -35,20 +34,6 @@ def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str
     assert code == 0 and len(status) == service.num_partitions
     assert all(p["STATE"] == "ACTIVE" for p in status)
     assert main(["describe", "cli-nope"]) == 1
-
-
-def test_reset_offsets_only_on_inactive_groups(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
-    (member,), gen = form_group(service, "cli-reset", 1)
-    service.commit_offsets("cli-reset", {("t", 0): 50, ("u", 0): 10}, gen, member)
-    assert main(["reset-offsets", "cli-reset", "--to-offset", "3", "--execute"]) == 1
-    assert "inactive" in capsys.readouterr().out
-    service.leave_group("cli-reset", [MemberIdentity(member)])
-    wait_until(lambda: service.describe_groups(["cli-reset"])[0].state == "Empty")
-    code, dry = run_json(capsys, "reset-offsets", "cli-reset", "--shift-by", "-5", "--topic", "t")
-    assert dry == [{"GROUP": "cli-reset", "TOPIC": "t", "PARTITION": 0, "OLD-OFFSET": 50, "NEW-OFFSET": 45}]
-    assert service.fetch_offsets("cli-reset").offsets()[("t", 0)] == 50, "without --execute nothing changes"
-    assert main(["reset-offsets", "cli-reset", "--to-earliest", "--execute"]) == 0
-    assert service.fetch_offsets("cli-reset").offsets() == {("t", 0): 0, ("u", 0): 0}
 
 
 def test_delete_and_reassign(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
