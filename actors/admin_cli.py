@@ -1,89 +1,36 @@
 """The admin commands of `raygroups`, modelled on kafka-consumer-groups.sh.
 
-`list`, `describe GROUP`, `delete GROUP`, `reset-offsets`/`delete-offsets`
-(`reset_cli`), `reassign PARTITION`, `status`, `elect-leader PARTITION`: each
-prints an aligned table,
-or JSON with `--json`. They talk to a running service through
-`actors.connect()`. Warnings and errors that are not the command's result go
-to stderr, so that `--json` output stays parseable.
+`list`, `describe GROUP` (its own module, `describe_cli`), `delete GROUP`,
+`reset-offsets`/`delete-offsets` (`reset_cli`), `reassign PARTITION`, `status`, `elect-leader
+PARTITION`: each prints a table through `table_output` (a terminal table, or
+plain aligned text when not on a terminal), or JSON with `--json`. They talk
+to a running service through `actors.connect()`. Warnings and errors that are
+not the command's result go to stderr, so that `--json` output stays
+parseable and the plain tables greppable.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
 from ray.exceptions import RayTaskError
-from rich.console import Console
-from rich.table import Table
 
 from actors.client import Client
+
+# DESCRIBE_COLUMNS and describe_rows are re-exported: the demo prints the describe table.
+from actors.describe_cli import DESCRIBE_COLUMNS as DESCRIBE_COLUMNS
+from actors.describe_cli import add_parser as add_describe_parser
+from actors.describe_cli import cmd_describe
+from actors.describe_cli import describe_rows as describe_rows
 from actors.reset_cli import RESET_COMMANDS
 from actors.reset_cli import add_parsers as add_reset_parsers
 from actors.status_table import failing, node_text, nodes_text, status_table, under_replicated
+from actors.table_output import print_table
 from coordinator import Errors
-from coordinator.consumer_protocol import decode_assignment
-from coordinator.topic_partition import TopicPartition
-
-console = Console()
-
-
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps([dict(zip(columns, row)) for row in rows], indent=1, default=str))
-        return
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row))
-    console.print(table)
-
-
-def describe_rows(client: Client, group_ids: Sequence[str]) -> list[list[Any]]:
-    """GROUP TOPIC PARTITION CURRENT-OFFSET CONSUMER-ID HOST CLIENT-ID, per partition."""
-    rows: list[list[Any]] = []
-    for described in client.describe_groups(group_ids):
-        owners: dict[tuple[str, int], Any] = {}
-        for member in described.members:
-            for tp in _assigned_partitions(member.assignment):
-                owners[(tp.topic, tp.partition)] = member
-        committed = {
-            (p.topic, p.partition): p.offset for p in client.fetch_offsets(described.group_id).partitions
-        }
-        for topic, partition in sorted(set(committed) | set(owners)):
-            member = owners.get((topic, partition))
-            rows.append(
-                [
-                    described.group_id,
-                    described.state,
-                    topic,
-                    partition,
-                    committed.get((topic, partition)),
-                    member.member_id if member else None,
-                    member.client_host if member else None,
-                    member.client_id if member else None,
-                ]
-            )
-        if not committed and not owners:
-            rows.append([described.group_id, described.state, None, None, None, None, None, None])
-    return rows
-
-
-DESCRIBE_COLUMNS = [
-    "GROUP",
-    "STATE",
-    "TOPIC",
-    "PARTITION",
-    "CURRENT-OFFSET",
-    "CONSUMER-ID",
-    "HOST",
-    "CLIENT-ID",
-]
 
 
 def cmd_list(client: Client, args: argparse.Namespace) -> int:
@@ -95,63 +42,6 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
         args.json,
     )
     return 0
-
-
-def cmd_describe(client: Client, args: argparse.Namespace) -> int:
-    described = client.describe_groups(args.groups)
-    if all(d.state == "Dead" for d in described):
-        console.print(f"Consumer group(s) {', '.join(args.groups)} do not exist.")
-        return 1
-    if args.members:
-        rows = [
-            [
-                d.group_id,
-                d.state,
-                d.protocol,
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                _assignment_text(m.assignment),
-            ]
-            for d in described
-            for m in d.members
-        ]
-        print_table(
-            "members",
-            [
-                "GROUP",
-                "STATE",
-                "PROTOCOL",
-                "CONSUMER-ID",
-                "GROUP-INSTANCE-ID",
-                "CLIENT-ID",
-                "HOST",
-                "ASSIGNMENT",
-            ],
-            rows,
-            args.json,
-        )
-        return 0
-    print_table("consumer group offsets", DESCRIBE_COLUMNS, describe_rows(client, args.groups), args.json)
-    return 0
-
-
-def _assigned_partitions(assignment: bytes) -> tuple[TopicPartition, ...]:
-    """The partitions of a consumer-protocol assignment; none for other payloads."""
-    if not assignment:
-        return ()
-    try:
-        return decode_assignment(assignment).partitions
-    except ValueError:
-        return ()
-
-
-def _assignment_text(assignment: bytes) -> str:
-    parts = _assigned_partitions(assignment)
-    if assignment and not parts:
-        return f"<{len(assignment)} bytes>"
-    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts)
 
 
 def cmd_delete(client: Client, args: argparse.Namespace) -> int:
@@ -181,18 +71,24 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
 
 
 def _print_status_notes(offline: list[Any], refused: list[Any], lagging: list[Any]) -> None:
+    """On stderr, as every note that is not the command's result (the table stays greppable)."""
     if offline:
-        console.print(
+        print(
             f"partitions {offline} are offline: no replica of the ISR is alive to lead. Bring one back; "
-            "as a last resort, losing acknowledged commits: raygroups elect-leader --unclean PARTITION"
+            "as a last resort, losing acknowledged commits: raygroups elect-leader --unclean PARTITION",
+            file=sys.stderr,
         )
     if refused:
-        console.print(
+        print(
             f"partitions {refused} refuse to serve: reassign each to a node that holds its log "
-            "(raygroups reassign PARTITION --node NODE_ID)"
+            "(raygroups reassign PARTITION --node NODE_ID)",
+            file=sys.stderr,
         )
     if lagging:
-        console.print(f"partitions {lagging} are under-replicated: their ISR is smaller than their replicas")
+        print(
+            f"partitions {lagging} are under-replicated: their ISR is smaller than their replicas",
+            file=sys.stderr,
+        )
 
 
 UNCLEAN_WARNING = (
@@ -265,9 +161,7 @@ def _one_line(exc: Exception) -> str:
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser("list", parents=[common], help="list consumer groups")
     p.add_argument("--state", action="append", help="only groups in this state (repeatable)")
-    p = commands.add_parser("describe", parents=[common], help="describe consumer groups")
-    p.add_argument("groups", nargs="+")
-    p.add_argument("--members", action="store_true", help="one row per member with its assignment")
+    add_describe_parser(commands, common)
     p = commands.add_parser("delete", parents=[common], help="delete Empty consumer groups")
     p.add_argument("groups", nargs="+")
     add_reset_parsers(commands, common)

@@ -1,9 +1,11 @@
 """The table of `raygroups status`, from the controller's status rows: pure, no Ray.
 
 One row per offsets partition. `whole` (the `--json` output) keeps node ids,
-lists, lags and failures whole; the printed table shortens them (node ids to
-their first `NODE_ID_CHARS` characters) so that a partition stays on one
-line. The replication columns (leader node, replicas, ISR, high watermark,
+lists and lags as they are; the printed table shows each node id by its first
+`NODE_ID_CHARS` characters (as git shows short hashes) and joins lists with
+commas, no blank, as Kafka's tools print replica lists, so that each cell is
+one awk field. No value is cut: a failure is printed whole.
+The replication columns (leader node, replicas, ISR, high watermark,
 each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
 
@@ -27,8 +29,6 @@ REPLICATED_COLUMNS = [
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
-# A failure is shown whole with --json; the table keeps a line per partition.
-FAILURE_WIDTH = 80
 OFFLINE, UNDER_REPLICATED, HEALTHY = "OFFLINE", "UNDER-REPLICATED", "ok"
 
 
@@ -71,7 +71,7 @@ def nodes_text(node_ids: Sequence[str] | None, whole: bool) -> Any:
         return None
     if whole:
         return list(node_ids)
-    return " ".join(node_id[:NODE_ID_CHARS] for node_id in node_ids)
+    return ",".join(node_id[:NODE_ID_CHARS] for node_id in node_ids)
 
 
 def lag_text(followers: Mapping[str, Mapping[str, Any]] | None, whole: bool) -> Any:
@@ -81,14 +81,7 @@ def lag_text(followers: Mapping[str, Mapping[str, Any]] | None, whole: bool) -> 
     lags = {replica: view.get("lag") for replica, view in followers.items()}
     if whole:
         return lags
-    return " ".join(f"{node[:NODE_ID_CHARS]}:{'?' if lag is None else lag}" for node, lag in lags.items())
-
-
-def failure_text(failure: Any, whole: bool) -> Any:
-    if failure is None or whole:
-        return failure
-    text = str(failure)
-    return text if len(text) <= FAILURE_WIDTH else text[: FAILURE_WIDTH - 3] + "..."
+    return ",".join(f"{node[:NODE_ID_CHARS]}:{'?' if lag is None else lag}" for node, lag in lags.items())
 
 
 def _base_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
@@ -100,7 +93,7 @@ def _base_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         row.get("groups"),
         row.get("members"),
         row.get("durable_end"),
-        *_tail_cells(row, whole),
+        *_tail_cells(row),
     ]
 
 
@@ -118,10 +111,10 @@ def _replicated_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         health(row),
         row.get("groups"),
         row.get("members"),
-        *_tail_cells(row, whole),
+        *_tail_cells(row),
     ]
 
 
-def _tail_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
+def _tail_cells(row: Mapping[str, Any]) -> list[Any]:
     refused = "yes" if row.get("refused") else "no"
-    return [row.get("load_ms"), refused, failure_text(row.get("failure"), whole)]
+    return [row.get("load_ms"), refused, row.get("failure")]

@@ -3,14 +3,14 @@ JSON as it always was; progress only on a terminal. Pure: rich consoles on Strin
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
 import pytest
-from rich.console import Console
 
 from actors.table_output import MIN_COLUMN_WIDTH, fit_widths, print_table, print_tables, progress, track
+
+from tests.actors.table_support import BOX, column_texts, output, piped, terminal
 
 COLUMNS = [
     "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
@@ -22,41 +22,6 @@ ROWS = [
      "orders-app-c0"],
     ["billing", "payments", 11, None, 7, None, None, "", "billing-c1"],
 ]
-BOX = re.compile(r"[─━│┃┏┓┗┛┡┩└┘┌┐├┤┬┴┼╇╈]")
-
-
-def terminal(width: int = 80) -> Console:
-    return Console(file=io.StringIO(), force_terminal=True, width=width, color_system=None)
-
-
-def piped() -> Console:
-    return Console(file=io.StringIO())
-
-
-def output(console: Console) -> str:
-    file = console.file
-    assert isinstance(file, io.StringIO)
-    return file.getvalue()
-
-
-def column_texts(text: str) -> list[str]:
-    """Each column's characters top to bottom, the lines of a folded cell joined: a value
-    that is whole in the table is a substring of its column's text."""
-    lines = [line for line in text.splitlines() if line.strip() and not BOX.search(line)]
-    width = max(len(line) for line in lines)
-    padded = [line.ljust(width) for line in lines]
-    # Column boundaries: character positions blank on every line of the table body.
-    blank = [all(line[i] == " " for line in padded) for i in range(width)]
-    spans, start = [], None
-    for i, is_blank in enumerate([*blank, True]):
-        if not is_blank and start is None:
-            start = i
-        elif is_blank and start is not None:
-            spans.append((start, i))
-            start = None
-    return ["".join(line[a:b].strip() for line in padded) for a, b in spans]
-
-
 def test_an_80_column_terminal_cuts_no_value() -> None:
     console = terminal(80)
     print_table("consumer group orders-app", COLUMNS, ROWS, False, out=console)

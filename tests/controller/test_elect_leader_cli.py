@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from ray.exceptions import RayTaskError
-from rich.console import Console
 
 from actors import admin_cli
 from actors.admin_cli import cmd_elect_leader
@@ -39,7 +38,6 @@ class Elections:
 def elections(monkeypatch: pytest.MonkeyPatch) -> Elections:
     recorder = Elections()
     monkeypatch.setattr(admin_cli, "request_election", recorder)
-    monkeypatch.setattr(admin_cli, "console", Console(width=200))
     return recorder
 
 
