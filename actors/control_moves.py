@@ -6,7 +6,8 @@ unless one is the partition's last ISR member; balancing runs only while
 every partition is led and fully in sync). Where a replica goes is decided
 by `coordinator.replication.placement`; a move is committed like any other
 change (`_commit`, a new leader epoch, as Kafka bumps it when a reassignment
-removes a replica) and carried out by the next `_reconcile`.
+removes a replica; the leader keeps its shard and serves on) and carried out
+by the next `_reconcile`.
 """
 
 from __future__ import annotations

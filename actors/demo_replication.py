@@ -59,10 +59,10 @@ WORKERS = 3
 PARTITIONS = 4
 # One group per offsets partition (Kafka's hash of these names lands on 0, 1, 2 and 3).
 GROUPS = (
-    DemoGroup("search", "clicks", 4, 2, "range"),
-    DemoGroup("orders-app", "orders", 4, 2, "range"),
-    DemoGroup("shipping", "orders", 4, 2, "roundrobin"),
-    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky"),
+    DemoGroup("search", "clicks", 4, 2, "range", 40),
+    DemoGroup("orders-app", "orders", 4, 2, "range", 40),
+    DemoGroup("shipping", "orders", 4, 2, "roundrobin", 40),
+    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky", 40),
 )
 COMMIT_INTERVAL_S = 0.1
 

@@ -384,8 +384,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        runtime, leader = self.runtime, self.leader
-        assert leader is not None
+        runtime = self.runtime
         while True:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
@@ -401,6 +400,10 @@ class OffsetPartition(ReplicaRoles, LogExport):
                 self._deliver(runtime.on_append_failed(repr(exc)))
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
+            # Read each round: a new epoch of this leader replaces it (`_relead`).
+            leader = self.leader
+            if leader is None:
+                return  # deposed meanwhile: step_down answered the batch's requests
             leader.on_local_durable(durable_end, incarnation)
 
     def _append_and_sync(self, batch: list[Record]) -> int:

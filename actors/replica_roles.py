@@ -16,7 +16,9 @@ call naming an older leader epoch than this replica knows changes nothing.
   answering `(error, isr, leader_epoch, partition_epoch)` (None: the ISR
   never changes). A follower is promoted with its hot shard: the runtime is
   ACTIVE on return, committed end its HWM, written end its log end, and
-  nothing is loaded. Any other replica loads its log first (as `activate`).
+  nothing is loaded. A serving leader given a newer epoch (a replica moved)
+  keeps its shard and serves on. Any other replica loads its log first (as
+  `activate`).
 - `isr_committed(leader_epoch, partition_epoch, isr)`: an ISR the controller
   committed on its own (a dead node removed); a newer leader epoch deposes.
 - `set_follower(leader_epoch, replica, handle)`: the controller restarted a
@@ -39,10 +41,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from actors.replica_follower import FollowerReplica, PushAnswer
-from actors.replica_leader import Leadership
+from actors.replica_leader import LeaderReplication, Leadership
 from actors.settings import partition_dir
 from coordinator.errors import Errors
-from coordinator.replication import UNDEFINED_EPOCH
+from coordinator.replication import UNDEFINED_EPOCH, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log import replica_dir
 from log.loader import load_into
@@ -99,6 +101,9 @@ class ReplicaRoles:
                 leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
                 None if controller is None else _proposer(controller, self.partition),
             )
+            if self._leads_in_place():
+                await self._relead(leadership)
+                return await self.probe()
             if self.follower is None and self.log is not None:
                 await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
             if self.follower is not None:
@@ -229,6 +234,32 @@ class ReplicaRoles:
         self.runtime = PartitionRuntime(self.partition)
         self.runtime.begin_load()
         self._on_loaded(log, follower.shard, 0, time.perf_counter())
+
+    def _leads_in_place(self) -> bool:
+        """Leading and serving: a new epoch of this leader keeps its shard (`_relead`)."""
+        leader = self.leader
+        return (
+            leader is not None and not leader.stopped and self.follower is None and self.log is not None
+            and self.runtime.state is RuntimeState.ACTIVE
+        )
+
+    async def _relead(self, leadership: Leadership) -> None:
+        """A new epoch of this leader (a replica moved, Kafka bumps the epoch): the
+        same shard serves on, nothing is loaded. Appends switch to the new epoch
+        first; the epoch starts where the log ends once the appends queued before
+        the switch are written; responses held for the old epoch's high watermark
+        are released by the new one's."""
+        log, old = self.log, self.leader
+        assert log is not None and old is not None
+        self.epoch = leadership.leader_epoch
+        await self._on_io(log.bump_epoch, leadership.leader_epoch)
+        old.stopped = True  # its senders, ticker and proposer end; the flush loop reads self.leader
+        leadership.high_watermark = old.state.high_watermark
+        self._leadership = leadership
+        epochs = EpochCache(log.epoch_entries())
+        self.leader = LeaderReplication(self, leadership, self.replica_id, log.log_end_offset, epochs)
+        self.runtime.writable = self.leader.state.writable
+        self.leader.spawn_tasks()
 
     def _on_deposed(self, newer_epoch: int) -> None:
         """A newer leader epoch exists: stop serving now, keep the log, wait for the controller."""

@@ -119,3 +119,36 @@ def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(tmp
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_leader_given_a_new_epoch_serves_on_from_its_shard_without_loading(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        a = await cluster.start()
+        answers = Answers()
+        for offset in range(5):
+            assert (await answers.wait(answers.send(a, commit(f"g{offset}", offset)))).errors() == {
+                ("t", 0): Errors.NONE
+            }
+        shard, end = a.runtime.shard, a.log.log_end_offset
+        # A commit in flight across the switch: held for the old epoch's high watermark.
+        cluster.handles["b"].stop()
+        cluster.handles["c"].stop()
+        held = answers.send(a, commit("g0", 50))
+        await until(lambda: a.log.high_watermark == end + 1, "a's own fsync of the held commit")
+        for name in ("b", "c"):
+            cluster.handles[name].resume()
+        # The controller bumps a's epoch, as a replica move does; a leads on, same shard, no load.
+        probe = await cluster.elect("a", NAMES, ("b", "c"))
+        assert (probe["state"], probe["role"], probe["leader_epoch"]) == ("ACTIVE", "leader", 2)
+        assert a.runtime.shard is shard, "the same shard: nothing was loaded"
+        assert (await answers.wait(held)).errors() == {("t", 0): Errors.NONE}
+        after = answers.send(a, commit("g1", 60))
+        assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
+        assert a.log.epoch_entries()[-1] == (2, end + 1), "the new epoch starts where the log ended"
+        await until(lambda: cluster.replicas["c"].follower.log.high_watermark == end + 2, "c to have both")
+        assert answers.one(answers.send(a, fetch("g0"))).offsets() == {("t", 0): 50}
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
