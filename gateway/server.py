@@ -80,12 +80,17 @@ class MemoryPool:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.in_use = 0
+        self.waiting = 0
         self._room = asyncio.Condition()
 
     @asynccontextmanager
     async def reserve(self, size: int) -> AsyncIterator[None]:
         async with self._room:
-            await self._room.wait_for(lambda: self.in_use + size <= self.capacity)
+            self.waiting += 1
+            try:
+                await self._room.wait_for(lambda: self.in_use + size <= self.capacity)
+            finally:
+                self.waiting -= 1
             self.in_use += size
         try:
             yield
@@ -170,6 +175,7 @@ class Gateway:
             "refused": self.refused,
             "pool_bytes_in_use": self.pool.in_use,
             "pool_bytes": self.pool.capacity,
+            "pool_waiting": self.pool.waiting,
         }
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

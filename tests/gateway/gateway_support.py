@@ -13,6 +13,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsV1
+from kio.schema.api_versions.v2.request import ApiVersionsRequest as ApiVersionsV2
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from gateway.server import Gateway
@@ -117,3 +123,23 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
             return None
         data += chunk
     return bytes(data)
+
+
+def api_versions_request(version: int) -> object:
+    if version >= 3:
+        cls = ApiVersionsV3 if version == 3 else ApiVersionsV4
+        return cls(client_software_name="raw-test", client_software_version="1.0")
+    return (ApiVersionsV0, ApiVersionsV1, ApiVersionsV2)[version]()
+
+
+def assert_served(port: int, sock: socket.socket | None = None) -> None:
+    """An ApiVersions request on `sock` (or a new connection) is answered."""
+    own = sock is None
+    sock = sock or connect(port)
+    try:
+        sock.sendall(request_frame(api_versions_request(4), correlation_id=99))
+        correlation_id, body = read_response(sock, 18, 4)
+        assert (correlation_id, body.error_code) == (99, ErrorCode.none)
+    finally:
+        if own:
+            sock.close()

@@ -9,11 +9,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
-from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsV1
-from kio.schema.api_versions.v2.request import ApiVersionsRequest as ApiVersionsV2
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
-from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v1.request import HeartbeatRequest as HeartbeatV1
 from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatV4
@@ -23,6 +19,8 @@ from gateway.server import Limits
 from tests.gateway import stub_apis
 from tests.gateway.gateway_support import (
     GatewayThread,
+    api_versions_request,
+    assert_served,
     closed_without_answer,
     connect,
     read_response,
@@ -40,28 +38,8 @@ def gateway() -> Iterator[GatewayThread]:
     running.close()
 
 
-def api_versions_request(version: int) -> object:
-    if version >= 3:
-        cls = ApiVersionsV3 if version == 3 else ApiVersionsV4
-        return cls(client_software_name="raw-test", client_software_version="1.0")
-    return (ApiVersionsV0, ApiVersionsV1, ApiVersionsV2)[version]()
-
-
 def heartbeat(group: str = "g") -> HeartbeatV4:
     return HeartbeatV4(group_id=group, generation_id=1, member_id="m", group_instance_id=None)
-
-
-def assert_served(port: int, sock: socket.socket | None = None) -> None:
-    """An ApiVersions request on `sock` (or a new connection) is answered."""
-    own = sock is None
-    sock = sock or connect(port)
-    try:
-        sock.sendall(request_frame(api_versions_request(4), correlation_id=99))
-        correlation_id, body = read_response(sock, 18, 4)
-        assert (correlation_id, body.error_code) == (99, ErrorCode.none)
-    finally:
-        if own:
-            sock.close()
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
