@@ -346,6 +346,26 @@ def start_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[
     return {TopicPartition(t, p): o for (t, p), o in raw.items()}
 
 
+# The async reads, for asyncio callers (the Kafka gateway): plain (topic, partition) keys.
+async def end_offsets_async(
+    controller: Any, topics: Iterable[str] | None = None
+) -> dict[tuple[str, int], int]:
+    return await _call_async(controller, "end_offsets", _names(topics))  # type: ignore[no-any-return]
+
+
+async def start_offsets_async(
+    controller: Any, topics: Iterable[str] | None = None
+) -> dict[tuple[str, int], int]:
+    return await _call_async(controller, "start_offsets", _names(topics))  # type: ignore[no-any-return]
+
+
+async def end_offset_history_async(
+    controller: Any, names: Iterable[str] | None = None, since_ms: int | None = None
+) -> list[tuple[str, int, int, int]]:
+    rows = await _call_async(controller, "end_offset_history", _names(names), since_ms)
+    return [(t, p, at, end) for t, p, at, end in rows]
+
+
 def end_offset_history(
     controller: Any, names: Iterable[str] | None = None, since_ms: int | None = None
 ) -> list[tuple[str, int, int, int]]:

@@ -1,0 +1,118 @@
+"""The Kafka APIs the gateway answers: the advertised versions and the dispatch to handlers.
+
+`SUPPORTED` is what ApiVersions advertises (gateway.codec adds ApiVersions
+itself, and gateway.security the SASL APIs when a listener uses SASL). The
+ranges are those that Kafka's current clients negotiate and that kio can
+parse (gateway-notes.md sections 2-4):
+- minimums no higher than the oldest version a client speaks: JoinGroup
+  from 0 and SyncGroup from 0 keep aiokafka (JoinGroup 0-2,5; SyncGroup
+  0,1,3) in; and no lower than kio's first schema (OffsetCommit 2,
+  OffsetFetch 1, ListOffsets 1, Fetch 4, Produce 3);
+- Produce 3-11 is advertised although every write is refused
+  (handlers.data): librdkafka sends no Fetch unless the broker has the
+  MSGVER2 feature, Produce >= 3 with Fetch >= 4;
+- Fetch stops at 12: from 13 clients fetch by topic id, which the gateway
+  does not map; Metadata stops at 12 with it;
+- OffsetCommit stops at 9 and OffsetFetch at 9: 10 addresses topics by id
+  (KIP-848's new consumer protocol, not served here);
+- ConsumerGroupHeartbeat is left out: clients then use the classic group
+  protocol, the one raygroups' coordinator speaks.
+
+`handle(ctx, request)` answers one parsed kio request of a supported key
+and version with the kio response entity of the same version, or None
+where Kafka sends no response (a Produce with acks=0). A handler's
+exception propagates: the server logs it and closes that connection, as
+Kafka does with a request it cannot process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from actors.client import Client
+from gateway.handlers import admin, data, membership, metadata, offsets
+
+# api key -> (min, max) version advertised.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 11),  # Produce (refused per partition)
+    1: (4, 12),  # Fetch (no records)
+    2: (1, 10),  # ListOffsets
+    3: (0, 12),  # Metadata
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
+    23: (2, 4),  # OffsetForLeaderEpoch
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
+    60: (0, 1),  # DescribeCluster
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayInfo:
+    """This gateway and every gateway of the service, as Metadata's brokers.
+
+    `brokers` holds (node_id, host, port) of every gateway, this one
+    included; empty means this gateway alone."""
+
+    node_id: int
+    host: str
+    port: int
+    brokers: tuple[tuple[int, str, int], ...] = ()
+    cluster_id: str = "raygroups"
+
+    def all_brokers(self) -> tuple[tuple[int, str, int], ...]:
+        mine = (self.node_id, self.host, self.port)
+        others = tuple(b for b in self.brokers if b[0] != self.node_id)
+        return tuple(sorted((mine, *others)))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    client_id: str | None
+    client_host: str
+    api_version: int
+    correlation_id: int
+    principal: str | None
+    gateway: GatewayInfo
+    client: Client
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    0: data.handle_produce,
+    1: data.handle_fetch,
+    2: offsets.handle_list_offsets,
+    3: metadata.handle_metadata,
+    8: offsets.handle_offset_commit,
+    9: offsets.handle_offset_fetch,
+    10: metadata.handle_find_coordinator,
+    11: membership.handle_join_group,
+    12: membership.handle_heartbeat,
+    13: membership.handle_leave_group,
+    14: membership.handle_sync_group,
+    15: admin.handle_describe_groups,
+    16: admin.handle_list_groups,
+    23: offsets.handle_offset_for_leader_epoch,
+    42: admin.handle_delete_groups,
+    47: offsets.handle_offset_delete,
+    60: metadata.handle_describe_cluster,
+}
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    """The kio response to `request` (module docstring)."""
+    api_key = int(request.__api_key__)
+    low, high = SUPPORTED[api_key]
+    if not low <= request.__version__ <= high:
+        raise ValueError(f"api key {api_key} version {request.__version__} is not served ({low}-{high})")
+    return await HANDLERS[api_key](ctx, request)

@@ -1,0 +1,102 @@
+"""ListGroups, DescribeGroups and DeleteGroups: admin requests fanned out to the groups' coordinators.
+
+A Kafka broker answers for the offsets partitions it leads; the gateway
+answers for all of them, so it sends one request per offsets partition
+concerned, concurrently, and joins the answers:
+- ListGroups asks every partition; the answer holds every group listed and
+  the first error a partition answered (Kafka's coordinator answers
+  COORDINATOR_LOAD_IN_PROGRESS beside the groups it could list). Every
+  group is a classic group: v5's types filter keeps them only when it is
+  empty or names "classic" (case-insensitive, as Kafka).
+- DescribeGroups and DeleteGroups answer each group in the order asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from coordinator.errors import Errors
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    ListedGroup,
+    ListGroupsRequest,
+)
+from gateway.handlers.calls import send
+from gateway.handlers.entities import respond
+
+if TYPE_CHECKING:
+    from gateway.apis import RequestContext
+
+CLASSIC = "classic"
+
+
+def _by_partition(ctx: RequestContext, group_ids: Iterable[str]) -> dict[int, tuple[str, ...]]:
+    grouped: dict[int, list[str]] = {}
+    for group_id in dict.fromkeys(group_ids):
+        grouped.setdefault(ctx.client.partition_for(group_id), []).append(group_id)
+    return {p: tuple(ids) for p, ids in grouped.items()}
+
+
+async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    states = tuple(getattr(request, "states_filter", ()))
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    listing = ListGroupsRequest(states)
+    answers = await asyncio.gather(*(send(ctx.client, listing, p) for p in range(ctx.client.num_partitions)))
+    error = next((a.error for a in answers if a.error is not Errors.NONE), Errors.NONE)
+    listed: list[ListedGroup] = []
+    if not types or CLASSIC in types:
+        listed = sorted((g for a in answers for g in a.groups), key=lambda g: g.group_id)
+    groups = [
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type,
+            "group_state": g.state,
+            "group_type": CLASSIC,
+        }
+        for g in listed
+    ]
+    return respond(request, {"error_code": error, "groups": groups})
+
+
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    parts = _by_partition(ctx, request.groups)
+    answers = await asyncio.gather(
+        *(send(ctx.client, DescribeGroupsRequest(ids), p) for p, ids in parts.items())
+    )
+    described: dict[str, DescribedGroup] = {g.group_id: g for a in answers for g in a.groups}
+    return respond(request, {"groups": [_described(described[g]) for g in request.groups]})
+
+
+def _described(group: DescribedGroup) -> dict[str, Any]:
+    return {
+        "error_code": group.error,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol_data": group.protocol,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata,
+                "member_assignment": m.assignment,
+            }
+            for m in group.members
+        ],
+    }
+
+
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    parts = _by_partition(ctx, request.groups_names)
+    answers = await asyncio.gather(
+        *(send(ctx.client, DeleteGroupsRequest(ids), p) for p, ids in parts.items())
+    )
+    errors = {g: e for a in answers for g, e in a.results}
+    results = [{"group_id": g, "error_code": errors[g]} for g in request.groups_names]
+    return respond(request, {"results": results})

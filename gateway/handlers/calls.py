@@ -1,0 +1,77 @@
+"""Sending translated requests through the service client, with Kafka's answer when it cannot.
+
+The client retries a coordinator that moves or reloads until its deadline
+(actors/client.py); past it, the Kafka client gets COORDINATOR_NOT_AVAILABLE
+in the request's own response, as a broker answers for a group whose
+offsets partition has no leader, and rediscovers its coordinator. Any other
+exception (a request the coordinator refuses as malformed) propagates, and
+the connection closes as Kafka closes it on a request it cannot process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from actors.retry import CoordinatorUnavailableError
+from coordinator.errors import Errors
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    Request,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    commit_error_response,
+)
+
+UNAVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
+
+_FAILED: dict[type, Callable[[Any, Errors], Any]] = {
+    JoinGroupRequest: lambda r, e: JoinGroupResponse(e, r.member_id),
+    SyncGroupRequest: lambda r, e: SyncGroupResponse(e),
+    HeartbeatRequest: lambda r, e: HeartbeatResponse(e),
+    LeaveGroupRequest: lambda r, e: LeaveGroupResponse(e),
+    OffsetCommitRequest: commit_error_response,
+    OffsetFetchRequest: lambda r, e: OffsetFetchResponse(e),
+    OffsetDeleteRequest: lambda r, e: OffsetDeleteResponse(e),
+    # Kafka's answer for a group it cannot describe: its error and an empty state.
+    DescribeGroupsRequest: lambda r, e: DescribeGroupsResponse(
+        tuple(DescribedGroup(e, g, "") for g in r.group_ids)
+    ),
+    ListGroupsRequest: lambda r, e: ListGroupsResponse(e),
+    DeleteGroupsRequest: lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids)),
+}
+
+
+def failed(request: Request, error: Errors) -> Any:
+    """The coordinator's response to `request` when it fails as a whole with `error`."""
+    return _FAILED[type(request)](request, error)
+
+
+async def answer(request: Request, sent: Awaitable[Any]) -> Any:
+    """The response `sent` gets for `request`, or COORDINATOR_NOT_AVAILABLE past the client's deadline."""
+    try:
+        return await sent
+    except CoordinatorUnavailableError:
+        return failed(request, UNAVAILABLE)
+
+
+async def send(client: Any, request: Request, partition: int | None = None) -> Any:
+    """`request` through `client.send_async` (to `partition`, or its group's)."""
+    return await answer(request, client.send_async(request, partition))

@@ -1,0 +1,55 @@
+"""What the gateway tells Kafka clients about topics: the topic registry, seen as a broker's log.
+
+raygroups holds no topic data; the registry (actors/topics.py) knows each
+topic's partition count and each partition's log start and end offsets as
+producers or adapters report them. Rules:
+- A partition exists when the registry has its topic with more partitions
+  than its index; anything else is UNKNOWN_TOPIC_OR_PARTITION.
+- Every partition's leader is the gateway asked, at leader epoch 0 (the
+  registry has no leader changes): any gateway answers for every
+  partition, and the one a client reached is the one known to be up.
+- A topic's id is a UUID derived from its name (uuid5), so it is stable
+  across gateways and restarts and never the zero UUID Kafka reserves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from actors import topics as registry
+from coordinator.errors import Errors
+
+if TYPE_CHECKING:
+    from gateway.apis import RequestContext
+
+LEADER_EPOCH = 0
+_TOPIC_ID_NAMESPACE = uuid.UUID("5f0c6c1e-3b7a-4c1e-9a51-72617967726f")
+
+Bounds = dict[tuple[str, int], int]
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+
+
+async def partition_counts(ctx: RequestContext, names: Iterable[str] | None) -> dict[str, int]:
+    """Partition count per existing topic of `names` (every topic when None)."""
+    return await ctx.client.describe_topics_async(None if names is None else list(names))
+
+
+async def offset_bounds(ctx: RequestContext, names: Iterable[str]) -> tuple[Bounds, Bounds]:
+    """(log start offsets, end offsets) of every partition of the existing topics of `names`."""
+    wanted = sorted(set(names))
+    controller = ctx.client.controller
+    start, end = await asyncio.gather(
+        registry.start_offsets_async(controller, wanted), registry.end_offsets_async(controller, wanted)
+    )
+    return start, end
+
+
+def partition_error(end: Bounds, topic: str, partition: int) -> Errors:
+    """NONE for a partition the registry has, else UNKNOWN_TOPIC_OR_PARTITION."""
+    return Errors.NONE if (topic, partition) in end else Errors.UNKNOWN_TOPIC_OR_PARTITION
