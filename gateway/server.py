@@ -22,6 +22,8 @@ Rules (Kafka's broker defaults, configurable in `Limits`):
   waits for room before reading a frame's body.
 - A connection idle for `idle_timeout_ms` (connections.max.idle.ms), or
   not reading its responses for that long, is closed.
+- A refused login is closed `failed_authentication_delay_ms` after its
+  answer (connection.failed.authentication.delay.ms).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Limits:
     max_connections: int = 10_000
     memory_pool_bytes: int = 209_715_200
     idle_timeout_ms: int = 600_000
+    failed_authentication_delay_ms: int = 100
 
     def __post_init__(self) -> None:
         if self.max_request_bytes > self.memory_pool_bytes:
@@ -246,6 +249,10 @@ class Connection:
             response, close = await self._answer(request)
             if response is not None:
                 await self._write(write_response(request.correlation_id, response))
+        if close:
+            # Kafka's connection.failed.authentication.delay.ms: the client reads the refusal
+            # before it sees the connection close, and a password guesser is slowed down.
+            await asyncio.sleep(self.gateway.limits.failed_authentication_delay_ms / 1000)
         return not close
 
     def _frame_limit(self) -> int:

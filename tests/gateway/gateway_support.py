@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import socket
+import ssl
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -117,7 +118,7 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     while len(data) < size:
         try:
             chunk = sock.recv(size - len(data))
-        except ConnectionResetError:
+        except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
             chunk = b""
         if not chunk:
             return None
