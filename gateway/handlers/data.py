@@ -38,12 +38,14 @@ if TYPE_CHECKING:
 
 NO_DATA = "raygroups holds no topic data: the Kafka gateway serves consumer groups and accepts no records"
 NO_ACKS = 0
+# How a Fetch waits out its MaxWaitMs; a test puts a recorder in its place.
+wait = asyncio.sleep
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     wait_ms = ms(request.max_wait)
     if wait_ms > 0:
-        await asyncio.sleep(wait_ms / 1000)
+        await wait(wait_ms / 1000)
     start, end = await offset_bounds(ctx, [t.topic for t in request.topics])
 
     def entry(row: tuple[str, int]) -> dict[str, Any]:
