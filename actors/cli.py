@@ -19,7 +19,7 @@ from typing import Any
 
 from actors.admin_cli import ADMIN_COMMANDS, add_parsers
 from actors.settings import DEFAULT_NAMESPACE
-from actors.table_output import progress
+from actors.table_output import print_table, progress
 from spark_bridge import cli as spark_cli
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
-    spark_cli.add_parsers(commands, service_log_sources, service_end_offset_history, progress)
+    spark_cli.add_parsers(
+        commands, service_log_sources, service_end_offset_history, progress, print_table=print_table
+    )
     return parser
 
 
@@ -123,10 +125,12 @@ def run_start(args: argparse.Namespace) -> int:
             ["ray", "start", "--head", "--disable-usage-stats", "--include-dashboard=false"], check=True
         )
         address = "auto"
-    client = actors.start(
-        args.data_dir, num_partitions=args.partitions, namespace=args.namespace, address=address or "auto",
-        replication_factor=args.replication_factor, min_insync_replicas=args.min_insync_replicas,
-    )
+    with progress("starting the raygroups service"):
+        client = actors.start(
+            args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
+            address=address or "auto", replication_factor=args.replication_factor,
+            min_insync_replicas=args.min_insync_replicas,
+        )
     return ADMIN_COMMANDS["status"](client, args)
 
 
@@ -143,7 +147,8 @@ def run_stop(args: argparse.Namespace) -> int:
 def run_admin(args: argparse.Namespace) -> int:
     import actors
 
-    client = actors.connect(args.address, namespace=args.namespace)
+    with progress("connecting to the raygroups service"):
+        client = actors.connect(args.address, namespace=args.namespace)
     return ADMIN_COMMANDS[args.command](client, args)
 
 

@@ -20,6 +20,11 @@ Owns the two analytics subcommands; `actors/cli.py` mounts them with
   no shared filesystem needed), whose handles the caller's `service_log`
   gives (`actors/cli.py` passes one: spark_bridge never imports actors).
   `--data-dir` reads a directory instead: offline analysis of a copied log.
+- Output: tables through the caller's `print_table` (`actors/cli.py` passes
+  `actors.table_output.print_table`: a terminal table or plain aligned text,
+  never a cut value); notes such as where lag was measured to go to stderr.
+  Spark, its JVMs, Ray Data and py4j print nothing else unless `--verbose`
+  (`quiet`); their captured output comes with the error when one fails.
 - Exit codes: 0 done, 1 no such group, 2 bad input or no usable Java.
 """
 
@@ -30,13 +35,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from rich.console import Console
 
     from spark_bridge.replica_reader import LogSources
 
@@ -55,14 +59,26 @@ ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
 Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
 
 
+class TablePrinter(Protocol):
+    """actors.table_output.print_table (spark_bridge never imports actors)."""
+
+    def __call__(
+        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], as_json: bool
+    ) -> None: ...
+
+
 def add_parsers(
     subparsers: Any, service_log: ServiceLog | None = None, service_ends: ServiceEnds | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, *, print_table: TablePrinter,
 ) -> None:
     """Add `lag` and `report` to the `raygroups` subcommands; `service_log` finds the
     running service's replicas (without it, only `--data-dir` can be read),
-    `service_ends` its recorded end offsets, and `progress` shows the long steps."""
-    services = {"service_log": service_log, "service_ends": service_ends, "progress": progress}
+    `service_ends` its recorded end offsets, `progress` shows the long steps and
+    `print_table` prints the tables."""
+    services = {
+        "service_log": service_log, "service_ends": service_ends, "progress": progress,
+        "print_table": print_table,
+    }
     lag = subparsers.add_parser(
         "lag", help="consumer lag per group, topic and partition (Spark)",
         description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
@@ -105,6 +121,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     spark.add_argument(
         "--local", action="store_true", help="plain local Spark instead of RayDP (machines without Ray)"
     )
+    spark.add_argument(
+        "--verbose", action="store_true", help="show Spark's, the JVM's and Ray Data's own logging"
+    )
 
 
 def lag_command(args: argparse.Namespace) -> int:
@@ -142,24 +161,27 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
     """Check the input, start Spark, run `work`, and stop Spark before returning its result."""
     from spark_bridge.end_offsets import EndOffsetsError
     from spark_bridge.jvm import JavaVersionError
+    from spark_bridge.quiet import quiet_python_logs
     from spark_bridge.spark_session import session
 
     if args.data_dir is not None and not os.path.isdir(args.data_dir):
         raise CommandError(f"no offsets log directory at {args.data_dir}")
     if args.data_dir is None:
         # Before Spark starts: the service's Ray connection is the one Spark then runs on.
-        args.sources = _service_sources(args)
-    try:
-        ends = _end_offsets(args, latest_only=work is lag_rows)
-        with show_progress(args, "starting Spark"):
-            started = session(
-                args.executors, args.executor_cores, args.executor_memory,
-                fallback_local=args.local, ray_address=args.ray_address,
-            )
-    except (EndOffsetsError, JavaVersionError) as exc:
-        raise CommandError(str(exc)) from exc
-    with started as spark:
-        return work(spark, args, ends)
+        with show_progress(args, "connecting to the raygroups service"):
+            args.sources = _service_sources(args)
+    with nullcontext() if args.verbose else quiet_python_logs():
+        try:
+            ends = _end_offsets(args, latest_only=work is lag_rows)
+            with show_progress(args, "starting Spark"):
+                started = session(
+                    args.executors, args.executor_cores, args.executor_memory,
+                    fallback_local=args.local, ray_address=args.ray_address, quiet=not args.verbose,
+                )
+        except (EndOffsetsError, JavaVersionError) as exc:
+            raise CommandError(str(exc)) from exc
+        with started as spark:
+            return work(spark, args, ends)
 
 
 def _end_offsets(args: argparse.Namespace, latest_only: bool) -> Any:
@@ -228,52 +250,39 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
     from spark_bridge.jobs import consumer_lag
 
-    lag = consumer_lag(read_log(spark, args), ends)
-    if args.group is not None:
-        lag = lag.where(F.col("group_id") == args.group)
-    rows = [row.asDict() for row in lag.collect()]
+    with show_progress(args, "computing lag (Spark)"):
+        lag = consumer_lag(read_log(spark, args), ends)
+        if args.group is not None:
+            lag = lag.where(F.col("group_id") == args.group)
+        rows = [row.asDict() for row in lag.collect()]
     # Sorted here, not by Spark: a global sort costs a sampling job more, and the table is small.
     return sorted(rows, key=lambda row: (row["group_id"], row["topic"], row["topic_partition"]))
 
 
-def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]], console: Console | None = None) -> int:
+def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
+    """The lag table (JSON: with where the end offsets came from); that source on stderr."""
     source = end_offsets_source(args)
     if args.json:
         print(json.dumps({"end_offsets": source, "partitions": [_lag_json(r) for r in rows]}, indent=2))
     else:
-        _print_lag_table(rows, source, console)
+        args.print_table("consumer lag", LAG_COLUMNS, [_lag_cells(r) for r in rows], False)
+        print(f"LOG-END-OFFSET: {source}", file=sys.stderr)
     if args.group is not None and not rows:
         print(f"Consumer group '{args.group}' has no committed offsets.", file=sys.stderr)
         return EXIT_NO_GROUP
     return EXIT_OK
 
 
+LAG_KEYS = ("group_id", "topic", "topic_partition", "current_offset", "log_end_offset", "lag")
+
+
 def _lag_json(row: dict[str, Any]) -> dict[str, Any]:
-    keys = ("group_id", "topic", "topic_partition", "current_offset", "log_end_offset", "lag")
     names = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag")
-    return {name: row[key] for name, key in zip(names, keys)}
+    return {name: row[key] for name, key in zip(names, LAG_KEYS)}
 
 
-def lag_table(rows: list[dict[str, Any]]) -> Any:
-    """The rich table of `raygroups lag`."""
-    from rich.table import Table
-
-    table = Table(*LAG_COLUMNS, box=None, pad_edge=False)
-    for column in table.columns[2:]:
-        column.justify = "right"
-    for row in rows:
-        cells = (row["group_id"], row["topic"], row["topic_partition"], row["current_offset"],
-                 row["log_end_offset"], row["lag"])
-        table.add_row(*("-" if cell is None else str(cell) for cell in cells))
-    return table
-
-
-def _print_lag_table(rows: list[dict[str, Any]], source: str, console: Console | None) -> None:
-    from rich.console import Console
-
-    console = console or Console()
-    console.print(lag_table(rows))
-    console.print(f"LOG-END-OFFSET: {source}", soft_wrap=True)
+def _lag_cells(row: dict[str, Any]) -> list[Any]:
+    return [row[key] for key in LAG_KEYS]
 
 
 # --------------------------------------------------------------- report
@@ -296,17 +305,12 @@ def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict
         log_df.unpersist()
 
 
-def print_report(args: argparse.Namespace, counts: dict[str, int], console: Console | None = None) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("TABLE", "ROWS", "FILES", box=None)
-    for name, count in counts.items():
-        table.add_row(name, str(count), f"{name}.csv {name}.parquet")
-    table.add_row("plots", "", "lag_over_time.png commit_rate.png rebalances.png")
-    table.add_row("page", "", "report.html")
-    console = console or Console()
-    console.print(f"report written to {os.path.abspath(args.out)}")
-    console.print(table)
-    console.print(f"lag measured against the {end_offsets_source(args)}")
+def print_report(args: argparse.Namespace, counts: dict[str, int]) -> int:
+    """Where the report went and what it holds; where lag was measured to on stderr."""
+    rows: list[list[Any]] = [[name, count, f"{name}.csv {name}.parquet"] for name, count in counts.items()]
+    rows.append(["plots", None, "lag_over_time.png commit_rate.png rebalances.png"])
+    rows.append(["page", None, "report.html"])
+    print(f"report written to {os.path.abspath(args.out)}")
+    args.print_table("report files", ["TABLE", "ROWS", "FILES"], rows, False)
+    print(f"lag measured against the {end_offsets_source(args)}", file=sys.stderr)
     return EXIT_OK

@@ -18,6 +18,9 @@ Owns starting and stopping Spark. Rules:
   started. It waits for the session's JVMs to exit, kills (by pid) those
   still running after a grace period, and deletes the temp files they left
   (see `jvm.JvmTracker`).
+- `quiet=True` (the CLI's default) keeps Spark's and the JVM's logging out
+  of the terminal: errors only, start-up output captured and shown with the
+  exception when something fails (`quiet.QuietJvm`).
 - RayDP's fault-tolerant mode is off by default: it connects the driver JVM
   to Ray for Spark->Ray dataset conversion, which these analytics never do,
   at the cost of a slower start and one more 40 MB library copy in /tmp.
@@ -30,12 +33,13 @@ import logging
 import os
 import signal
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from spark_bridge.jvm import JAVA17_OPTIONS, JvmTracker, require_java17
+from spark_bridge.quiet import QuietJvm
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,6 +72,7 @@ class BridgeSession:
     tracker: JvmTracker
     owns_ray: bool = False
     owns_gateway: bool = False
+    quiet: QuietJvm | None = None
     stopped: bool = False
 
     def stop(self) -> None:
@@ -79,7 +84,11 @@ class BridgeSession:
         if _active is self:
             _active = None
         atexit.unregister(self.stop)
-        _shutdown(self.spark, self.mode, self.tracker, self.owns_ray, self.owns_gateway)
+        try:
+            _shutdown(self.spark, self.mode, self.tracker, self.owns_ray, self.owns_gateway)
+        finally:
+            if self.quiet is not None:
+                self.quiet.close()
 
     def __enter__(self) -> SparkSession:
         return self.spark
@@ -87,6 +96,8 @@ class BridgeSession:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc is not None and self.quiet is not None:
+            self.quiet.annotate(exc)
         self.stop()
 
 
@@ -99,20 +110,24 @@ def session(
     configs: dict[str, str] | None = None,
     fallback_local: bool = False,
     ray_address: str | None = None,
+    quiet: bool = False,
 ) -> BridgeSession:
     """Start Spark for analytics; use as `with session() as spark:` or call `.stop()`.
 
     Executors, their cores and memory are RayDP's (each executor holds its
     cores and memory as Ray resources while it lives). `configs` are extra
     Spark settings, applied last (Java options are appended to ours).
-    `fallback_local=True` runs plain `local[2]` Spark without Ray.
+    `fallback_local=True` runs plain `local[2]` Spark without Ray. `quiet`:
+    errors only from Spark's JVM, its other output captured (module docstring).
     Raises `JavaVersionError` without Java 17, before anything starts.
     """
     if _active is not None:
         raise RuntimeError("a Spark session is already running in this process: stop it first")
     require_java17()
     name = app_name or f"raygroups-analytics-{os.getpid()}"
-    conf = spark_configs(num_executors * executor_cores, configs)
+    quiet_jvm = QuietJvm() if quiet else None
+    logging_configs = quiet_jvm.log4j_configs(raydp=not fallback_local) if quiet_jvm else {}
+    conf = spark_configs(num_executors * executor_cores, _merged(logging_configs, configs))
     from pyspark import SparkContext
 
     owns_gateway = SparkContext._gateway is None
@@ -124,15 +139,18 @@ def session(
         owns_ray, session_dir = _ensure_ray(ray_address, num_executors * executor_cores)
         mode, tracker = "raydp", JvmTracker(ray_session_dir=session_dir)
     try:
-        with _python_for_workers():
+        with _python_for_workers(), quiet_jvm.capture() if quiet_jvm else nullcontext():
             if fallback_local:
                 spark = _start_local(name, conf)
             else:
                 spark = _start_raydp(name, num_executors, executor_cores, executor_memory, conf)
-    except BaseException:
+    except BaseException as exc:
+        if quiet_jvm is not None:
+            quiet_jvm.annotate(exc)
+            quiet_jvm.close()
         _shutdown(None, mode, tracker, owns_ray, owns_gateway)
         raise
-    started = BridgeSession(spark, mode, tracker, owns_ray, owns_gateway)
+    started = BridgeSession(spark, mode, tracker, owns_ray, owns_gateway, quiet_jvm)
     _register(started)
     return started
 
@@ -162,6 +180,15 @@ def spark_configs(total_cores: int, configs: dict[str, str] | None) -> dict[str,
         conf[key] = " ".join(filter(None, [JAVA17_OPTIONS, user.pop(key, "")]))
     conf.update(user)
     return conf
+
+
+def _merged(ours: dict[str, str], user: dict[str, str] | None) -> dict[str, str]:
+    """The user's settings over ours; Java options of both are kept, the user's last."""
+    merged = {**ours, **(user or {})}
+    for key in JAVA_OPTION_KEYS:
+        if key in ours and user and key in user:
+            merged[key] = f"{ours[key]} {user[key]}"
+    return merged
 
 
 def _register(started: BridgeSession) -> None:

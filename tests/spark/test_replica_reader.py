@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 import spark_bridge.replica_reader as replica_reader
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings
+from actors.table_output import print_table
 from coordinator import CoordinatorConfig
 from log.config import LogConfig
 from spark_bridge import cli
@@ -142,7 +143,7 @@ def argparse_lag(group: str) -> Any:
     import argparse
 
     parser = argparse.ArgumentParser(prog="raygroups")
-    cli.add_parsers(parser.add_subparsers(dest="command", required=True))
+    cli.add_parsers(parser.add_subparsers(dest="command", required=True), print_table=print_table)
     return parser.parse_args(["lag", group])
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.table_output import print_table
 from spark_bridge import cli
 from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
 from spark_bridge.jvm import (
@@ -200,7 +201,7 @@ def test_mapped_leftovers_of_a_process_without_any() -> None:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="raygroups")
-    cli.add_parsers(parser.add_subparsers(dest="command", required=True))
+    cli.add_parsers(parser.add_subparsers(dest="command", required=True), print_table=print_table)
     return parser.parse_args(argv)
 
 
