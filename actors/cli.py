@@ -20,6 +20,7 @@ from typing import Any
 from actors.admin_cli import ADMIN_COMMANDS, add_parsers
 from actors.settings import DEFAULT_NAMESPACE
 from actors.table_output import print_table, progress
+from gateway import cli as gateway_cli
 from spark_bridge import cli as spark_cli
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
+    gateway_cli.add_parsers(commands, common, start)
     add_parsers(commands, common)
     spark_cli.add_parsers(
         commands, service_log_sources, service_end_offset_history, progress, print_table=print_table
@@ -131,6 +133,7 @@ def run_start(args: argparse.Namespace) -> int:
             address=address or "auto", replication_factor=args.replication_factor,
             min_insync_replicas=args.min_insync_replicas,
         )
+    gateway_cli.on_start(args)
     return ADMIN_COMMANDS["status"](client, args)
 
 
@@ -140,6 +143,7 @@ def run_stop(args: argparse.Namespace) -> int:
     import actors
 
     ray.init(address=args.address or "auto", namespace=args.namespace, log_to_driver=False)
+    gateway_cli.on_stop(args)
     actors.stop(args.namespace)
     return 0
 
@@ -154,7 +158,8 @@ def run_admin(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runners = {"demo": run_demo, "start": run_start, "stop": run_stop, **spark_cli.COMMANDS}
+    runners = {"demo": run_demo, "start": run_start, "stop": run_stop, "gateway": gateway_cli.run,
+               **spark_cli.COMMANDS}
     return runners.get(args.command, run_admin)(args)
 
 

@@ -1,0 +1,156 @@
+"""`raygroups gateway` and the gateway options of `raygroups start`/`stop`.
+
+`raygroups gateway` runs one gateway in the foreground in front of the
+running service (loopback by default); `--all-nodes` deploys one per Ray
+node instead (gateway.deploy) and returns; `--list` prints the deployed
+gateways' addresses; `--stop` removes them. `raygroups start --gateway-port
+P` deploys them with the service, and `raygroups stop` removes them.
+Credentials are never options: SASL users come from a file
+(`--sasl-plain-users FILE`) or from RAYGROUPS_GATEWAY_SASL_USERS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gateway.security import USERS_ENV, SecurityError
+from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
+
+_LIMITS = Limits()
+
+
+def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.ArgumentParser) -> None:
+    """The `gateway` command, and `--gateway-port` with the security options on `start`."""
+    parser = commands.add_parser(
+        "gateway", parents=[common], help="Kafka wire-protocol gateway, for Kafka clients and tools"
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help="address to listen on; off loopback needs SASL or TLS (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
+    parser.add_argument("--advertised-host", help="host clients reach this gateway at (default: --host)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--all-nodes", action="store_true",
+                      help="one gateway per Ray node, on its IP (loopback without SASL or TLS)")
+    mode.add_argument("--list", action="store_true", help="print the deployed gateways' addresses")
+    mode.add_argument("--stop", action="store_true", help="stop the deployed gateways")
+    _add_security_options(parser)
+    limits = parser.add_argument_group("limits (Kafka's broker defaults)")
+    limits.add_argument("--max-request-bytes", type=int, default=_LIMITS.max_request_bytes,
+                        help="socket.request.max.bytes (default: %(default)s)")
+    limits.add_argument("--max-connections", type=int, default=_LIMITS.max_connections,
+                        help="default: %(default)s")
+    limits.add_argument("--memory-pool-bytes", type=int, default=_LIMITS.memory_pool_bytes,
+                        help="request bytes held across connections (default: %(default)s)")
+    limits.add_argument("--idle-timeout-ms", type=int, default=_LIMITS.idle_timeout_ms,
+                        help="connections.max.idle.ms (default: %(default)s)")
+    start.add_argument("--gateway-port", type=int, help="also start a Kafka gateway per node on this port")
+    _add_security_options(start)
+
+
+def _add_security_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("gateway security")
+    group.add_argument("--sasl-plain-users", metavar="FILE",
+                       help=f"SASL/PLAIN users, user:password lines (or set {USERS_ENV})")
+    group.add_argument("--tls-cert", metavar="FILE", help="TLS certificate (PEM)")
+    group.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
+    group.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates this CA signed")
+
+
+def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
+    from gateway.deploy import GatewaySpec
+
+    return GatewaySpec(port=port, sasl_users_file=args.sasl_plain_users, tls_cert=args.tls_cert,
+                       tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    return Limits(max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
+                  memory_pool_bytes=args.memory_pool_bytes, idle_timeout_ms=args.idle_timeout_ms)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`raygroups gateway`: 0 once stopped, 2 for a refused configuration."""
+    try:
+        spec = _spec(args, args.port, _limits(args))
+        if not (args.all_nodes or args.list or args.stop):
+            return _run_foreground(args, spec)
+    except (SecurityError, ValueError) as exc:
+        print(f"Error: {exc}")
+        return 2
+    import ray
+
+    import actors
+    from gateway import deploy
+
+    if args.all_nodes:
+        actors.connect(args.address, namespace=args.namespace)  # the gateways need a running service
+        deploy.start_gateways(spec, args.namespace)
+    elif not ray.is_initialized():
+        ray.init(address=args.address or "auto", namespace=args.namespace, log_to_driver=False)
+    if args.stop:
+        print(f"stopped {deploy.stop_gateways(args.namespace)} gateway(s)")
+        return 0
+    print_addresses(deploy.gateway_addresses(args.namespace), args.json)
+    return 0
+
+
+def on_start(args: argparse.Namespace) -> None:
+    """After `raygroups start`: the gateways, when `--gateway-port` is given."""
+    if args.gateway_port is None:
+        return
+    from gateway import deploy
+
+    addresses = deploy.start_gateways(_spec(args, args.gateway_port, Limits()), args.namespace)
+    print_addresses(addresses, args.json)
+
+
+def on_stop(args: argparse.Namespace) -> None:
+    """Before `raygroups stop` removes the service: its gateways."""
+    from gateway import deploy
+
+    deploy.stop_gateways(args.namespace)
+
+
+def print_addresses(addresses: list[tuple[int, str, int]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([{"node_id": node, "host": host, "port": port} for node, host, port in addresses]))
+        return
+    if not addresses:
+        print("no Kafka gateways running")
+        return
+    print("Kafka gateways (bootstrap.servers=" + ",".join(f"{h}:{p}" for _, h, p in addresses) + "):")
+    for node, host, port in addresses:
+        print(f"  node {node}  {host}:{port}")
+
+
+def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
+    import asyncio
+    import logging
+
+    import actors
+    from gateway.security import check_listen_address
+    from gateway.server import Gateway
+
+    security = spec.security()
+    check_listen_address(args.host, security)  # before connecting to anything
+    client = actors.connect(args.address, namespace=args.namespace)
+    gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host)
+    # The gateway's one line per closed connection goes to stderr.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def serve() -> None:
+        host, port = await gateway.start(args.host, args.port)
+        print(f"Kafka gateway on {args.host}:{port} ({security.protocol}); "
+              f"bootstrap.servers={host}:{port}; Ctrl-C stops it", flush=True)
+        try:
+            await gateway.serve_forever()
+        finally:
+            await gateway.close()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,173 @@
+"""One Kafka gateway per Ray node, started and stopped with the service.
+
+Each live node gets a detached `GatewayActor` pinned to it (hard node
+affinity), named `raygroups-gateway-<ray node id>` in the service's
+namespace. Its address is the node's IP and the common port; Kafka clients
+bootstrap from any of them, and Metadata lists them all as brokers.
+
+Rules:
+- Secrets never travel through Ray: each actor reads the SASL users file
+  (or RAYGROUPS_GATEWAY_SASL_USERS from its own node's environment) and the
+  TLS files at the same paths on its node (ship them with cluster.yaml's
+  file_mounts). The spec sent to the actors holds paths only.
+- Without SASL or TLS a gateway listens on its node's loopback address
+  (security.check_listen_address) and lists only itself as broker: clients
+  on that node reach it at 127.0.0.1:<port>.
+- A Kafka broker id is an int32; a gateway's is the first 28 bits of its Ray
+  node id (`kafka_node_id`), the same on every deploy.
+- Starting is idempotent: nodes that already run a gateway keep it, new
+  nodes get one, and every gateway is told the current broker list. A
+  gateway that dies is not restarted by Ray (its socket would need a start
+  call): deploying again starts it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.client import Client, controller_handle
+from actors.settings import DEFAULT_NAMESPACE
+from gateway.security import SecurityConfig, load_plain_users
+from gateway.server import DEFAULT_PORT, Gateway, Limits
+
+ACTOR_PREFIX = "raygroups-gateway-"
+Address = tuple[int, str, int]
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """What every node's gateway runs with: a port, paths to the security files, limits."""
+
+    port: int = DEFAULT_PORT
+    sasl_users_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    def security(self) -> SecurityConfig:
+        """Read on the node that runs the gateway (see the module docstring)."""
+        return SecurityConfig(
+            plain_users=load_plain_users(self.sasl_users_file),
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            tls_client_ca=self.tls_client_ca,
+        )
+
+
+def kafka_node_id(ray_node_id: str) -> int:
+    return int(ray_node_id[:7], 16)
+
+
+class GatewayActor:
+    """A gateway on this actor's node, in front of the service of `namespace`."""
+
+    def __init__(self, namespace: str, node_id: int, spec: GatewaySpec):
+        self._spec = spec
+        self._node_id = node_id
+        self._client = Client(controller_handle(namespace))
+        self._gateway: Gateway | None = None
+        self._address: Address | None = None
+
+    async def start(self) -> Address:
+        if self._address is None:
+            security = self._spec.security()
+            secured = security.sasl or security.tls
+            host = ray.util.get_node_ip_address() if secured else "127.0.0.1"  # type: ignore[no-untyped-call]
+            gateway = Gateway(
+                self._client, node_id=self._node_id, security=security, limits=self._spec.limits,
+                advertised_host=host,
+            )
+            advertised, port = await gateway.start(host, self._spec.port)
+            self._gateway, self._address = gateway, (self._node_id, advertised, port)
+        return self._address
+
+    async def address(self) -> Address | None:
+        return self._address
+
+    async def set_brokers(self, brokers: list[Address]) -> None:
+        assert self._gateway is not None, "start() first"
+        if self._gateway.security.sasl or self._gateway.security.tls:
+            self._gateway.set_brokers(brokers)
+
+    async def stats(self) -> dict[str, int]:
+        assert self._gateway is not None, "start() first"
+        return self._gateway.stats()
+
+    async def stop(self) -> None:
+        if self._gateway is not None:
+            await self._gateway.close()
+
+
+def start_gateways(
+    spec: GatewaySpec, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 60.0
+) -> list[Address]:
+    """A gateway on every live node (module docstring); every gateway's address, sorted."""
+    actors: list[Any] = []
+    for node in ray.nodes():  # type: ignore[no-untyped-call]
+        if not node.get("Alive"):
+            continue
+        ray_node_id = node["NodeID"]
+        actors.append(
+            ray.remote(GatewayActor)
+            .options(
+                name=ACTOR_PREFIX + ray_node_id,
+                namespace=namespace,
+                lifetime="detached",
+                get_if_exists=True,
+                num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node_id, soft=False),
+            )
+            .remote(namespace, kafka_node_id(ray_node_id), spec)
+        )
+    try:
+        addresses: list[Address] = ray.get([actor.start.remote() for actor in actors], timeout=timeout_s)
+    except Exception:
+        # A gateway that could not start (port taken, refused address) must not linger half made.
+        stop_gateways(namespace)
+        raise
+    ray.get([actor.set_brokers.remote(addresses) for actor in actors], timeout=timeout_s)
+    return sorted(addresses)
+
+
+def gateway_actors(namespace: str = DEFAULT_NAMESPACE) -> list[Any]:
+    names = [
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry["namespace"] == namespace and entry["name"].startswith(ACTOR_PREFIX)
+    ]
+    found = []
+    for name in sorted(names):
+        try:
+            found.append(ray.get_actor(name, namespace=namespace))
+        except ValueError:  # removed since it was listed
+            continue
+    return found
+
+
+def gateway_addresses(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0) -> list[Address]:
+    """The (kafka node id, host, port) of every running gateway."""
+    actors = gateway_actors(namespace)
+    addresses = ray.get([actor.address.remote() for actor in actors], timeout=timeout_s)
+    return sorted(address for address in addresses if address is not None)
+
+
+def stop_gateways(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0) -> int:
+    """Close every gateway of `namespace` and remove its actor; how many there were."""
+    actors = gateway_actors(namespace)
+    for actor in actors:
+        try:
+            ray.get(actor.stop.remote(), timeout=timeout_s)
+        except Exception:  # a gateway that cannot close cleanly is killed all the same
+            pass
+        ray.kill(actor, no_restart=True)
+    for _ in range(500):  # the names free once the actors are gone, so a new deploy makes new ones
+        if not gateway_actors(namespace):
+            break
+        time.sleep(0.01)
+    return len(actors)

@@ -1,0 +1,70 @@
+"""One gateway per Ray node in front of the session's service: deployed by
+`raygroups gateway --all-nodes` (and `start_gateways`), its address listed,
+served to a Kafka client, removed by `--stop`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import ray
+from kafka import KafkaAdminClient
+
+from actors import Client
+from actors.cli import main
+from gateway import deploy
+
+from tests.gateway.gateway_support import assert_served, connect
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture
+def no_gateways(service: Client) -> Iterator[None]:
+    deploy.stop_gateways()
+    yield
+    deploy.stop_gateways()
+
+
+def test_one_gateway_per_node_on_the_nodes_ip_and_port(no_gateways: None) -> None:
+    addresses = deploy.start_gateways(deploy.GatewaySpec(port=0))
+    live = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    assert [node for node, _, _ in addresses] == sorted(deploy.kafka_node_id(n) for n in live)
+    [(node_id, host, port)] = addresses
+    # Without SASL or TLS each node's gateway listens on its loopback address.
+    assert host == "127.0.0.1" and port > 0
+    assert deploy.gateway_addresses() == addresses
+    assert_served(port)
+    # Deploying again keeps the running gateways.
+    assert deploy.start_gateways(deploy.GatewaySpec(port=0)) == addresses
+    admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10_000)
+    try:
+        [broker] = admin.describe_cluster()["brokers"]
+        assert (broker["broker_id"], broker["host"], broker["port"]) == (node_id, host, port)
+    finally:
+        admin.close()
+    assert deploy.stop_gateways() == 1
+    assert deploy.gateway_addresses() == []
+    with pytest.raises(ConnectionRefusedError):
+        connect(port).close()
+
+
+def test_the_cli_deploys_lists_and_stops_the_gateways(
+    no_gateways: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["gateway", "--all-nodes", "--port", "0", "--json"]) == 0
+    [gateway] = json.loads(capsys.readouterr().out)
+    assert_served(gateway["port"])
+    assert main(["gateway", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"bootstrap.servers=127.0.0.1:{gateway['port']}" in listed
+    assert main(["gateway", "--stop"]) == 0
+    assert "stopped 1 gateway(s)" in capsys.readouterr().out
+    assert main(["gateway", "--list"]) == 0
+    assert "no Kafka gateways running" in capsys.readouterr().out
+
+
+def test_the_cli_refuses_to_listen_off_loopback_without_security(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gateway", "--host", "0.0.0.0"]) == 2
+    assert "refusing to listen on 0.0.0.0" in capsys.readouterr().out
