@@ -99,15 +99,10 @@ def plain_lines(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> list[
 def rich_table(
     title: str, columns: Sequence[str], cells: Sequence[Sequence[str]], width: int
 ) -> Table | None:
-    """A table at most `width` wide, for a terminal: columns narrowed by `fit_widths`, a
-    header broken after its hyphens and values wrapped or folded onto more lines where
-    their column is narrower. None when the columns cannot each keep `MIN_COLUMN_WIDTH`."""
-    available = width - COLUMN_SEPARATION * (len(columns) - 1)
-    values = [max((len(row[i]) for row in cells), default=0) for i in range(len(columns))]
-    natural = [max(len(name), value) for name, value in zip(columns, values)]
-    if sum(natural) > available:
-        natural = [max(_header_width(name), value) for name, value in zip(columns, values)]
-    widths = fit_widths(natural, available)
+    """A table at most `width` wide, for a terminal (`column_widths`), values wrapped or
+    folded onto more lines where their column is narrower. None when the columns cannot
+    each keep `MIN_COLUMN_WIDTH`: the caller prints plain lines then."""
+    widths = column_widths(columns, cells, width - COLUMN_SEPARATION * (len(columns) - 1))
     if widths is None:
         return None
     table = Table(
@@ -115,11 +110,37 @@ def rich_table(
         padding=(0, 0, 0, COLUMN_SEPARATION - 1), pad_edge=False,
     )
     for name, column_width in zip(columns, widths):
-        header = name if len(name) <= column_width else name.replace("-", "-\n")
+        header = _break_header(name, column_width)
         table.add_column(header, width=column_width, overflow="fold", no_wrap=False)
     for row in cells:
         table.add_row(*row)
     return table
+
+
+def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], available: int) -> list[int] | None:
+    """Widths summing to `available` at most, giving up as little as possible, in order:
+    headers whole; headers broken after their hyphens; headers folded (values still
+    whole), the room left going back to the headers; then the widest values folded
+    (`fit_widths`)."""
+    values = [max((len(row[i]) for row in cells), default=0) for i in range(len(columns))]
+    candidates = [
+        [max(len(name), value) for name, value in zip(columns, values)],
+        [max(_header_width(name), value) for name, value in zip(columns, values)],
+        [max(min(len(name), MIN_COLUMN_WIDTH), value) for name, value in zip(columns, values)],
+    ]
+    for index, widths in enumerate(candidates):
+        if sum(widths) <= available:
+            return _widen(widths, candidates[:index][::-1], available)
+    return fit_widths(candidates[-1], available)
+
+
+def _widen(widths: list[int], wider: list[list[int]], available: int) -> list[int]:
+    """Give the room left back to folded headers: toward each wider candidate in turn."""
+    widths = list(widths)
+    for target in wider:
+        for i, width in enumerate(target):
+            widths[i] += max(0, min(width - widths[i], available - sum(widths)))
+    return widths
 
 
 def fit_widths(natural: Sequence[int], available: int) -> list[int] | None:
@@ -143,6 +164,18 @@ def fit_widths(natural: Sequence[int], available: int) -> list[int] | None:
         spare -= extra
         widths.append(min(width, cap + extra))
     return widths
+
+
+def _break_header(name: str, width: int) -> str:
+    """The header on as few lines of `width` as breaking after its hyphens allows (a
+    piece still too wide is folded by rich)."""
+    lines: list[str] = []
+    for piece in name.replace("-", "-\n").splitlines():
+        if lines and len(lines[-1]) + len(piece) <= width:
+            lines[-1] += piece
+        else:
+            lines.append(piece)
+    return "\n".join(lines)
 
 
 def _header_width(name: str) -> int:

@@ -8,7 +8,15 @@ import re
 
 import pytest
 
-from actors.table_output import MIN_COLUMN_WIDTH, fit_widths, print_table, print_tables, progress, track
+from actors.table_output import (
+    MIN_COLUMN_WIDTH,
+    column_widths,
+    fit_widths,
+    print_table,
+    print_tables,
+    progress,
+    track,
+)
 
 from tests.actors.table_support import BOX, column_texts, output, piped, terminal
 
@@ -101,6 +109,21 @@ def test_a_terminal_too_narrow_for_the_columns_gets_plain_lines() -> None:
 def test_fit_widths(natural: list[int], available: int, expected: list[int]) -> None:
     assert fit_widths(natural, available) == expected
     assert sum(expected) <= available
+
+
+def test_headers_give_way_before_values() -> None:
+    columns, cells = ["GROUP", "LOG-END-OFFSET", "ID"], [["g", "1300", "x" * 30]]
+    assert column_widths(columns, cells, 60) == [5, 14, 30], "room for everything"
+    assert column_widths(columns, cells, 44) == [5, 9, 30], "the header broken after a hyphen"
+    assert column_widths(columns, cells, 40) == [5, 5, 30], "every value whole, the header folded"
+    assert column_widths(columns, cells, 30) == [4, 4, 22], "then the widest value folds"
+
+
+def test_a_header_breaks_after_hyphens_on_a_terminal() -> None:
+    console = terminal(170)  # room for every value, not for every header on one line
+    print_table("t", COLUMNS, ROWS, False, out=console)
+    words = output(console).split()
+    assert "CURRENT-" in words and "OFFSET" in words and "CURRENT-OFFSET" not in words
 
 
 def test_fit_widths_refuses_columns_narrower_than_the_minimum() -> None:
