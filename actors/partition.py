@@ -17,8 +17,9 @@ moves requests, time and I/O results in and answers out:
 Replication (DESIGN 5b): every leader releases responses at its high
 watermark (`replica_leader`; without replicas that is the local durable end,
 as before). With `replication_factor` > 1 each replica keeps its log in
-`log.replica_dir(data_dir, node_id, partition)`; `node_id` is Ray's node id
-(or the name a test passes) and is the replica's id in ISR lists. The role
+`log.replica_dir(data_dir, node_id, partition)`; `node_id` is the node's
+name (`actors.node_names`, or the name a test passes) and is the replica's
+id in ISR lists. The role
 methods (the controller's contract) are inherited from `replica_roles`.
 """
 
@@ -37,9 +38,10 @@ from typing import Any
 
 from actors.log_export import LogExport
 from actors.metrics import PartitionMetrics
+from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica
 from actors.replica_leader import LeaderReplication, Leadership
-from actors.replica_roles import ReplicaRoles, current_node_id
+from actors.replica_roles import ReplicaRoles
 from actors.settings import ServiceSettings, SystemClock
 from actors.wire import dumps_response
 from coordinator import Shard
@@ -222,12 +224,12 @@ class OffsetPartition(ReplicaRoles, LogExport):
             # Checked before waiting for the directory lock the leader holds.
             raise FencedEpochError(self.epoch, read_leader_epoch(directory))
         if not exists and (refusal := load_refusal(directory, False, -1, self.known_end)) is not None:
-            raise LoadRefused(f"{refusal} (node {current_node_id()})")
+            raise LoadRefused(f"{refusal} (node {current_node_name()})")
         log = PartitionLog.open(directory, self.epoch, self.settings.log, create=self.known_end < 0)
         try:
             refusal = load_refusal(directory, True, log.high_watermark, self.known_end)
             if refusal is not None:
-                raise LoadRefused(f"{refusal} (node {current_node_id()})")
+                raise LoadRefused(f"{refusal} (node {current_node_name()})")
             shard = self._new_shard()
             stats = load_into(_Progress(shard, self), log)
         except BaseException:
@@ -484,7 +486,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
             "members": shard.member_count() if shard else 0,
             "load_ms": round(self.load_ms, 1),
             "loaded_records": self.loaded_records,
-            "node_id": current_node_id(),
+            "node_id": current_node_name(),
             "pid": os.getpid(),
             "data_dir": self.settings.data_dir,
         }

@@ -4,6 +4,11 @@ No decisions here (they are in actors/control.py): this module only turns
 the controller's operations into Ray calls and Ray's exceptions into the
 `actors.control_cluster` errors. Blocking GCS look-ups run in a thread so
 they never stall the controller's event loop.
+
+Nodes are named (`actors.node_names`): `live_nodes` answers names, and
+`create` turns the name it is given into the Ray node id that scheduling
+needs, from the last `live_nodes` answer (the controller asks for the live
+nodes before it places anything) or, for a name not seen yet, a new look-up.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import node_names
 from actors.control_cluster import ActorGone, CallFailed, NameTaken, Unreachable
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings
@@ -26,6 +32,8 @@ class RayCluster:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.namespace = settings.namespace
+        # name -> Ray node id, as of the last `live_nodes`.
+        self._node_ids: dict[str, str] = {}
 
     def create(
         self, name: str, partition: int | None, epoch: int, node_id: str | None, required: bool
@@ -39,11 +47,20 @@ class RayCluster:
             "max_restarts": 0,
         }
         if node_id is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=not required)
+            ray_id = self._ray_node_id(node_id)
+            if ray_id is None and required:
+                raise Unreachable(f"no live Ray node named {node_id!r}")
+            if ray_id is not None:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_id, soft=not required)
         try:
             return ray.remote(OffsetPartition).options(**options).remote(partition, epoch, self.settings)
         except ValueError as exc:  # ActorAlreadyExistsError
             raise NameTaken(name) from exc
+
+    def _ray_node_id(self, name: str) -> str | None:
+        if name not in self._node_ids:
+            self._node_ids = node_names.live_nodes()
+        return self._node_ids.get(name)
 
     def kill(self, handle: Any) -> None:
         try:
@@ -87,5 +104,6 @@ class RayCluster:
         return [a["name"] for a in named if a.get("namespace") == self.namespace]
 
     async def live_nodes(self) -> list[str]:
-        nodes = await asyncio.to_thread(ray.nodes)
-        return sorted(n["NodeID"] for n in nodes if n.get("Alive"))
+        """The live nodes' names; raises DuplicateNodeNameError for two nodes of one name."""
+        self._node_ids = await asyncio.to_thread(node_names.live_nodes)
+        return sorted(self._node_ids)

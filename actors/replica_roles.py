@@ -35,11 +35,11 @@ call naming an older leader epoch than this replica knows changes nothing.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica, PushAnswer
 from actors.replica_leader import LeaderReplication, Leadership
 from actors.settings import partition_dir
@@ -152,9 +152,9 @@ class ReplicaRoles:
 
     @property
     def replica_id(self) -> str:
-        """This replica's id in ISR lists: its node id (Kafka's broker id)."""
+        """This replica's id in ISR lists: its node's name (`actors.node_names`; Kafka's broker id)."""
         if self._node_id is None:
-            self._node_id = current_node_id()
+            self._node_id = current_node_name()
         return self._node_id
 
     def _directory(self) -> str:
@@ -274,15 +274,6 @@ class ReplicaRoles:
 
 
 _ROLE_KEYS = ("role", "leader_epoch", "partition_epoch", "isr", "high_watermark", "log_end", "followers")
-
-
-def current_node_id() -> str:
-    """Ray's id of this node, or the host name outside Ray."""
-    import ray
-
-    if not ray.is_initialized():
-        return os.uname().nodename
-    return str(ray.get_runtime_context().get_node_id())
 
 
 def _proposer(controller: Any, partition: int) -> Any:

@@ -4,7 +4,10 @@
 processes on this host; each node gets its own directory under the data
 directory (`<data_dir>/nodes/<node_id>`, where the replicas put their logs),
 so removing a node and deleting that directory is losing a machine with its
-disk. Rules:
+disk. With `named=True` every node carries the label `raygroups.io/node`
+(`actors.node_names`: "head", "worker-1", ...), so its replicas keep their
+directories `<data_dir>/nodes/<name>` across a restart of the whole
+simulated cluster on the same data directory. Rules:
 - It must run in a process of its own: a `Cluster` cannot share a process
   with another Ray cluster (a test session's, for instance).
 - Leaving the context shuts down the driver and every node, even after an
@@ -32,12 +35,22 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
+from actors.node_names import NODE_LABEL, node_name
+
 # Ray's node failure detection for a replicated service (module docstring).
 FAST_NODE_FAILURE = {
     "health_check_period_ms": 200,
     "health_check_failure_threshold": 2,
     "health_check_timeout_ms": 1000,
 }
+
+# The names of a named simulated cluster's nodes.
+HEAD_NAME = "head"
+
+
+def worker_name(index: int) -> str:
+    """The name of the `index`th worker (from 1) of a named simulated cluster."""
+    return f"worker-{index}"
 
 
 @contextmanager
@@ -47,11 +60,13 @@ def simulated_cluster(
     prefix: str,
     data_dir: str | None = None,
     system_config: dict[str, Any] | None = None,
+    named: bool = False,
 ) -> Iterator[tuple[Cluster, str]]:
     """A head and `workers` worker nodes of one CPU each, this process
     connected in `namespace`, and a data directory (a new temporary one
     named `prefix...` when `data_dir` is None). `system_config` is Ray's,
-    for the whole cluster (Ray's defaults when None)."""
+    for the whole cluster (Ray's defaults when None); `named`: label the
+    nodes with stable names (module docstring)."""
     # A throwaway single-user cluster on loopback: no auth token file.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     temporary = data_dir is None
@@ -60,10 +75,13 @@ def simulated_cluster(
     head: dict[str, Any] = {"num_cpus": 1, "include_dashboard": False}
     if system_config:
         head["_system_config"] = system_config
+    if named:
+        head["labels"] = {NODE_LABEL: HEAD_NAME}
     cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
-        for _ in range(workers):
-            cluster.add_node(num_cpus=1)
+        for i in range(1, workers + 1):
+            labels = {NODE_LABEL: worker_name(i)} if named else None
+            cluster.add_node(num_cpus=1, labels=labels)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, namespace=namespace, log_to_driver=False)
         yield cluster, path
@@ -75,14 +93,20 @@ def simulated_cluster(
 
 
 def node_disk(data_dir: str, node_id: str) -> str:
-    """The directory that stands for `node_id`'s local disk (see `log.replica_dir`)."""
+    """The directory that stands for the local disk of the node named `node_id`
+    (see `log.replica_dir`)."""
     return os.path.join(data_dir, "nodes", node_id)
+
+
+def sim_node_name(node: Any) -> str:
+    """The name of a simulated node (a `ray._private.node.Node`): its label, else its id."""
+    return node_name(node._ray_params.labels, node.node_id)
 
 
 def remove_with_disk(cluster: Cluster, node: Any, data_dir: str) -> None:
     """Remove a worker node and delete its disk: the machine is gone for good."""
     cluster.remove_node(node)
-    shutil.rmtree(node_disk(data_dir, node.node_id), ignore_errors=True)
+    shutil.rmtree(node_disk(data_dir, sim_node_name(node)), ignore_errors=True)
 
 
 def worker_node(cluster: Cluster, node_id: str) -> Any:

@@ -1,0 +1,105 @@
+"""`partition-state.json`: the partition's state as a replicated leader knew it, beside its log.
+
+A leader of a replicated offsets partition records here the controller's
+committed state it leads with (replicas, ISR, itself, leader and partition
+epochs, and the service's partition count and replication factor). A full
+restart of the Ray cluster loses the controller's metadata (Ray's GCS);
+these files are what it is rebuilt from (`actors/forgotten_logs.py`).
+
+Rules: one JSON object `{"version": 1, ...}`, replaced atomically
+(`fsutil.atomic_write`: temp file, fsync, rename, directory fsync), so a
+reader sees the old state or the new one, never a torn one. A missing file
+is None (no leader wrote here); an unreadable one is refused rather than
+guessed, as the leader-epoch file is. When and why a leader writes it is the
+leader's business (`actors/replica_leader.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from log.errors import CorruptLogError
+from log.fsutil import atomic_write
+
+STATE_FILE = "partition-state.json"
+STATE_FILE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """One partition's committed state, as its leader `leader` knew it."""
+
+    replicas: tuple[str, ...]
+    isr: tuple[str, ...]
+    leader: str
+    leader_epoch: int
+    partition_epoch: int
+    num_partitions: int
+    replication_factor: int
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Which of two states is newer: the leader epoch, then the partition epoch."""
+        return self.leader_epoch, self.partition_epoch
+
+
+def write_replica_state(directory: str, state: ReplicaState, fsync: bool = True) -> None:
+    data = {
+        "version": STATE_FILE_VERSION,
+        "replicas": list(state.replicas),
+        "isr": list(state.isr),
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "partition_epoch": state.partition_epoch,
+        "num_partitions": state.num_partitions,
+        "replication_factor": state.replication_factor,
+    }
+    raw = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
+    atomic_write(os.path.join(directory, STATE_FILE), raw, fsync)
+
+
+def read_replica_state(directory: str) -> ReplicaState | None:
+    path = os.path.join(directory, STATE_FILE)
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw)
+        if data["version"] != STATE_FILE_VERSION:
+            raise ValueError(f"version {data['version']!r}")
+        state = ReplicaState(
+            replicas=tuple(_names(data["replicas"])),
+            isr=tuple(_names(data["isr"])),
+            leader=_name(data["leader"]),
+            leader_epoch=_int(data["leader_epoch"]),
+            partition_epoch=_int(data["partition_epoch"]),
+            num_partitions=_int(data["num_partitions"]),
+            replication_factor=_int(data["replication_factor"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(path, 0, None, f"unreadable partition state file: {exc!r}") from exc
+    if not set(state.isr) <= set(state.replicas) or state.leader not in state.replicas:
+        raise CorruptLogError(path, 0, None, f"inconsistent partition state: {state}")
+    return state
+
+
+def _names(value: object) -> list[str]:
+    if not isinstance(value, list):
+        raise TypeError(f"a list of names expected, got {value!r}")
+    return [_name(v) for v in value]
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"a node name expected, got {value!r}")
+    return value
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise TypeError(f"an integer expected, got {value!r}")
+    return value
