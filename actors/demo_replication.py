@@ -29,11 +29,10 @@ from typing import Any
 
 import ray
 from ray.cluster_utils import Cluster
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 import actors
+from actors import table_output
 from actors.demo import DemoGroup
 from actors.member_types import CommitFailedError
 from actors.retry import CoordinatorUnavailableError
@@ -349,12 +348,9 @@ class NodeNames:
 
 
 def print_table(title: str, columns: list[str], cells: list[list[Any]]) -> None:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in columns:
-        table.add_column(column, no_wrap=True)
-    for row in cells:
-        table.add_row(*(str(cell) for cell in row))
-    console.print(table)
+    """A caption, then the table as every CLI table prints (never a cut value)."""
+    console.print(f"[bold]{title}[/]")
+    table_output.print_table("", columns, cells, as_json=False)
 
 
 def print_status(title: str, now: dict[int, dict[str, Any]], nodes: NodeNames) -> None:
