@@ -143,7 +143,6 @@ def run_stop(args: argparse.Namespace) -> int:
     import actors
 
     ray.init(address=args.address or "auto", namespace=args.namespace, log_to_driver=False)
-    gateway_cli.on_stop(args)
     actors.stop(args.namespace)
     return 0
 

@@ -112,7 +112,12 @@ def connect(
 
 
 def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Unload every partition and remove the service's actors; the log stays."""
+    """Remove the service's Kafka gateways, unload every partition and remove the
+    service's actors; the log stays."""
+    # Imported here: the gateway package is built on this one.
+    from gateway.deploy import stop_gateways
+
+    stop_gateways(namespace)
     stop_topic_registry(namespace)
     try:
         controller = controller_handle(namespace)

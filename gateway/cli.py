@@ -106,13 +106,6 @@ def on_start(args: argparse.Namespace) -> None:
     print_addresses(addresses, args.json)
 
 
-def on_stop(args: argparse.Namespace) -> None:
-    """Before `raygroups stop` removes the service: its gateways."""
-    from gateway import deploy
-
-    deploy.stop_gateways(args.namespace)
-
-
 def print_addresses(addresses: list[tuple[int, str, int]], as_json: bool) -> None:
     if as_json:
         print(json.dumps([{"node_id": node, "host": host, "port": port} for node, host, port in addresses]))
