@@ -6,7 +6,8 @@ a broker is a process apart from its clients), then measures the same
 requests both ways, in alternating rounds of one run:
 - through the gateway: aiokafka's low-level client (`AIOKafkaClient.send`,
   OffsetCommit v3 and Heartbeat v1, the versions aiokafka negotiates), one
-  connection per client and `--connections` clients;
+  client per caller by default, as many consumers would be: a broker, and
+  the gateway, serve each connection one request at a time;
 - through Ray handles: `actors.Client`'s async methods from this process
   (the baseline: what a Python caller gets).
 Figures: OffsetCommit (1 partition) and Heartbeat requests/s with
@@ -161,13 +162,14 @@ async def measure(ways: dict[str, dict[str, Call]], args: argparse.Namespace) ->
             for way, calls in ways.items():
                 done.setdefault((way, name), []).append(await rate(calls[name], args.calls, args.callers))
                 timed.setdefault((way, name), []).extend(await latencies(calls[name], args.latency_calls))
-    return rows(done, timed, args.callers)
+    return rows(done, timed, args.callers, args.connections)
 
 
 def rows(
     done: dict[tuple[str, str], list[tuple[int, float]]],
     timed: dict[tuple[str, str], list[float]],
     callers: int,
+    connections: int,
 ) -> list[Row]:
     table: list[Row] = []
     for name in ("OffsetCommit", "Heartbeat"):
@@ -180,7 +182,7 @@ def rows(
         table += [
             Row(f"{name} via Ray handles, {callers} callers", per_s["ray"], "req/s", 1.0, "baseline"),
             Row(
-                f"{name} via the gateway (aiokafka), {callers} callers",
+                f"{name} via the gateway (aiokafka), {callers} callers, {connections} connections",
                 per_s["gateway"],
                 "req/s",
                 per_s["gateway"] / per_s["ray"],
@@ -217,7 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--calls", type=int, default=4_000, help="requests per throughput round")
     parser.add_argument("--callers", type=int, default=64)
-    parser.add_argument("--connections", type=int, default=8, help="aiokafka clients (one connection each)")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=None,
+        help="aiokafka clients, one connection each (default: one per caller)",
+    )
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the two ways")
     parser.add_argument("--latency-calls", type=int, default=300, help="one-at-a-time requests per round")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few calls, one round")
@@ -228,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         serve_gateway(*args.serve)
         return
+    args.connections = args.connections or args.callers
     if args.quick:
         args.calls, args.rounds, args.latency_calls = 400, 1, 50
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
