@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 
+import pytest
 from rich.console import Console
 
 BOX = re.compile(r"[─━│┃┏┓┗┛┡┩└┘┌┐├┤┬┴┼╇╈]")
@@ -56,3 +58,18 @@ def column_texts(text: str) -> list[str]:
             spans.append((start, i))
             start = None
     return ["".join(line[a:b].strip() for line in padded) for a, b in spans]
+
+
+def columns_on_terminal(
+    run: Callable[[], int], monkeypatch: pytest.MonkeyPatch, width: int = 80
+) -> tuple[list[str], str]:
+    """Run a command that prints one table on a terminal `width` wide: it exits 0 and
+    no line is cut or wider; each column's text (`column_texts`) and the whole output."""
+    from actors import table_output
+
+    console = terminal(width)
+    monkeypatch.setattr(table_output, "console", console)
+    assert run() == 0
+    text = output(console)
+    assert "…" not in text and all(len(line) <= width for line in text.splitlines())
+    return column_texts(text.split("\n", 1)[1]), text

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from actors import table_output
 from actors.cli import main
 from actors.client import Client
 from coordinator import Errors
@@ -20,7 +19,7 @@ from coordinator.consumer_protocol import Assignment, Subscription, encode_assig
 from coordinator.messages import JoinGroupRequest, MemberIdentity, SyncGroupRequest
 from coordinator.topic_partition import TopicPartition
 
-from tests.actors.table_support import column_texts, output, plain_records, terminal
+from tests.actors.table_support import columns_on_terminal, plain_records
 
 pytestmark = pytest.mark.ray
 DESCRIBE_COLUMNS = [
@@ -133,12 +132,7 @@ def test_an_80_column_terminal_shows_every_value_whole(
     live_group: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for argv in (["describe", GROUP], ["describe", GROUP, "--members", "--verbose"]):
-        console = terminal(80)
-        monkeypatch.setattr(table_output, "console", console)
-        assert main(argv) == 0
-        text = output(console)
-        assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
-        columns = column_texts(text.split("\n", 1)[1])
+        columns, text = columns_on_terminal(lambda argv=argv: main(argv), monkeypatch)
         view_only = [GONE] if argv[-1] == GROUP else [f"{ORDERS}:2;"]
         values = [*live_group.values(), *MEMBERS, ORDERS, *view_only]
         for value in values:

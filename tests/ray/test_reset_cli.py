@@ -13,12 +13,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from actors import table_output
 from actors.cli import main
 from actors.client import Client
 from coordinator.messages import MemberIdentity
 
-from tests.actors.table_support import column_texts, output, plain_records, terminal
+from tests.actors.table_support import columns_on_terminal, plain_records
 from tests.ray.helpers import form_group
 
 pytestmark = pytest.mark.ray
@@ -257,12 +256,7 @@ def test_an_80_column_terminal_shows_every_value_whole(
         ["reset-offsets", "--group", long_group, "--all-topics", "--to-latest"],
         ["delete-offsets", "--group", long_group, "--topic", f"{long_topic}:1"],
     ):
-        console = terminal(80)
-        monkeypatch.setattr(table_output, "console", console)
-        assert main(argv) == 0
-        text = output(console)
-        assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
-        columns = column_texts(text.split("\n", 1)[1])
+        columns, text = columns_on_terminal(lambda argv=argv: main(argv), monkeypatch)
         for value in (long_group, long_topic, "987654321") if argv[0] == "reset-offsets" else (long_topic,):
             assert any(value in column for column in columns), (value, text)
     capsys.readouterr()
