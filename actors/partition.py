@@ -54,6 +54,7 @@ from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
 from log.loader import load_into
 from log.partition import PartitionLog
+from log.replica_state import ReplicaState
 from log.snapshot import write_snapshot
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
         self._maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
         self.metrics = PartitionMetrics(self.partition)
         self._node_id = node_id
+        self._state_written: ReplicaState | None = None
         # The leader role (every serving leader) or the follower role; neither
         # while loading, and after stepping down until the controller decides.
         self.leader: LeaderReplication | None = None
@@ -232,6 +234,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
                 raise LoadRefused(f"{refusal} (node {current_node_name()})")
             shard = self._new_shard()
             stats = load_into(_Progress(shard, self), log)
+            self._record_leadership()
         except BaseException:
             log.close()
             raise

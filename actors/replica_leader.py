@@ -30,6 +30,22 @@ end and the flush loop's one extra call per fsync is the whole cost
 - A newer leader epoch (a follower's FENCED_LEADER_EPOCH answer, or the
   controller's) deposes this leader: `on_deposed` is called once and every
   task here ends.
+- The STATE FILE (`log.replica_state`, `partition-state.json` in the
+  leader's directory; the I/O is the owner's `_record_state`, on the
+  partition's I/O thread) holds the committed state this leader leads with:
+  written before the leader serves (`replica_roles`) and at every committed
+  ISR change, BEFORE the change is applied when it removes a member, after
+  it when it only adds one. So the file's ISR is always a subset of the ISR
+  the leader acknowledges with (a shrink pending at the controller still
+  counts the old members, Kafka's maximal ISR). Why that makes it safe to
+  rebuild the controller's metadata from these files after a full restart
+  (`actors/forgotten_logs.py`): the controller commits every state before a
+  replica hears of it, so a file lags the controller's metadata and never
+  leads it (it names no replica the controller did not put in the ISR); and
+  since a leader acknowledges only with its own view of the ISR, a superset
+  of its file's, every member of the newest leader's file's ISR holds every
+  record that leader, or any before it, acknowledged (an ISR member holds
+  everything below the high watermark).
 """
 
 from __future__ import annotations
@@ -121,13 +137,28 @@ class LeaderReplication:
             wake.set()
         self._release(runtime)
 
-    def on_metadata(self, isr: tuple[str, ...], leader_epoch: int, partition_epoch: int) -> bool:
+    async def on_metadata(self, isr: tuple[str, ...], leader_epoch: int, partition_epoch: int) -> bool:
         """The controller's committed ISR for this leader (Kafka's makeLeader, same epoch)."""
         if leader_epoch > self.state.leader_epoch:
             self._depose(leader_epoch)
             return False
-        changed = self.state.on_isr_committed(isr, leader_epoch, partition_epoch, self.owner.clock.now_ms())
+        changed = await self._commit_isr(isr, leader_epoch, partition_epoch)
         self._after_change()
+        return changed
+
+    async def _commit_isr(self, isr: tuple[str, ...], leader_epoch: int, partition_epoch: int) -> bool:
+        """Apply a committed ISR, the state file written first if it drops a member
+        and after if not (module rules); False if it was not news."""
+        owner = self.owner
+        recorded = owner._replica_state(leader_epoch, partition_epoch, self.state.replicas, isr)
+        drops = not set(self.state.isr) <= set(isr)
+        if drops and leader_epoch == self.state.leader_epoch:
+            await owner._on_io(owner._record_state, recorded)
+            if self.stopped:
+                return False
+        changed = self.state.on_isr_committed(isr, leader_epoch, partition_epoch, owner.clock.now_ms())
+        if changed and not drops:
+            await owner._on_io(owner._record_state, recorded)
         return changed
 
     def _release(self, runtime: Any) -> None:
@@ -244,7 +275,7 @@ class LeaderReplication:
                 return
             now = self.owner.clock.now_ms()
             if Errors(error) is Errors.NONE:
-                self.state.on_isr_committed(tuple(isr), leader_epoch, partition_epoch, now)
+                await self._commit_isr(tuple(isr), leader_epoch, partition_epoch)
             elif leader_epoch > self.state.leader_epoch:
                 self._depose(leader_epoch)
                 return

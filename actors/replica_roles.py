@@ -11,14 +11,18 @@ call naming an older leader epoch than this replica knows changes nothing.
   replayed once into a hot shard; client requests are answered
   NOT_COORDINATOR. A leader told this steps down first (`_on_deposed`).
 - `become_leader(leader_epoch, partition_epoch, replicas, isr, followers,
-  controller=None)`: lead. `followers` maps every other replica id to its
+  controller=None, known_end=-1)`: lead. `followers` maps every other replica id to its
   actor handle (None: no actor yet); `controller` has `alter_isr.remote(partition, change)`
   answering `(error, isr, leader_epoch, partition_epoch)` (None: the ISR
   never changes). A follower is promoted with its hot shard: the runtime is
   ACTIVE on return, committed end its HWM, written end its log end, and
   nothing is loaded. A serving leader given a newer epoch (a replica moved)
   keeps its shard and serves on. Any other replica loads its log first (as
-  `activate`).
+  `activate(known_end)`: `known_end` is the committed end the controller
+  knows, so a missing or shorter log is refused, never served empty).
+  Every leader records the state it leads with in its directory
+  (`partition-state.json`, `log.replica_state`) before it serves: see
+  `actors/replica_leader.py` for when it is rewritten and why it is safe.
 - `isr_committed(leader_epoch, partition_epoch, isr)`: an ISR the controller
   committed on its own (a dead node removed); a newer leader epoch deposes.
 - `set_follower(leader_epoch, replica, handle)`: the controller restarted a
@@ -49,6 +53,7 @@ from coordinator.runtime import PartitionRuntime, RuntimeState
 from log import replica_dir
 from log.loader import load_into
 from log.partition import PartitionLog
+from log.replica_state import ReplicaState, write_replica_state
 
 
 class ReplicaRoles:
@@ -69,6 +74,8 @@ class ReplicaRoles:
     _io: Any
     _tasks: set[asyncio.Task[None]]
     _node_id: str | None
+    # The state file last written (read and written on the I/O thread only).
+    _state_written: ReplicaState | None
 
     # ------------------------------------------------------------ contract
 
@@ -85,6 +92,7 @@ class ReplicaRoles:
         isr: Sequence[str],
         followers: Mapping[str, Any],
         controller: Any = None,
+        known_end: int = -1,
     ) -> dict[str, Any]:
         me = self.replica_id
         if me not in isr or not set(isr) <= set(replicas) or set(followers) != set(replicas) - {me}:
@@ -107,15 +115,17 @@ class ReplicaRoles:
             if self.follower is None and self.log is not None:
                 await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
             if self.follower is not None:
+                await self._on_io(self._record_state, self._leadership_state(leadership))
                 await self._promote(self.follower, leadership)
             else:
+                # The load records the state once the log is open (`_record_leadership`).
                 self.epoch, self._leadership = leader_epoch, leadership
-                await self.activate()
+                await self.activate(known_end)
         return await self.probe()
 
     async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
         leader = self.leader
-        return leader is not None and leader.on_metadata(tuple(isr), leader_epoch, partition_epoch)
+        return leader is not None and await leader.on_metadata(tuple(isr), leader_epoch, partition_epoch)
 
     async def set_follower(self, leader_epoch: int, replica: str, handle: Any) -> bool:
         """The controller restarted follower `replica` as actor `handle`: push there now."""
@@ -161,6 +171,35 @@ class ReplicaRoles:
         if self.settings.replication_factor > 1:
             return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
         return partition_dir(self.settings.data_dir, self.partition)
+
+    def _replica_state(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[str], isr: Sequence[str]
+    ) -> ReplicaState:
+        """The state file's content for this replica leading with these epochs and ISR."""
+        settings = self.settings
+        return ReplicaState(
+            tuple(replicas), tuple(isr), self.replica_id, leader_epoch, partition_epoch,
+            settings.num_partitions, settings.replication_factor,
+        )
+
+    def _leadership_state(self, leadership: Leadership) -> ReplicaState:
+        return self._replica_state(
+            leadership.leader_epoch, leadership.partition_epoch, leadership.replicas, leadership.isr
+        )
+
+    def _record_state(self, state: ReplicaState) -> None:
+        """On the I/O thread (which orders the writes): write the state file unless
+        a state as new was written already."""
+        written = self._state_written
+        if written is not None and state.version <= written.version:
+            return
+        write_replica_state(self._directory(), state, self.settings.log.fsync)
+        self._state_written = state
+
+    def _record_leadership(self) -> None:
+        """On the I/O thread, once a load opened the log: the state the load leads with."""
+        if self._leadership is not None and self.settings.replication_factor > 1:
+            self._record_state(self._leadership_state(self._leadership))
 
     async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
@@ -253,6 +292,8 @@ class ReplicaRoles:
         assert log is not None and old is not None
         self.epoch = leadership.leader_epoch
         await self._on_io(log.bump_epoch, leadership.leader_epoch)
+        # Before the new ISR counts (a moved replica left it): module rules of replica_leader.
+        await self._on_io(self._record_state, self._leadership_state(leadership))
         old.stopped = True  # its senders, ticker and proposer end; the flush loop reads self.leader
         leadership.high_watermark = old.state.high_watermark
         self._leadership = leadership

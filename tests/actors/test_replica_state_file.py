@@ -1,0 +1,104 @@
+"""The state file a replicated leader keeps beside its log (`partition-state.json`), in the
+actor layer without Ray: written before the leader serves, kept a subset of the ISR it
+acknowledges with at every committed change, and a fresh replica told to lead a partition
+whose committed end is known refuses a missing log instead of serving it empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coordinator import Errors
+from log.replica_state import ReplicaState, read_replica_state
+
+from tests.actors.replication_support import NAMES, Cluster
+from tests.actors.support import Answers, commit, run, until
+
+
+def file_state(cluster: Cluster, name: str) -> ReplicaState | None:
+    return read_replica_state(cluster.directory(name))
+
+
+def watch_isr_commits(cluster: Cluster, leader: Any) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Record, at every ISR the leader applies, (the ISR on disk then, the applied ISR)."""
+    state = leader.leader.state
+    applied: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    original = state.on_isr_committed
+
+    def on_isr_committed(isr: Any, leader_epoch: int, partition_epoch: int, now_ms: int) -> bool:
+        changed: bool = original(isr, leader_epoch, partition_epoch, now_ms)
+        on_disk = file_state(cluster, "a")
+        assert on_disk is not None
+        if changed:
+            applied.append((on_disk.isr, tuple(state.isr)))
+        return changed
+
+    state.on_isr_committed = on_isr_committed
+    return applied
+
+
+def test_the_leader_records_its_state_before_serving_and_each_committed_isr(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        leader = await cluster.start()
+        assert file_state(cluster, "a") == ReplicaState(NAMES, NAMES, "a", 1, 1, 1, 3)
+        assert file_state(cluster, "b") is None and file_state(cluster, "c") is None  # followers write none
+        applied = watch_isr_commits(cluster, leader)
+        answers = Answers()
+        cluster.handles["c"].stop()
+        await cluster.until_isr("a", ("a", "b"))
+        assert (await answers.wait(answers.send(leader, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+        assert file_state(cluster, "a") == ReplicaState(
+            NAMES, ("a", "b"), "a", 1, cluster.controller.state.partition_epoch, 1, 3
+        )
+        cluster.handles["c"].resume()
+        await cluster.until_isr("a", NAMES)
+        await until(lambda: file_state(cluster, "a") == ReplicaState(
+            NAMES, NAMES, "a", 1, cluster.controller.state.partition_epoch, 1, 3
+        ), "the state file to show c back in the ISR")
+        # The shrink was on disk before the leader acknowledged without c; the growth after.
+        assert [isr for isr, _ in applied] == [("a", "b"), ("a", "b")]
+        assert all(set(on_disk) <= set(isr) for on_disk, isr in applied)
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_promoted_follower_records_its_leadership_before_it_serves(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        await cluster.start()
+        cluster.handles["a"].stop()
+        probe = await cluster.elect("b", ("b", "c"), ("c",))
+        assert probe["role"] == "leader" and probe["state"] == "ACTIVE"
+        state = cluster.controller.state
+        expected = ReplicaState(NAMES, ("b", "c"), "b", 2, state.partition_epoch, 1, 3)
+        assert file_state(cluster, "b") == expected
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_fresh_replica_refuses_to_lead_from_a_missing_log_when_the_committed_end_is_known(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            others = {name: handle for name, handle in cluster.handles.items() if name != "a"}
+            replica = cluster.replicas["a"]
+            await replica.become_leader(1, 1, NAMES, NAMES, others, cluster.controller_handle, known_end=0)
+            await replica.wait_active(5.0)
+            probe = await replica.probe()
+            assert probe["state"] == "FAILED" and probe["refused"], probe
+            assert "missing" in probe["failure"] and file_state(cluster, "a") is None
+            # A partition never served before (known end -1) starts with an empty log.
+            fresh = cluster.replicas["b"]
+            others = {name: handle for name, handle in cluster.handles.items() if name != "b"}
+            await fresh.become_leader(1, 1, NAMES, NAMES, others, cluster.controller_handle)
+            assert await fresh.wait_active(5.0) == "ACTIVE"
+        finally:
+            await cluster.close()
+
+    run(scenario())
