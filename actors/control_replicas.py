@@ -23,9 +23,16 @@ Rules:
   leaves: the partition waits for it rather than lose what it holds.
 - Election only from the ISR, among replicas that answer and are not
   failed; the current leader stays while it is healthy. When no ISR member
-  can lead, a leader that is merely slow is kept, and a gone one leaves the
-  partition offline (no leader) until an ISR member returns or an operator
-  forces `elect_leader(unclean=True)`.
+  can lead, a leader that is merely slow is kept, and a gone or refusing one
+  leaves the partition offline (no leader) until an ISR member returns or
+  an operator forces `elect_leader(unclean=True)`.
+- Never an empty partition where data was: the controller keeps each
+  partition's committed end (`known_end`, the largest high watermark its
+  leaders reported; 0 for a partition recovered after a full restart, which
+  must find its log) and gives it to every new leader, so a replica that
+  loads (not a hot follower) refuses a missing or shorter log; a refusing
+  replica is no candidate. An unclean election forgets it (the operator
+  accepted the loss).
 - A new leader is promoted with `become_leader` (a follower keeps its hot
   shard: no load); the others are told `become_follower`, which deposes an
   old leader still running. Roles are re-sent whenever a probe shows a
@@ -63,7 +70,7 @@ from typing import Any
 from actors.control import ControlPlane
 from actors.control_cluster import ActorGone, Cluster, ClusterError, MetadataStore, new_actor_name
 from actors.control_moves import ReplicaMoves
-from actors.control_state import PartitionMeta
+from actors.control_state import NEVER_LOADED, PartitionMeta
 from actors.metrics import ControllerMetrics
 from actors.settings import ServiceSettings
 from coordinator.errors import Errors
@@ -132,6 +139,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             return
         await self._move_lost_replicas(partition, live)
         probes = await self._probe_all(partition, live)
+        await self._record_end(partition, probes.get(meta.leader) if meta.leader else None)
         # Elect before restarting anything: a hot follower takes over from a
         # leader whose actor died, rather than that leader's restarted actor.
         await self._elect(partition, probes)
@@ -141,6 +149,15 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         if meta.leader is None:  # a new partition, or one whose ISR just came back
             await self._elect(partition, probes)
         await self._send_roles(partition, probes)
+
+    async def _record_end(self, partition: int, probe: Probe | None) -> None:
+        """Remember the serving leader's high watermark: what the partition committed."""
+        meta = self.state.partitions[partition]
+        if not (_holds(probe, "leader", meta.epoch) and isinstance(probe, dict)):
+            return
+        hwm = probe.get("high_watermark")
+        if probe.get("state") == "ACTIVE" and type(hwm) is int and self.state.record_end(partition, hwm):
+            await self._persist()
 
     def _note_live(self, live: set[str]) -> None:
         now = self.clock()
@@ -220,7 +237,9 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             election = Election(meta.leader, in_assignment_order(meta.replicas, isr))
         else:
             election = elect_leader(meta.replicas, meta.isr, healthy)
-            if election.leader is None and meta.leader is not None and meta.leader not in gone:
+            sitting = meta.leader
+            keep = sitting is not None and sitting not in gone and not _refuses(probes.get(sitting))
+            if election.leader is None and keep:
                 return  # slow or failing, but the only one that may lead: keep it
         await self._commit(partition, apply_election(current, election), "leader gone")
 
@@ -263,6 +282,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
                 )
             if election.unclean:
                 logger.warning("partition %d: UNCLEAN election of %s (operator)", partition, election.leader)
+                meta.known_end = NEVER_LOADED  # whatever the electee's log holds is the partition now
             await self._commit(partition, apply_election(_partition_state(meta), election), "operator")
             await self._send_roles(partition, probes)
             return {
@@ -369,7 +389,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             if not _holds(probe, "leader", meta.epoch):
                 await self.cluster.call(
                     handle, "become_leader", meta.epoch, meta.partition_epoch, list(meta.replicas),
-                    list(meta.isr), followers, self.controller, timeout_s=timeout_s,
+                    list(meta.isr), followers, self.controller, meta.known_end, timeout_s=timeout_s,
                 )
                 self._given[partition] = dict(followers)
             elif isinstance(probe, dict) and probe.get("partition_epoch") != meta.partition_epoch:
@@ -479,6 +499,11 @@ def _partition_state(meta: PartitionMeta) -> PartitionState:
 def _can_lead(probe: dict[str, Any]) -> bool:
     """A replica that answered may lead unless its log failed or it refuses to serve."""
     return probe.get("state") != "FAILED" and not probe.get("refused")
+
+
+def _refuses(probe: Probe | None) -> bool:
+    """The replica refuses to serve its log (missing, or behind the committed end)."""
+    return isinstance(probe, dict) and bool(probe.get("refused"))
 
 
 def _holds(probe: Probe | None, role: str, leader_epoch: int) -> bool:

@@ -94,6 +94,7 @@ class FakeActor:
             "role": self.role,
             "leader_epoch": self.epoch,
             "partition_epoch": self.partition_epoch,
+            "high_watermark": self.durable_end if self.role == "leader" else None,
         }
 
     async def become_leader(
@@ -104,9 +105,16 @@ class FakeActor:
         isr: list[str],
         followers: dict[str, Any],
         controller: Any = None,
+        known_end: int = NEVER_LOADED,
     ) -> dict[str, Any]:
         if set(followers) != set(replicas) - {self.node} or self.node not in isr:
             raise RuntimeError(f"bad leadership {replicas} {isr} {sorted(followers)}")
+        if self.role == "none" and leader_epoch >= self.epoch and self.state != "FAILED":
+            # Not a hot follower: it loads its log, refused when missing or behind known_end.
+            self.epoch, self.known_end = leader_epoch, known_end
+            self.cluster.finish_load(self)
+            if self.refused:
+                return await self.probe()
         if leader_epoch >= self.epoch:
             self.role, self.epoch, self.partition_epoch = "leader", leader_epoch, partition_epoch
             self.isr, self.followers, self.state = tuple(isr), dict(followers), "ACTIVE"
