@@ -31,8 +31,10 @@ Rules:
   leaders reported; 0 for a partition recovered after a full restart, which
   must find its log) and gives it to every new leader, so a replica that
   loads (not a hot follower) refuses a missing or shorter log; a refusing
-  replica is no candidate. An unclean election forgets it (the operator
-  accepted the loss).
+  replica is no candidate. An ISR member is made a follower only from an
+  existing log (`must_exist`), so a lost disk never becomes a hot follower
+  that could be promoted. An unclean election forgets the end (the
+  operator accepted the loss).
 - A new leader is promoted with `become_leader` (a follower keeps its hot
   shard: no load); the others are told `become_follower`, which deposes an
   old leader still running. Roles are re-sent whenever a probe shows a
@@ -417,8 +419,10 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         if _holds(probe, "follower", meta.epoch):
             return
         try:
+            # An ISR member must hold the partition's log: never a hot follower from an empty one.
+            must_exist = node in meta.isr and meta.known_end >= 0
             await self.cluster.call(
-                handle, "become_follower", meta.epoch, meta.leader,
+                handle, "become_follower", meta.epoch, meta.leader, must_exist,
                 timeout_s=self.settings.actor_start_timeout_s,
             )
         except ClusterError as exc:

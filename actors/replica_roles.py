@@ -6,10 +6,15 @@ follower or a leader and carry a leader's pushes, while `OffsetPartition`
 keeps the serving path. Every method is idempotent for Ray's retries, and a
 call naming an older leader epoch than this replica knows changes nothing.
 
-- `become_follower(leader_epoch, leader)`: follow replica `leader`. The log
-  is opened (or kept, with the new epoch recorded in its directory) and
-  replayed once into a hot shard; client requests are answered
-  NOT_COORDINATOR. A leader told this steps down first (`_on_deposed`).
+- `become_follower(leader_epoch, leader, must_exist=False)`: follow replica
+  `leader`. The log is opened (or kept, with the new epoch recorded in its
+  directory) and replayed once into a hot shard; client requests are
+  answered NOT_COORDINATOR. A leader told this steps down first
+  (`_on_deposed`). A missing directory is created empty (a new replica
+  catching up), except with `must_exist` (an ISR member of a partition
+  that holds data): then the call fails, so a lost disk never becomes a hot
+  follower the controller could promote; the leader drops it from the ISR
+  after the lag time and it follows afresh.
 - `become_leader(leader_epoch, partition_epoch, replicas, isr, followers,
   controller=None, known_end=-1)`: lead. `followers` maps every other replica id to its
   actor handle (None: no actor yet); `controller` has `alter_isr.remote(partition, change)`
@@ -39,6 +44,7 @@ call naming an older leader epoch than this replica knows changes nothing.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -79,9 +85,11 @@ class ReplicaRoles:
 
     # ------------------------------------------------------------ contract
 
-    async def become_follower(self, leader_epoch: int, leader: str) -> dict[str, Any]:
+    async def become_follower(
+        self, leader_epoch: int, leader: str, must_exist: bool = False
+    ) -> dict[str, Any]:
         async with self._role_lock:
-            await self._follow(leader_epoch, leader)
+            await self._follow(leader_epoch, leader, must_exist)
         return await self.probe()
 
     async def become_leader(
@@ -118,8 +126,11 @@ class ReplicaRoles:
                 await self._on_io(self._record_state, self._leadership_state(leadership))
                 await self._promote(self.follower, leadership)
             else:
-                # The load records the state once the log is open (`_record_leadership`).
+                # Recorded before the followers hear of this epoch where the log is
+                # (forgotten_logs refuses a directory that saw a newer epoch than any
+                # state file), else by the load once it created the log.
                 self.epoch, self._leadership = leader_epoch, leadership
+                await self._on_io(self._record_leadership, False)
                 await self.activate(known_end)
         return await self.probe()
 
@@ -196,9 +207,12 @@ class ReplicaRoles:
         write_replica_state(self._directory(), state, self.settings.log.fsync)
         self._state_written = state
 
-    def _record_leadership(self) -> None:
-        """On the I/O thread, once a load opened the log: the state the load leads with."""
-        if self._leadership is not None and self.settings.replication_factor > 1:
+    def _record_leadership(self, create: bool = True) -> None:
+        """On the I/O thread: the state the next load leads with, once the log is open
+        (`create`) or before the load where the directory exists already."""
+        if self._leadership is None or self.settings.replication_factor == 1:
+            return
+        if create or os.path.isdir(self._directory()):
             self._record_state(self._leadership_state(self._leadership))
 
     async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -229,7 +243,7 @@ class ReplicaRoles:
         error = Errors.FENCED_LEADER_EPOCH if leader_epoch < self.epoch else Errors.NOT_LEADER_OR_FOLLOWER
         return PushAnswer(error, self.epoch, -1, UNDEFINED_EPOCH, 0)
 
-    async def _follow(self, leader_epoch: int, leader: str) -> None:
+    async def _follow(self, leader_epoch: int, leader: str, must_exist: bool = False) -> None:
         """Become (or stay) a follower; under the role lock."""
         if leader_epoch < self.epoch:
             return
@@ -240,19 +254,21 @@ class ReplicaRoles:
         if self.leader is not None:
             self._on_deposed(leader_epoch)
         self.epoch = leader_epoch
-        log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch)
+        log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
         self.log = log
         self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
         if self.runtime.state is not RuntimeState.CLOSED:
             self._deliver(self.runtime.unload(self.clock.now_ms()))  # a follower is not the coordinator
 
-    def _open_for_follower(self, log: PartitionLog | None, leader_epoch: int) -> tuple[PartitionLog, Any]:
+    def _open_for_follower(
+        self, log: PartitionLog | None, leader_epoch: int, must_exist: bool = False
+    ) -> tuple[PartitionLog, Any]:
         """On the I/O thread: the replica's log at `leader_epoch`, replayed into a new shard."""
         if log is not None and log.failed:
             log.close()
             log = None
         if log is None:
-            log = PartitionLog.open(self._directory(), leader_epoch, self.settings.log, create=True)
+            log = PartitionLog.open(self._directory(), leader_epoch, self.settings.log, create=not must_exist)
         else:
             log.bump_epoch(leader_epoch)
         try:

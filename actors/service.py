@@ -16,9 +16,10 @@ from typing import Any
 
 import ray
 
+from actors import node_names
 from actors.client import Client, controller_handle
 from actors.controller import Controller
-from actors.forgotten_logs import refuse_forgotten_logs
+from actors.forgotten_logs import recover_forgotten_logs
 from actors.settings import (
     CONTROLLER_NAME,
     DEFAULT_NAMESPACE,
@@ -69,13 +70,16 @@ def start(
     started and the partition count defaults to the embedded one. Without
     `settings`, the replication factor is 3 (min ISR 2) on a cluster of at
     least 3 nodes and 1 otherwise (`replication_defaults`), unless given.
+    A replicated service whose metadata Ray's GCS lost (a full restart of the
+    Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
+    to start beside them (`actors/forgotten_logs.py`).
     """
     embedded = not ray.is_initialized() and address is None and "RAY_ADDRESS" not in os.environ
     if embedded:
         init_local_ray(namespace=namespace)
     elif not ray.is_initialized():
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
-    live = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]  # type: ignore[no-untyped-call]
+    live = node_names.live_nodes()  # refuses two live nodes of one name
     live_nodes = len(live)
     if settings is None:
         replication_factor = replication_factor or replication_defaults(live_nodes)[0]
@@ -96,7 +100,7 @@ def start(
             f"replication_factor {settings.replication_factor} needs as many live Ray nodes, "
             f"each with its own disk; this cluster has {live_nodes}"
         )
-    refuse_forgotten_logs(settings, live)
+    recover_forgotten_logs(settings, live)
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
     return Client(controller)

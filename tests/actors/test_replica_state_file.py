@@ -1,14 +1,19 @@
 """The state file a replicated leader keeps beside its log (`partition-state.json`), in the
 actor layer without Ray: written before the leader serves, kept a subset of the ISR it
 acknowledges with at every committed change, and a fresh replica told to lead a partition
-whose committed end is known refuses a missing log instead of serving it empty."""
+whose committed end is known refuses a missing log instead of serving it empty (nor follows
+from one, as an ISR member)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coordinator import Errors
+from log.errors import LogError
 from log.replica_state import ReplicaState, read_replica_state
 
 from tests.actors.replication_support import NAMES, Cluster
@@ -93,6 +98,10 @@ def test_a_fresh_replica_refuses_to_lead_from_a_missing_log_when_the_committed_e
             probe = await replica.probe()
             assert probe["state"] == "FAILED" and probe["refused"], probe
             assert "missing" in probe["failure"] and file_state(cluster, "a") is None
+            # Nor does an ISR member of such a partition follow from a new, empty log.
+            with pytest.raises(LogError):
+                await cluster.replicas["c"].become_follower(1, "b", must_exist=True)
+            assert not os.path.exists(cluster.directory("c"))
             # A partition never served before (known end -1) starts with an empty log.
             fresh = cluster.replicas["b"]
             others = {name: handle for name, handle in cluster.handles.items() if name != "b"}

@@ -121,7 +121,11 @@ class FakeActor:
             self.leader_node = self.node
         return await self.probe()
 
-    async def become_follower(self, leader_epoch: int, leader: str) -> dict[str, Any]:
+    async def become_follower(
+        self, leader_epoch: int, leader: str, must_exist: bool = False
+    ) -> dict[str, Any]:
+        if must_exist and self.role == "none" and self.partition not in self.cluster.disk(self.node):
+            raise RuntimeError(f"offsets-{self.partition} on {self.node}: no log to follow with")
         if leader_epoch >= self.epoch:
             self.role, self.epoch, self.state, self.leader_node = "follower", leader_epoch, "CLOSED", leader
         return await self.probe()

@@ -1,0 +1,150 @@
+"""Recovery after a full Ray cluster restart (actors/forgotten_logs.py): the controller's
+metadata rebuilt from the replicas' state files (the newest wins), the controller electing
+from the recovered ISR among live replicas, and refusals where that is not safe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.forgotten_logs import ForgottenLogsError, recover_state, scan_replicas
+from log import replica_dir
+from log.epoch import write_leader_epoch
+from log.replica_state import ReplicaState, write_replica_state
+
+from tests.controller.fake import FakeCluster, MemoryStore
+from tests.controller.helpers import make_settings, run, watch
+from tests.controller.test_replicated import leader, make_replicated, replicas
+
+NODES = ("n1", "n2", "n3")
+
+
+def settings(tmp_path: Path, **overrides: Any) -> Any:
+    values = {"data_dir": str(tmp_path), "num_partitions": 2, "replication_factor": 3,
+              "min_insync_replicas": 2, **overrides}
+    return make_settings(**values)
+
+
+def replica(
+    tmp_path: Path, node: str, partition: int, state: ReplicaState | None = None, epoch: int = -1
+) -> str:
+    """A replica directory with a log segment, its leader-epoch file and maybe a state file."""
+    path = replica_dir(str(tmp_path), node, partition)
+    Path(path).mkdir(parents=True)
+    (Path(path) / "00000000000000000000.log").write_bytes(b"")
+    if epoch >= 0:
+        write_leader_epoch(path, epoch)
+    if state is not None:
+        write_replica_state(path, state)
+    return path
+
+
+def state(
+    isr: tuple[str, ...], leader: str, leader_epoch: int, partition_epoch: int, **kw: int
+) -> ReplicaState:
+    return ReplicaState(NODES, isr, leader, leader_epoch, partition_epoch,
+                        kw.get("num_partitions", 2), kw.get("replication_factor", 3))
+
+
+def two_partitions(tmp_path: Path) -> None:
+    """Partition 0: n1 led epoch 2 with everyone, then n2 led epoch 3 without n1 (n1 lagged
+    and still follows epoch 2); partition 1: n3 leads epoch 1."""
+    replica(tmp_path, "n1", 0, state(NODES, "n1", 2, 5), epoch=2)
+    replica(tmp_path, "n2", 0, state(("n2", "n3"), "n2", 3, 6), epoch=3)
+    replica(tmp_path, "n3", 0, epoch=3)
+    for node in NODES:
+        replica(tmp_path, node, 1, state(NODES, "n3", 1, 1) if node == "n3" else None, epoch=1)
+
+
+def test_the_newest_state_file_of_each_partition_is_the_recovered_metadata(tmp_path: Path) -> None:
+    two_partitions(tmp_path)
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and recovered.num_partitions == 2
+    zero, one = recovered.partitions[0], recovered.partitions[1]
+    assert (zero.replicas, zero.isr, zero.leader, zero.epoch, zero.partition_epoch) == (
+        list(NODES), ["n2", "n3"], None, 3, 6
+    )
+    assert (one.replicas, one.isr, one.epoch, one.partition_epoch) == (list(NODES), list(NODES), 1, 1)
+    assert zero.known_end == one.known_end == 0 and not zero.names and zero.actor is None
+
+
+def test_the_controller_elects_from_the_recovered_isr_and_new_leaders_must_find_their_logs(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        two_partitions(tmp_path)
+        recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+        assert recovered is not None
+        store = MemoryStore()
+        store.save(recovered.to_json())
+        cluster = FakeCluster(nodes=list(NODES), shared_disk=False)
+        for node in NODES:
+            cluster.disk(node).update({0: 7, 1: 3})
+        plane = make_replicated(cluster, store, data_dir=str(tmp_path), num_partitions=2)
+        await plane.start()
+        await watch(plane)
+        lead = leader(cluster, 0)
+        assert lead.node == "n2" and lead.epoch == 4 and lead.known_end == 0 and lead.durable_end == 7
+        assert sorted(replicas(cluster, 0)) == list(NODES)
+        assert plane.state.partitions[0].isr == ["n2", "n3"]  # n1 rejoins once caught up
+        assert leader(cluster, 1).node == "n1" and leader(cluster, 1).epoch == 2
+
+    run(scenario())
+
+
+def test_a_partition_whose_isr_replica_is_missing_stays_offline(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        two_partitions(tmp_path)
+        recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+        assert recovered is not None
+        store = MemoryStore()
+        store.save(recovered.to_json())
+        # n2 and n3 (partition 0's ISR) come back, but n3 without its disk; n1 has its log.
+        cluster = FakeCluster(nodes=list(NODES), shared_disk=False)
+        cluster.disk("n1").update({0: 5, 1: 3})
+        cluster.disk("n2").update({1: 3})
+        plane = make_replicated(cluster, store, data_dir=str(tmp_path), num_partitions=2)
+        await plane.start()
+        await watch(plane, 3)
+        assert plane.stats()["offline"] == [0] and plane.routing()[1][0] is None
+        assert not any(a.role == "leader" for a in replicas(cluster, 0).values())
+        assert leader(cluster, 1).node == "n1"  # partition 1 is whole: served
+
+    run(scenario())
+
+
+def test_logs_without_a_state_file_anywhere_are_refused(tmp_path: Path) -> None:
+    replica(tmp_path, "n1", 0, state(NODES, "n1", 1, 1), epoch=1)
+    stray = replica(tmp_path, "n1", 1, epoch=1)
+    with pytest.raises(ForgottenLogsError, match=f"no partition state file.*offsets-1 \\({stray}\\)"):
+        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+
+
+def test_a_directory_that_followed_a_newer_epoch_than_any_state_file_is_refused(tmp_path: Path) -> None:
+    replica(tmp_path, "n1", 0, state(NODES, "n1", 1, 1), epoch=1)
+    replica(tmp_path, "n2", 0, epoch=2)  # its leader of epoch 2 is not on any disk found
+    replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)
+    with pytest.raises(ForgottenLogsError, match="offsets-0 \\(a replica followed leader epoch 2"):
+        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+
+
+def test_logs_under_names_no_live_node_has_are_refused_with_the_advice_to_label_nodes(
+    tmp_path: Path,
+) -> None:
+    two_partitions(tmp_path)
+    with pytest.raises(ForgottenLogsError, match="no live node has.*raygroups.io/node"):
+        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), ["f00d", "beef"])
+
+
+@pytest.mark.parametrize("overrides", [{"num_partitions": 3}, {"replication_factor": 2}])
+def test_state_files_of_another_shape_are_refused(tmp_path: Path, overrides: dict[str, int]) -> None:
+    two_partitions(tmp_path)
+    with pytest.raises(ForgottenLogsError, match="another shape"):
+        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path, **overrides), NODES)
+
+
+def test_nothing_on_disk_starts_afresh(tmp_path: Path) -> None:
+    Path(replica_dir(str(tmp_path), "n1", 0)).mkdir(parents=True)  # an empty directory is no replica
+    assert recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES) is None
