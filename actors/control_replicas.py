@@ -56,9 +56,11 @@ Rules:
   so the ISR holds one fewer meanwhile; it never drops below what it was
   allowed to be, as the move starts only from a full ISR.
 
-Departure: replica ids are Ray node ids, and Ray never reuses a node id, so
-a node that is gone for good only comes back as a new node. Kafka's broker
-ids are stable across restarts.
+Replica ids are node names (`actors.node_names`: the node's
+`raygroups.io/node` label, else its Ray node id), opaque strings here. A
+labelled node that restarts comes back under its name, to its replicas'
+directories, as a Kafka broker does with its broker id; an unlabelled one
+comes back as a new node.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def recover_state(
             "replica logs of an earlier service are on disk, but under node names no live node has",
             [f.path for f in findings], settings,
             f"Give every node the Ray label {NODE_LABEL} with the name it had (ray start "
-            f"--labels='{{\"{NODE_LABEL}\":\"<name>\"}}'), so a full restart finds its replicas again; "
+            f'--labels="{NODE_LABEL}=<name>"), so a full restart finds its replicas again; '
             "or move those directories away to start afresh.",
         )
     by_partition: dict[int, list[ReplicaFinding]] = defaultdict(list)

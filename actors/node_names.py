@@ -3,7 +3,7 @@
 A replica's id (in ISR lists, the controller's metadata, its directory
 `<data_dir>/nodes/<name>/offsets-<p>`) is its node's NAME: the Ray node
 label `raygroups.io/node` when the node has one (`ray start
---labels='{"raygroups.io/node":"broker-1"}'`), else Ray's node id. Ray gives
+--labels="raygroups.io/node=broker-1"`), else Ray's node id. Ray gives
 a node a new id every time it starts, so only a labelled node is found again
 after a full restart of the Ray cluster (Kafka's broker.id is the same
 idea); `actors/forgotten_logs.py` recovers the replicas from their

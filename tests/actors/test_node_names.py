@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,3 +36,17 @@ def test_a_name_a_dead_node_had_may_come_back_on_a_new_node() -> None:
 def test_two_live_nodes_with_one_name_are_refused() -> None:
     with pytest.raises(DuplicateNodeNameError, match="two live Ray nodes are named 'broker-1'.*id-1.*id-2"):
         live_names([entry("id-1", name="broker-1"), entry("id-2", name="broker-1")])
+
+
+def test_cluster_yaml_names_every_node_for_restart_recovery() -> None:
+    import yaml
+    from ray._private.label_utils import parse_node_labels_string
+
+    root = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((root / "cluster.yaml").read_text(encoding="utf-8"))
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        start = " ".join(config[key])
+        found = re.search(r'--labels="([^"]*)"', start)
+        assert found is not None, f"{key} labels the node"
+        labels = parse_node_labels_string(found.group(1).replace("$(hostname -s)", "broker-1"))
+        assert labels == {NODE_LABEL: "broker-1"}
