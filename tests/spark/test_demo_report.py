@@ -53,6 +53,8 @@ def test_demo_reports_lag_against_recorded_end_offsets_and_ends_with_describe(tm
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     report = data_dir / "report"
     page = report / "report.html"
+    # The README's main job: groups survive a killed consumer and a killed partition leader.
+    assert "groups recovered" in out and "is back at epoch 2, state ACTIVE" in out
     # Notes that are not the command's result go to stderr (the tables stay parseable).
     assert "lag measured against the end offsets the topic registry recorded" in done.stderr
 
