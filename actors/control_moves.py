@@ -3,7 +3,8 @@
 A mixin of `actors.control_replicas.ReplicatedPlane` (its module docstring
 states the rules: a lost node's replicas move after `replica_reassign_delay_s`
 unless one is the partition's last ISR member; balancing runs only while
-every partition is led and fully in sync). Where a replica goes is decided
+every partition is led and fully in sync, and moves a replica by adding the
+new one before removing the old, as Kafka's reassignment does). Where a replica goes is decided
 by `coordinator.replication.placement`; a move is committed like any other
 change (`_commit`, a new leader epoch, as Kafka bumps it when a reassignment
 removes a replica; the leader keeps its shard and serves on) and carried out
@@ -37,6 +38,7 @@ class ReplicaMoves:
     _missing_since: dict[str, float]
 
     _commit: Callable[[int, PartitionState, str], Awaitable[None]]
+    _persist: Callable[[], Awaitable[None]]
     _reconcile: Callable[[int, set[str]], Awaitable[None]]
     reassign: Callable[..., Awaitable[int]]
 
@@ -92,20 +94,45 @@ class ReplicaMoves:
             await self._move_replica(*move, live)
 
     async def _move_replica(self, partition: int, source: str, target: str, live: set[str]) -> None:
-        """Move a follower replica: it leaves the replicas and the ISR, and a new
-        one starts empty on `target` and catches up (the ISR holds one fewer
-        until it does; Kafka adds the new replica before removing the old)."""
+        """Move a follower replica as Kafka's reassignment does: the new replica on
+        `target` is added first (one replica more, the ISR unchanged), starts empty
+        and catches up; `_finish_move` removes `source` once `target` is in the
+        ISR. The partition never holds fewer in-sync copies than before."""
         async with self._locks[partition]:
             meta = self.state.partitions[partition]
-            if source not in meta.isr or target in meta.replicas or meta.leader in (None, source):
+            if meta.moving is not None or source not in meta.isr or target in meta.replicas:
                 return
-            replicas = tuple(target if r == source else r for r in meta.replicas)
-            isr = tuple(r for r in meta.isr if r != source)
-            meta.names.pop(source, None)
-            old = self.handles.get(partition, {}).pop(source, None)
+            if meta.leader in (None, source):
+                return
+            meta.moving = (source, target)
+            replicas, isr = (*meta.replicas, target), tuple(meta.isr)
             state = PartitionState(replicas, isr, meta.leader, meta.epoch + 1, meta.partition_epoch + 1)
-            await self._commit(partition, state, "rebalance")
-            logger.info("partition %d: replica moves from %s to %s", partition, source, target)
-            if old is not None:
-                self.cluster.kill(old)
+            await self._commit(partition, state, "rebalance: replica added")
+            logger.info("partition %d: replica moves from %s to %s (added first)", partition, source, target)
             await self._reconcile(partition, live)
+
+    async def _finish_move(self, partition: int) -> None:
+        """Under the partition's lock: once a move's target is in the ISR, its source
+        leaves the replicas and the ISR (the leader too, if it led: the next
+        election picks from the ISR) and its actor is killed."""
+        meta = self.state.partitions[partition]
+        if meta.moving is None:
+            return
+        source, target = meta.moving
+        if target not in meta.replicas or source not in meta.replicas:  # a lost node's move replaced one
+            meta.moving = None
+            await self._persist()
+            return
+        if target not in meta.isr:
+            return
+        replicas = tuple(r for r in meta.replicas if r != source)
+        isr = tuple(r for r in meta.isr if r != source)
+        leader = None if meta.leader == source else meta.leader
+        meta.moving = None
+        meta.names.pop(source, None)
+        old = self.handles.get(partition, {}).pop(source, None)
+        state = PartitionState(replicas, isr, leader, meta.epoch + 1, meta.partition_epoch + 1)
+        await self._commit(partition, state, "rebalance: replica removed")
+        logger.info("partition %d: replica on %s removed, %s in sync", partition, source, target)
+        if old is not None:
+            self.cluster.kill(old)

@@ -142,6 +142,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         if not meta.replicas and not await self._assign(partition, live):
             return
         await self._move_lost_replicas(partition, live)
+        await self._finish_move(partition)
         probes = await self._probe_all(partition, live)
         await self._record_end(partition, probes.get(meta.leader) if meta.leader else None)
         # Elect before restarting anything: a hot follower takes over from a
@@ -451,7 +452,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             "leader_node": meta.leader,
             "partition_epoch": meta.partition_epoch,
             "offline": meta.leader is None,
-            "under_replicated": len(meta.isr) < len(meta.replicas),
+            "under_replicated": _under_replicated(meta),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -459,14 +460,14 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         return {
             **super().stats(),
             "offline": sorted(p for p, m in self.state.partitions.items() if m.replicas and m.leader is None),
-            "under_replicated": sum(1 for m in parts if len(m.isr) < len(m.replicas)),
+            "under_replicated": sum(1 for m in parts if _under_replicated(m)),
         }
 
     async def watch_once(self) -> None:
         await super().watch_once()
         parts = self.state.partitions.values()
         self.metrics.set_replication(
-            sum(1 for m in parts if len(m.isr) < len(m.replicas)),
+            sum(1 for m in parts if _under_replicated(m)),
             sum(1 for m in parts if m.replicas and m.leader is None),
         )
 
@@ -514,3 +515,10 @@ def _refuses(probe: Probe | None) -> bool:
 
 def _holds(probe: Probe | None, role: str, leader_epoch: int) -> bool:
     return isinstance(probe, dict) and probe.get("role") == role and probe.get("leader_epoch") == leader_epoch
+
+
+def _under_replicated(meta: PartitionMeta) -> bool:
+    """Fewer replicas in sync than the partition should have; a replica a move is
+    adding does not count until it is in sync (Kafka's URP, KIP-352)."""
+    adding = meta.moving is not None and meta.moving[1] not in meta.isr
+    return len(meta.isr) < len(meta.replicas) - adding

@@ -56,6 +56,8 @@ class PartitionMeta:
     isr: list[str] = field(default_factory=list)
     leader: str | None = None
     partition_epoch: int = 0
+    # A balance move under way (actors/control_moves.py): (source, target) nodes.
+    moving: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +107,7 @@ class ControlState:
                     "isr": m.isr,
                     "leader": m.leader,
                     "partition_epoch": m.partition_epoch,
+                    **({"moving": list(m.moving)} if m.moving is not None else {}),
                 }
                 for p, m in parts.items()
                 if m.replicas
@@ -137,6 +140,8 @@ class ControlState:
                 meta.isr = list(replication["isr"])
                 meta.leader = replication["leader"]
                 meta.partition_epoch = int(replication["partition_epoch"])
+                moving = replication.get("moving")
+                meta.moving = None if moving is None else (str(moving[0]), str(moving[1]))
         state.standbys = list(data.get("standbys", []))
         return state
 

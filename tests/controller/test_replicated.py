@@ -290,8 +290,14 @@ def test_a_node_that_joins_takes_its_share_of_replicas() -> None:
         for _ in range(10):
             await plane.balance_once()
             for p in range(6):
-                if len(plane.state.partitions[p].isr) < 3:
+                meta = plane.state.partitions[p]
+                # Kafka's order: the new replica is added, and the old one leaves only
+                # once the new one is in sync; the ISR never holds fewer than 3.
+                assert len(meta.isr) >= 3 and len(meta.replicas) in (3, 4)
+                if len(meta.isr) < len(meta.replicas):
                     await rejoin(plane, cluster, p)
+            await watch(plane)
+        assert all(m.moving is None and len(m.replicas) == 3 for m in plane.state.partitions.values())
         hosted = Counter(n for p in range(6) for n in saved(store, p)["replicas"])
         assert hosted["n4"] >= 4 and max(hosted.values()) - min(hosted.values()) <= 1
         for p in range(6):
@@ -299,6 +305,31 @@ def test_a_node_that_joins_takes_its_share_of_replicas() -> None:
             lead = leader(cluster, p)
             assert set(lead.followers) == set(saved(store, p)["replicas"]) - {lead.node}
         assert not [a for a in cluster.live.values() if a.name not in plane.state.owned_names()]
+
+    run(scenario())
+
+
+def test_a_move_survives_a_controller_restart_and_ends_once_the_new_replica_is_in_sync() -> None:
+    async def scenario() -> None:
+        cluster, store = FakeCluster(), MemoryStore()
+        first = make_replicated(cluster, store, num_partitions=6)
+        await first.start()
+        cluster.nodes.append("n4")
+        await first.balance_once()
+        [moving] = [p for p in range(6) if "moving" in saved(store, p)]
+        source, target = saved(store, moving)["moving"]
+        assert saved(store, moving)["replicas"][-1] == target and source in saved(store, moving)["isr"]
+        assert first.stats()["under_replicated"] == 0, "a replica being added is not a missing one"
+        second = make_replicated(cluster, store, num_partitions=6)  # the controller restarts mid-move
+        await second.start()
+        await watch(second)
+        assert source in saved(store, moving)["replicas"], "not removed before the new one is in sync"
+        await rejoin(second, cluster, moving)
+        await watch(second)
+        meta = saved(store, moving)
+        assert "moving" not in meta and source not in meta["replicas"] and target in meta["isr"]
+        assert len(meta["replicas"]) == len(meta["isr"]) == 3
+        assert source not in replicas(cluster, moving), "the source's actor is gone"
 
     run(scenario())
 
