@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from log.batch import HEADER, HEADER_SIZE, MAGIC
 from log.errors import CorruptLogError
-from log.fsutil import atomic_write
+from log.fsutil import atomic_write, read_versioned_json
 from log.segment import SegmentFile
 
 logger = logging.getLogger(__name__)
@@ -116,19 +116,10 @@ def rebuild(segments: list[SegmentFile], buffer_size: int) -> list[EpochEntry]:
 def read_checkpoint(directory: str) -> list[EpochEntry] | None:
     """The stored entries; None if the file is missing. CorruptLogError if unreadable."""
     path = os.path.join(directory, CHECKPOINT_FILE)
-    try:
-        with open(path, "rb") as file:
-            raw = file.read()
-    except FileNotFoundError:
-        return None
-    try:
-        data = json.loads(raw)
-        if data["version"] != CHECKPOINT_VERSION:
-            raise ValueError(f"unknown version {data['version']!r}")
-        entries = [_entry(pair) for pair in data["entries"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(path, 0, None, f"unreadable leader epoch checkpoint: {exc}") from exc
-    if not _monotonic(entries):
+    entries = read_versioned_json(
+        path, CHECKPOINT_VERSION, "leader epoch checkpoint", lambda data: [_entry(p) for p in data["entries"]]
+    )
+    if entries is not None and not _monotonic(entries):
         raise CorruptLogError(path, 0, None, f"leader epoch entries not increasing: {entries}")
     return entries
 

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from log.errors import CorruptLogError
+
+T = TypeVar("T")
 
 TMP_SUFFIX = ".tmp"
 
@@ -57,6 +63,24 @@ def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
         fsync_dir(os.path.dirname(path) or ".")
 
 
-def atomic_write_json(path: str, data: object) -> None:
+def atomic_write_json(path: str, data: object, fsync: bool = True) -> None:
     """`atomic_write` of a JSON document (metadata files beside the logs)."""
-    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"), fsync)
+
+
+def read_versioned_json(path: str, version: int, what: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
+    """`parse` of the JSON object in `path` whose "version" is `version`; None if
+    the file is missing. Any other content is CorruptLogError naming `what`:
+    metadata beside a log is refused, never guessed."""
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw)
+        if data["version"] != version:
+            raise ValueError(f"unknown version {data['version']!r}")
+        return parse(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(path, 0, None, f"unreadable {what}: {exc!r}") from exc

@@ -7,7 +7,7 @@ restart of the Ray cluster loses the controller's metadata (Ray's GCS);
 these files are what it is rebuilt from (`actors/forgotten_logs.py`).
 
 Rules: one JSON object `{"version": 1, ...}`, replaced atomically
-(`fsutil.atomic_write`: temp file, fsync, rename, directory fsync), so a
+(`fsutil.atomic_write_json`: temp file, fsync, rename, directory fsync), so a
 reader sees the old state or the new one, never a torn one. A missing file
 is None (no leader wrote here); an unreadable one is refused rather than
 guessed, as the leader-epoch file is. When and why a leader writes it is the
@@ -16,12 +16,12 @@ leader's business (`actors/replica_leader.py`).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from log.errors import CorruptLogError
-from log.fsutil import atomic_write
+from log.fsutil import atomic_write_json, read_versioned_json
 
 STATE_FILE = "partition-state.json"
 STATE_FILE_VERSION = 1
@@ -56,35 +56,28 @@ def write_replica_state(directory: str, state: ReplicaState, fsync: bool = True)
         "num_partitions": state.num_partitions,
         "replication_factor": state.replication_factor,
     }
-    raw = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
-    atomic_write(os.path.join(directory, STATE_FILE), raw, fsync)
+    atomic_write_json(os.path.join(directory, STATE_FILE), data, fsync)
 
 
 def read_replica_state(directory: str) -> ReplicaState | None:
     path = os.path.join(directory, STATE_FILE)
-    try:
-        with open(path, "rb") as file:
-            raw = file.read()
-    except FileNotFoundError:
-        return None
-    try:
-        data = json.loads(raw)
-        if data["version"] != STATE_FILE_VERSION:
-            raise ValueError(f"version {data['version']!r}")
-        state = ReplicaState(
-            replicas=tuple(_names(data["replicas"])),
-            isr=tuple(_names(data["isr"])),
-            leader=_name(data["leader"]),
-            leader_epoch=_int(data["leader_epoch"]),
-            partition_epoch=_int(data["partition_epoch"]),
-            num_partitions=_int(data["num_partitions"]),
-            replication_factor=_int(data["replication_factor"]),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(path, 0, None, f"unreadable partition state file: {exc!r}") from exc
-    if not set(state.isr) <= set(state.replicas) or state.leader not in state.replicas:
+    state = read_versioned_json(path, STATE_FILE_VERSION, "partition state file", _parse)
+    consistent = state is None or (set(state.isr) <= set(state.replicas) and state.leader in state.replicas)
+    if not consistent:
         raise CorruptLogError(path, 0, None, f"inconsistent partition state: {state}")
     return state
+
+
+def _parse(data: dict[str, Any]) -> ReplicaState:
+    return ReplicaState(
+        replicas=tuple(_names(data["replicas"])),
+        isr=tuple(_names(data["isr"])),
+        leader=_name(data["leader"]),
+        leader_epoch=_int(data["leader_epoch"]),
+        partition_epoch=_int(data["partition_epoch"]),
+        num_partitions=_int(data["num_partitions"]),
+        replication_factor=_int(data["replication_factor"]),
+    )
 
 
 def _names(value: object) -> list[str]:
