@@ -87,28 +87,34 @@ class DemoProducers:
         self._thread.join()
 
 
+def demo_member(client: Any, group: DemoGroup, name: str) -> Any:
+    """A started `GroupMember` of `group` named `name`, as the demos' consumers run it."""
+    from actors.member import GroupMember
+
+    return GroupMember(
+        client=client,
+        group_id=group.group_id,
+        topics=[group.topic],
+        topic_partitions={group.topic: group.partitions},
+        assignors=(group.assignor,),
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=500,
+        client_id=name,
+        client_host="demo-host",
+    ).start()
+
+
 class DemoConsumer:
     """A simulated consumer: advances a position on each owned partition and commits."""
 
     def __init__(self, group: DemoGroup, name: str) -> None:
-        from actors.member import GroupMember
         from actors.service import connect
 
         self.positions: dict[Any, int] = {}
         self.commits = 0
         self.max_batch = group.max_batch
         self.client = connect(namespace=DEFAULT_NAMESPACE)
-        self.member = GroupMember(
-            client=self.client,
-            group_id=group.group_id,
-            topics=[group.topic],
-            topic_partitions={group.topic: group.partitions},
-            assignors=(group.assignor,),
-            session_timeout_ms=6_000,
-            heartbeat_interval_ms=500,
-            client_id=name,
-            client_host="demo-host",
-        ).start()
+        self.member = demo_member(self.client, group, name)
         self._stop = threading.Event()
         threading.Thread(target=self._consume, daemon=True).start()
 

@@ -33,7 +33,7 @@ from rich.console import Console
 
 import actors
 from actors import table_output
-from actors.demo import DemoGroup
+from actors.demo import DemoGroup, demo_member
 from actors.member_types import CommitFailedError
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import ServiceSettings
@@ -41,6 +41,7 @@ from actors.sim_cluster import (
     FAST_NODE_FAILURE,
     fully_replicated,
     node_disk,
+    quick_failover_settings,
     remove_with_disk,
     simulated_cluster,
     wait_for,
@@ -67,21 +68,8 @@ COMMIT_INTERVAL_S = 0.1
 
 
 def demo_settings(data_dir: str) -> ServiceSettings:
-    """RF 3 / min ISR 2, failures noticed within seconds rather than Kafka's 30 s."""
-    return ServiceSettings(
-        data_dir=data_dir,
-        num_partitions=PARTITIONS,
-        namespace=NAMESPACE,
-        replication_factor=3,
-        min_insync_replicas=2,
-        probe_interval_s=0.5,
-        probe_timeout_s=2.0,
-        replica_lag_time_max_ms=3_000,
-        commit_timeout_ms=3_000,
-        standby_actors=0,
-        # No compaction while the demo runs: the check finds every commit's record in the log.
-        compaction_interval_s=3_600.0,
-    )
+    # No compaction while the demo runs: the check finds every commit's record in the log.
+    return quick_failover_settings(data_dir, NAMESPACE, PARTITIONS, compaction_interval_s=3_600.0)
 
 
 @dataclass(frozen=True)
@@ -97,23 +85,11 @@ class CommittingConsumer:
     every `COMMIT_INTERVAL_S`, remembering what was acknowledged and when."""
 
     def __init__(self, group: DemoGroup, name: str) -> None:
-        from actors.member import GroupMember
-
         self.group_id = group.group_id
         self.acks: list[Ack] = []
         self.error: Exception | None = None
         self._positions: dict[Any, int] = {}
-        self.member = GroupMember(
-            client=actors.connect(namespace=NAMESPACE, timeout_s=20.0),
-            group_id=group.group_id,
-            topics=[group.topic],
-            topic_partitions={group.topic: group.partitions},
-            assignors=(group.assignor,),
-            session_timeout_ms=6_000,
-            heartbeat_interval_ms=500,
-            client_id=name,
-            client_host="demo-host",
-        ).start()
+        self.member = demo_member(actors.connect(namespace=NAMESPACE, timeout_s=20.0), group, name)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._consume, daemon=True)
         self._thread.start()

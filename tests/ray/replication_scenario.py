@@ -42,7 +42,7 @@ from actors.client import commit_request
 from actors.ray_store import GcsKvStore
 from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME, ServiceSettings
-from actors.sim_cluster import fully_replicated, wait_for
+from actors.sim_cluster import fully_replicated, quick_failover_settings, wait_for
 from actors.sim_cluster import status_rows as rows
 from actors.wire import loads_response
 from coordinator import Errors
@@ -57,18 +57,7 @@ GROUPS_PER_PARTITION = 2
 
 
 def settings_for(data_dir: str) -> ServiceSettings:
-    return ServiceSettings(
-        data_dir=data_dir,
-        num_partitions=PARTITIONS,
-        namespace=NAMESPACE,
-        replication_factor=3,
-        min_insync_replicas=2,
-        probe_interval_s=0.5,
-        probe_timeout_s=2.0,
-        replica_lag_time_max_ms=3_000,
-        commit_timeout_ms=3_000,
-        standby_actors=0,
-    )
+    return quick_failover_settings(data_dir, NAMESPACE, PARTITIONS)
 
 
 def groups_on(client: actors.Client, partition: int, count: int = GROUPS_PER_PARTITION) -> list[str]:
