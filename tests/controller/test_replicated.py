@@ -27,6 +27,14 @@ def make_replicated(
     )
 
 
+async def started(**overrides: Any) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
+    """A replicated plane (factor 3, min ISR 2) started on a new fake cluster and store."""
+    cluster, store = FakeCluster(), MemoryStore()
+    plane = make_replicated(cluster, store, **overrides)
+    await plane.start()
+    return cluster, store, plane
+
+
 def replicas(cluster: FakeCluster, partition: int) -> dict[str, FakeActor]:
     return {a.node: a for a in cluster.live.values() if a.partition == partition}
 
@@ -44,9 +52,7 @@ def saved(store: MemoryStore, partition: int) -> dict[str, Any]:
 
 def test_replicas_on_distinct_nodes_with_leaders_spread_and_roles_sent() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         leaders = []
         for p in range(3):
             actors = replicas(cluster, p)
@@ -81,9 +87,7 @@ def test_assignment_waits_for_enough_live_nodes() -> None:
 
 def test_leader_node_lost_elects_the_next_isr_member_and_drops_the_lost_one() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         old = leader(cluster, 0)
         cluster.remove_node(old.node)
         await watch(plane)
@@ -106,9 +110,7 @@ def test_leader_node_lost_elects_the_next_isr_member_and_drops_the_lost_one() ->
 
 def test_a_client_asking_for_the_routing_after_a_lost_leader_gets_the_elected_one() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         old = leader(cluster, 0)
         cluster.remove_node(old.node)
         # No watch round: the client's own request starts the check and waits for its outcome.
@@ -121,9 +123,7 @@ def test_a_client_asking_for_the_routing_after_a_lost_leader_gets_the_elected_on
 
 def test_dead_follower_leaves_the_isr_at_once_and_restarts_on_its_node() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         lead = leader(cluster, 0)
         victim = next(a for a in replicas(cluster, 0).values() if a is not lead)
         partition_epoch = lead.partition_epoch
@@ -165,9 +165,7 @@ def test_last_isr_member_gone_leaves_the_partition_offline_until_an_unclean_elec
 
 def test_alter_isr_is_validated_persisted_and_answered_with_the_committed_state() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         lead = leader(cluster, 1)
         follower = next(n for n in replicas(cluster, 1) if n != lead.node)
         isr = tuple(n for n in lead.isr if n != follower)
@@ -236,9 +234,7 @@ def test_a_restarted_controller_adopts_every_replica_without_an_election() -> No
 
 def test_a_failed_leader_is_replaced_by_an_isr_member() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         old = leader(cluster, 2)
         epoch = old.epoch
         old.state, old.failure = "FAILED", "disk: I/O error"
@@ -263,9 +259,7 @@ async def rejoin(plane: ReplicatedPlane, cluster: FakeCluster, partition: int) -
 
 def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         preferred = leader(cluster, 0)
         cluster.crash(preferred)
         await watch(plane)
@@ -336,9 +330,7 @@ def test_a_move_survives_a_controller_restart_and_ends_once_the_new_replica_is_i
 
 def test_a_follower_ray_reports_dead_leaves_the_isr_even_while_its_calls_only_time_out() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started()
         lead = leader(cluster, 0)
         victim = next(a for a in replicas(cluster, 0).values() if a is not lead)
         victim.hangs = True
