@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -126,6 +127,24 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return seen
 
 
+def fetch_request(version: int, max_wait_ms: int, topics: list[dict[str, Any]]) -> Any:
+    """A consumer's Fetch (api key 1) of `topics`, waiting up to `max_wait_ms`."""
+    return kio_request(
+        1,
+        version,
+        replica_id=-1,
+        max_wait=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=topics,
+    )
+
+
 @pytest.mark.parametrize("version", [4, 11, 12])
 def test_fetch_waits_max_wait_and_answers_no_records_with_the_registrys_watermarks(
     gateway: GatewayThread, topic: str, waits: list[float], version: int
@@ -140,20 +159,8 @@ def test_fetch_waits_max_wait_and_answers_no_records_with_the_registrys_watermar
             "last_fetched_epoch": -1,
         }
 
-    request = kio_request(
-        1,
-        version,
-        replica_id=-1,
-        max_wait=500,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        forgotten_topics_data=[],
-        rack_id="",
-        topics=[{"topic": topic, "partitions": [part(0, 5), part(1, 99), part(9, 0)]}],
-    )
+    partitions = [part(0, 5), part(1, 99), part(9, 0)]
+    request = fetch_request(version, 500, [{"topic": topic, "partitions": partitions}])
     response = exchange(gateway, request)
     assert waits == [0.5]
     (answered,) = response.responses
@@ -168,22 +175,8 @@ def test_fetch_waits_max_wait_and_answers_no_records_with_the_registrys_watermar
 
 
 def test_fetch_with_no_wait_answers_at_once(gateway: GatewayThread, topic: str, waits: list[float]) -> None:
-    request = kio_request(
-        1,
-        12,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        forgotten_topics_data=[],
-        rack_id="",
-        topics=[
-            {"topic": topic, "partitions": [{"partition": 1, "fetch_offset": 0, "partition_max_bytes": 100}]}
-        ],
-    )
+    partitions = [{"partition": 1, "fetch_offset": 0, "partition_max_bytes": 100}]
+    request = fetch_request(12, 0, [{"topic": topic, "partitions": partitions}])
     assert exchange(gateway, request).responses[0].partitions[0].high_watermark == 20
     assert waits == []
 
