@@ -1,10 +1,32 @@
 """A simulated multi-node Ray cluster for the scenario scripts, which run in a
 process of their own: the product's `actors.sim_cluster.simulated_cluster`
 (the replicated demo uses it too), here always with a temporary data
-directory, removed afterwards."""
+directory, removed afterwards; and `run_scenario`, how a test runs one."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from actors.sim_cluster import simulated_cluster
 
-__all__ = ["simulated_cluster"]
+__all__ = ["run_scenario", "simulated_cluster"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_scenario(module: str, *args: str, timeout_s: float, note: str = "") -> str:
+    """`python -m module args` from the repository root in a process of its own (a
+    `Cluster` cannot share one with the session's Ray); its stdout. A failing run
+    fails the test with `note` and the tail of its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert done.returncode == 0, note + done.stdout[-4000:] + done.stderr[-4000:]
+    return done.stdout
