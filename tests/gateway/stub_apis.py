@@ -1,5 +1,5 @@
 """A stand-in for `gateway.apis` in the transport's tests: the same interface
-(SUPPORTED, handle, RequestContext, GatewayInfo), two APIs.
+(SUPPORTED, handle, and the real RequestContext and GatewayInfo), two APIs.
 
 Metadata answers the gateway as the only broker and no topics (enough for a
 Kafka client to bootstrap). Heartbeat answers NONE, except group "raise"
@@ -11,7 +11,7 @@ handled is kept in `seen`, so tests can check what the server passed.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
@@ -19,29 +19,14 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from gateway.apis import GatewayInfo, RequestContext
+
+__all__ = ["SUPPORTED", "GatewayInfo", "RequestContext", "handle", "seen"]
+
 METADATA = 3
 HEARTBEAT = 12
 SUPPORTED = {METADATA: (0, 12), HEARTBEAT: (0, 4)}
 SLOW_S = 0.3
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayInfo:
-    node_id: int
-    host: str
-    port: int
-    brokers: tuple[tuple[int, str, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    client_id: str | None
-    client_host: str
-    api_version: int
-    correlation_id: int
-    principal: str | None
-    gateway: GatewayInfo
-    client: Any
 
 
 seen: list[tuple[RequestContext, Any]] = []
