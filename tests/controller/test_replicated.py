@@ -27,9 +27,12 @@ def make_replicated(
     )
 
 
-async def started(**overrides: Any) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
-    """A replicated plane (factor 3, min ISR 2) started on a new fake cluster and store."""
-    cluster, store = FakeCluster(), MemoryStore()
+async def started(
+    cluster: FakeCluster | None = None, **overrides: Any
+) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
+    """A replicated plane (factor 3, min ISR 2) started on `cluster` (a new fake
+    cluster when None) with a new store."""
+    cluster, store = cluster or FakeCluster(), MemoryStore()
     plane = make_replicated(cluster, store, **overrides)
     await plane.start()
     return cluster, store, plane

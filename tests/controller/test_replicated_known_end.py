@@ -8,16 +8,14 @@ from __future__ import annotations
 from coordinator.errors import Errors
 from coordinator.replication import IsrChange, IsrChangeKind
 
-from tests.controller.fake import FakeCluster, MemoryStore
+from tests.controller.fake import FakeCluster
 from tests.controller.helpers import run, watch
-from tests.controller.test_replicated import leader, make_replicated, replicas
+from tests.controller.test_replicated import leader, replicas, started
 
 
 def test_the_last_isr_member_back_without_its_log_refuses_and_the_partition_stays_offline() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(nodes=["n1", "n2", "n3"], shared_disk=False), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started(FakeCluster(nodes=["n1", "n2", "n3"], shared_disk=False))
         lead = leader(cluster, 0)
         lead.commit(5)
         await watch(plane)
@@ -45,9 +43,7 @@ def test_the_last_isr_member_back_without_its_log_refuses_and_the_partition_stay
 
 def test_an_unclean_election_forgets_the_committed_end() -> None:
     async def scenario() -> None:
-        cluster, store = FakeCluster(nodes=["n1", "n2", "n3"], shared_disk=False), MemoryStore()
-        plane = make_replicated(cluster, store)
-        await plane.start()
+        cluster, store, plane = await started(FakeCluster(nodes=["n1", "n2", "n3"], shared_disk=False))
         lead = leader(cluster, 0)
         lead.commit(5)
         await watch(plane)
