@@ -70,15 +70,21 @@ def test_the_newest_state_file_of_each_partition_is_the_recovered_metadata(tmp_p
     assert zero.known_end == one.known_end == 0 and not zero.names and zero.actor is None
 
 
+def recovered_store(tmp_path: Path) -> MemoryStore:
+    """A store holding the metadata recovered from `two_partitions`' state files."""
+    two_partitions(tmp_path)
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None
+    store = MemoryStore()
+    store.save(recovered.to_json())
+    return store
+
+
 def test_the_controller_elects_from_the_recovered_isr_and_new_leaders_must_find_their_logs(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        two_partitions(tmp_path)
-        recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
-        assert recovered is not None
-        store = MemoryStore()
-        store.save(recovered.to_json())
+        store = recovered_store(tmp_path)
         cluster = FakeCluster(nodes=list(NODES), shared_disk=False)
         for node in NODES:
             cluster.disk(node).update({0: 7, 1: 3})
@@ -96,11 +102,7 @@ def test_the_controller_elects_from_the_recovered_isr_and_new_leaders_must_find_
 
 def test_a_partition_whose_isr_replica_is_missing_stays_offline(tmp_path: Path) -> None:
     async def scenario() -> None:
-        two_partitions(tmp_path)
-        recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
-        assert recovered is not None
-        store = MemoryStore()
-        store.save(recovered.to_json())
+        store = recovered_store(tmp_path)
         # n2 and n3 (partition 0's ISR) come back, but n3 without its disk; n1 has its log.
         cluster = FakeCluster(nodes=list(NODES), shared_disk=False)
         cluster.disk("n1").update({0: 5, 1: 3})
