@@ -41,6 +41,7 @@ from actors.metrics import PartitionMetrics
 from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica
 from actors.replica_leader import LeaderReplication, Leadership
+from actors.replica_link import LinkServer
 from actors.replica_roles import ReplicaRoles
 from actors.settings import ServiceSettings, SystemClock
 from actors.wire import dumps_response
@@ -121,6 +122,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
         # What the next load leads with (None: a leader without replicas).
         self._leadership: Leadership | None = None
         self._role_lock = asyncio.Lock()
+        self._link_server: LinkServer | None = None  # listening once a leader asks (replica_roles)
 
     # ------------------------------------------------------------ lifecycle
 

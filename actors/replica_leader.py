@@ -12,12 +12,13 @@ end and the flush loop's one extra call per fsync is the whole cost
   `LeaderState.writable` (min.insync.replicas).
 - PUSH replication, one sender task per follower: it reads whole batches
   past the follower's log end (`next_fetch_offset`, `read_raw` on the I/O
-  thread, at most `replication_max_bytes`) and calls
-  `follower.replicate.remote(leader_epoch, leader, start_offset, batches,
-  hwm)`; with nothing new it waits for new durable data or a heartbeat
+  thread, at most `replication_max_bytes`) and sends the follower actor's
+  `replicate(leader_epoch, leader, start_offset, batches, hwm)` over its
+  replication link (`actors.replica_link`: a TCP connection, not a Ray call
+  per push); with nothing new it waits for new durable data or a heartbeat
   (a quarter of replica_lag_time_max_ms), so a quiet follower stays caught
-  up and receives the HWM. A DivergingEpoch answer is sent back with
-  `follower.truncate.remote(...)` and that answer checked again. A follower
+  up and receives the HWM. A DivergingEpoch answer is sent back as
+  `truncate(...)` and that answer checked again. A follower
   that does not answer within half the lag time, or whose call fails, is
   simply not acknowledging; `tick` (every half lag time, Kafka's
   isr-expiration) shrinks the ISR after the lag time.
@@ -57,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.replica_follower import PushAnswer
+from actors.replica_link import FollowerLink
 from coordinator.errors import Errors
 from coordinator.replication import EpochCache, IsrChange, LeaderState, RejectAction
 from coordinator.runtime import RuntimeState
@@ -108,9 +110,11 @@ class LeaderReplication:
         self.push_timeout_s = lag_s / 2
         self.tick_s = min(lag_s / 2, settings.commit_timeout_ms / 4000)
         self.max_bytes = settings.replication_max_bytes
+        self.link_enabled = settings.replication_link
         self.stopped = False
         self._wakes = {replica: asyncio.Event() for replica in self.state.replicas if replica != me}
         self._isr_wake = asyncio.Event()
+        self._links: dict[str, FollowerLink] = {}
 
     @property
     def replicated(self) -> bool:
@@ -186,44 +190,58 @@ class LeaderReplication:
     # ----------------------------------------------------------- pushing
 
     async def _sender(self, replica: str) -> None:
-        wake = self._wakes[replica]
-        state = self.state
-        while not self.stopped:
-            # Read each round: the controller replaces the handle of a follower it restarted.
-            handle = self.leadership.followers.get(replica)
-            if handle is None:  # no actor yet: not acknowledging until the controller sends one
-                wake.clear()
-                await asyncio.sleep(self.heartbeat_s)
-                continue
-            offset = state.next_fetch_offset(replica)
-            if offset is not None and offset >= state.durable_end:
-                wake.clear()
-                try:
-                    await asyncio.wait_for(wake.wait(), self.heartbeat_s)
-                except TimeoutError:
-                    pass
-                offset = state.next_fetch_offset(replica)
-            batches = b""
-            if offset is not None and offset < state.durable_end:
-                batches = await self.owner._on_io(self.owner.log.read_raw, offset, self.max_bytes)
-            answer = await self._call(
-                handle.replicate, state.leader_epoch, self.me, offset, batches, state.high_watermark
-            )
-            while answer is not None and not self.stopped:
-                diverging = self._on_answer(replica, answer)
-                if diverging is None:
-                    break
-                answer = await self._call(
-                    handle.truncate, state.leader_epoch, self.me, diverging, answer.log_end, answer.last_epoch
-                )
-            if answer is None and not self.stopped:
-                await asyncio.sleep(self.heartbeat_s)
-
-    async def _call(self, method: Any, *args: Any) -> PushAnswer | None:
-        """A follower call; None if it failed or did not answer in time (not acknowledging)."""
+        links = self._links
         try:
-            return PushAnswer(*await asyncio.wait_for(method.remote(*args), self.push_timeout_s))
+            while not self.stopped:
+                # Read each round: the controller replaces the handle of a follower it restarted.
+                handle = self.leadership.followers.get(replica)
+                link = links.get(replica)
+                if link is None or link.handle is not handle:
+                    if link is not None:
+                        link.close()
+                    link = links[replica] = FollowerLink(handle, self.link_enabled)
+                if handle is None:  # no actor yet: not acknowledging until the controller sends one
+                    self._wakes[replica].clear()
+                    await asyncio.sleep(self.heartbeat_s)
+                    continue
+                await self._push(replica, link)
+        finally:
+            if replica in links:
+                links.pop(replica).close()
+
+    async def _push(self, replica: str, link: FollowerLink) -> None:
+        """One push to `replica` (new batches or a heartbeat) and the truncations it calls for."""
+        wake, state = self._wakes[replica], self.state
+        offset = state.next_fetch_offset(replica)
+        if offset is not None and offset >= state.durable_end:
+            wake.clear()
+            try:
+                await asyncio.wait_for(wake.wait(), self.heartbeat_s)
+            except TimeoutError:
+                pass
+            offset = state.next_fetch_offset(replica)
+        batches = b""
+        if offset is not None and offset < state.durable_end:
+            batches = await self.owner._on_io(self.owner.log.read_raw, offset, self.max_bytes)
+        answer = await self._call(
+            link, "replicate", state.leader_epoch, self.me, offset, batches, state.high_watermark
+        )
+        while answer is not None and not self.stopped:
+            diverging = self._on_answer(replica, answer)
+            if diverging is None:
+                break
+            answer = await self._call(
+                link, "truncate", state.leader_epoch, self.me, diverging, answer.log_end, answer.last_epoch
+            )
+        if answer is None and not self.stopped:
+            await asyncio.sleep(self.heartbeat_s)
+
+    async def _call(self, link: FollowerLink, kind: str, *args: Any) -> PushAnswer | None:
+        """A follower request; None if it failed or did not answer in time (not acknowledging)."""
+        try:
+            return await asyncio.wait_for(link.request(kind, *args), self.push_timeout_s)
         except Exception as exc:  # a dead, hung (TimeoutError) or failing follower: no ack
+            link.close()  # its answer, if one comes, must not be read as the next request's
             logger.debug("partition %d: push failed: %r", self.owner.partition, exc)
             return None
 
@@ -296,7 +314,9 @@ class LeaderReplication:
         for replica in self._wakes:
             follower = state.follower(replica)
             lag = None if follower.log_end is None else state.durable_end - follower.log_end
-            followers[replica] = {"log_end": follower.log_end, "lag": lag}
+            link = self._links.get(replica)
+            transport = None if link is None else link.transport
+            followers[replica] = {"log_end": follower.log_end, "lag": lag, "transport": transport}
         return {
             "leader_epoch": state.leader_epoch,
             "partition_epoch": state.partition_epoch,

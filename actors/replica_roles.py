@@ -34,7 +34,9 @@ call naming an older leader epoch than this replica knows changes nothing.
   follower's actor (same node, same disk); the leader pushes to it from now.
 - `replicate(leader_epoch, leader, start_offset, batches, hwm)` and
   `truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)`:
-  a leader's pushes, answered with a `PushAnswer`. A push of a newer epoch
+  a leader's pushes, answered with a `PushAnswer`. Leaders send them over
+  the replication link (`replication_endpoint()`: this actor's listener,
+  `actors.replica_link`); as Ray methods they stay callable. A push of a newer epoch
   to a leader or a deposed replica is the news of an election: it becomes a
   follower of the pusher first (`coordinator.replication.follower`). A push
   of an older epoch is FENCED_LEADER_EPOCH; one to a replica with no role yet
@@ -49,9 +51,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import ray
+
 from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica, PushAnswer
 from actors.replica_leader import LeaderReplication, Leadership
+from actors.replica_link import LinkServer
 from actors.settings import partition_dir
 from coordinator.errors import Errors
 from coordinator.replication import UNDEFINED_EPOCH, EpochCache
@@ -80,6 +85,7 @@ class ReplicaRoles:
     _io: Any
     _tasks: set[asyncio.Task[None]]
     _node_id: str | None
+    _link_server: LinkServer | None
     # The state file last written (read and written on the I/O thread only).
     _state_written: ReplicaState | None
 
@@ -168,6 +174,20 @@ class ReplicaRoles:
         if follower is None:
             return self._refusal(leader_epoch)
         return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+
+    async def replication_endpoint(self) -> tuple[str, int, bytes]:
+        """(host, port, token) of this replica's replication link, listening from now on."""
+        if self._link_server is None:
+            settings = self.settings
+            self._link_server = LinkServer(
+                self._link_request,
+                max(settings.replication_max_bytes, settings.log.offsets_segment_bytes),
+                idle_timeout_s=2 * settings.replica_lag_time_max_ms / 1000,
+            )
+        return await self._link_server.endpoint(ray.util.get_node_ip_address())
+
+    async def _link_request(self, kind: str, args: tuple[Any, ...]) -> PushAnswer:
+        return await (self.replicate(*args) if kind == "replicate" else self.truncate(*args))
 
     # ------------------------------------------------------------- helpers
 

@@ -88,6 +88,10 @@ class ServiceSettings:
     replica_lag_time_max_ms: int = 30_000
     replication_max_bytes: int = 1 << 20
     commit_timeout_ms: int = 5_000
+    # Leaders push over a TCP connection to each follower actor
+    # (`actors.replica_link`); False: every push is a Ray call, for nodes
+    # that reach each other only on Ray's own ports.
+    replication_link: bool = True
     # A node gone this long has its replicas recreated on other live nodes
     # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
     replica_reassign_delay_s: float = 300.0
@@ -104,6 +108,8 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if type(self.replication_link) is not bool:
+            raise ValueError(f"replication_link must be a bool, got {self.replication_link!r}")
         min_isr = self.min_insync_replicas
         if type(min_isr) is not int or not 1 <= min_isr <= self.replication_factor:
             raise ValueError(

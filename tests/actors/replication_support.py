@@ -91,6 +91,9 @@ def settings_for(tmp_path: Path, **overrides: Any) -> ServiceSettings:
         "min_insync_replicas": 2,
         "replica_lag_time_max_ms": 300,
         "commit_timeout_ms": 60_000,
+        # Pushes go through the FakeHandles (their stalls are these tests' faults);
+        # the link itself is tested in test_replica_link.py and on Ray.
+        "replication_link": False,
         **overrides,
     }
     return ServiceSettings(**values)

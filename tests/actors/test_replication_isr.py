@@ -152,6 +152,7 @@ def test_without_replicas_the_leader_reports_its_role_and_releases_at_its_durabl
         {"replica_lag_time_max_ms": 0},
         {"commit_timeout_ms": -1},
         {"replication_max_bytes": 1.5},
+        {"replication_link": "yes"},
     ],
 )
 def test_replication_settings_are_checked(overrides: dict[str, Any], tmp_path: Path) -> None:

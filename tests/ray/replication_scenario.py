@@ -119,11 +119,18 @@ def leader_node(cluster: Cluster, data_dir: str) -> None:
           f"{total} commits acknowledged, none lost", flush=True)
 
 
+def all_pushed_over_links(client: actors.Client) -> bool:
+    """Every leader pushes to each follower over its TCP link (actors/replica_link.py)."""
+    followers = [follower for row in rows(client).values() for follower in row["followers"].values()]
+    return all(follower["transport"] == "tcp" for follower in followers)
+
+
 def followers(cluster: Cluster, data_dir: str) -> None:
     client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     row = rows(client)[0]
     followers_of_0 = [node for node in row["replicas"] if node != row["leader_node"]]
+    assert all_pushed_over_links(client), rows(client)
     pids = {node: replica_pid(0, node) for node in followers_of_0}
     loads, stop, thread = start_load(groups_on(client, 0))
     stopped: list[int] = []
@@ -152,6 +159,7 @@ def followers(cluster: Cluster, data_dir: str) -> None:
         wait_for("commits again", lambda: all(
             load.acked > a for load, a in zip(loads, refused_from, strict=True)
         ))
+        wait_for("the pushes over the replication links again", lambda: all_pushed_over_links(client))
     finally:
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
