@@ -435,12 +435,15 @@ class ControlPlane:
         )
 
     async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
-        """A client could not use the leader of `epoch`: check the partition now,
-        not at the next round, and answer the routing as soon as a leader serves
-        a newer epoch, or this check found the old one sound, or `wait_s` passed.
-        The client's next attempt then goes straight to the new leader."""
+        """A client could not use the leader of `epoch` (or the routing named none):
+        check the partition now, not at the next round, and answer the routing as
+        soon as a leader serves a newer epoch, or serves at all where there was
+        none (an election the client saw before its leader served), or this
+        check found the old one sound, or `wait_s` passed. The client's next
+        attempt then goes straight to the new leader."""
         _check_routing_request(partition, epoch, wait_s, self.num_partitions)
         meta = self.state.partitions[partition]
+        leaderless = self.leaders.get(partition) is None
         # A report of an older epoch is already answered; an operation holding
         # the lock is already moving the partition.
         check = None
@@ -450,7 +453,7 @@ class ControlPlane:
         deadline = loop.time() + wait_s
         while loop.time() < deadline:
             if self.leaders.get(partition) is not None and (
-                meta.epoch != epoch or (check is not None and check.done())
+                meta.epoch != epoch or leaderless or (check is not None and check.done())
             ):
                 break
             await asyncio.sleep(ROUTING_POLL_S)

@@ -256,10 +256,15 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         meta.replicas, meta.isr = list(new.replicas), list(new.isr)
         meta.leader, meta.epoch, meta.partition_epoch = new.leader, new.leader_epoch, new.partition_epoch
         meta.actor = None if new.leader is None else meta.names[new.leader]
-        await self._persist()
-        if new.leader_epoch != old_epoch:
+        new_epoch = new.leader_epoch != old_epoch
+        if new_epoch:
+            # Before the save awaits: `routing()` must never pair the new epoch with the
+            # old leader's handle. A client given that pair retries the lost leader,
+            # then waits in `routing_after` for an epoch that is already current.
             self.leaders.pop(partition, None)
             self._given.pop(partition, None)
+        await self._persist()
+        if new_epoch:
             if old_leader is not None:
                 self.metrics.failover(reason)
             log = logger.info if new.leader is not None else logger.error

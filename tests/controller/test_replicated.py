@@ -4,6 +4,7 @@ lost replicas, moves off a lost node, and a restarted controller that adopts."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -120,6 +121,59 @@ def test_a_client_asking_for_the_routing_after_a_lost_leader_gets_the_elected_on
         routing = await plane.routing_after(0, old.epoch, 5.0)
         new = leader(cluster, 0)
         assert new.node != old.node and routing[1][0] is new and routing[2][0] == old.epoch + 1
+
+    run(scenario())
+
+
+def test_the_routing_never_pairs_a_new_epoch_with_the_lost_leader() -> None:
+    """While an election is saved, the routing names no leader rather than the new
+    epoch with the lost leader's handle (a client would retry the dead leader)."""
+
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        old = leader(cluster, 0)
+        seen: list[Any] = []
+        save = store.save
+
+        def save_and_look(data: dict[str, Any]) -> None:
+            seen.append(plane.routing())  # mid-commit: the loop awaits this save
+            save(data)
+
+        store.save = save_and_look  # type: ignore[method-assign]
+        cluster.remove_node(old.node)
+        await watch(plane)
+        during = [(r[1][0], r[2][0]) for r in seen if r[2][0] > old.epoch]
+        assert during and all(handle is not old for handle, _ in during), during
+        assert plane.routing()[1][0] is leader(cluster, 0)
+
+    run(scenario())
+
+
+def test_a_client_that_saw_an_election_without_its_leader_gets_the_leader_once_it_serves() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        old = leader(cluster, 0)
+        release = asyncio.Event()
+        for actor in replicas(cluster, 0).values():
+            become_leader = actor.become_leader
+
+            async def held(*args: Any, become_leader: Any = become_leader) -> Any:
+                await release.wait()
+                return await become_leader(*args)
+
+            actor.become_leader = held  # type: ignore[method-assign]
+        cluster.remove_node(old.node)
+        first = asyncio.create_task(plane.routing_after(0, old.epoch, 30.0))  # starts the election
+        while plane.routing()[2][0] == old.epoch:
+            await asyncio.sleep(0)
+        assert plane.routing()[1][0] is None  # elected, not serving yet
+        # A client that got this routing asks for the routing after the new epoch.
+        second = asyncio.create_task(plane.routing_after(0, old.epoch + 1, 30.0))
+        await asyncio.sleep(0.05)
+        release.set()
+        # Answered once the leader serves, not after the 30 s wait.
+        for routing in await asyncio.wait_for(asyncio.gather(first, second), 10.0):
+            assert routing[1][0] is leader(cluster, 0) and routing[2][0] == old.epoch + 1
 
     run(scenario())
 
