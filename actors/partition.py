@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from actors.log_export import LogExport
+from actors.log_maintenance import MaintenanceProgress, maintain_once
 from actors.metrics import PartitionMetrics
 from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica
@@ -50,13 +51,11 @@ from coordinator.checks import InvalidRequestError
 from coordinator.records import Record
 from coordinator.replication import EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
-from log.compaction import compact
 from log.epoch import read_leader_epoch
 from log.errors import FencedEpochError
 from log.loader import load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState
-from log.snapshot import write_snapshot
 
 logger = logging.getLogger(__name__)
 # Records per appended batch: bounds one batch's size after a burst.
@@ -450,22 +449,18 @@ class OffsetPartition(ReplicaRoles, LogExport):
             await asyncio.sleep(interval_s)
 
     async def _maintenance_loop(self) -> None:
-        """Snapshot and compact the log in the background, so that a failover
-        loads live state rather than history (see log/snapshot.py)."""
-        loop = asyncio.get_running_loop()
-        snapshot_at = self.runtime.durable_end
-        last_compaction = time.monotonic()
-        while self.runtime.state is RuntimeState.ACTIVE:
+        """The leader's log maintenance (`actors.log_maintenance`) up to the high
+        watermark, while it serves; a failed round fails the partition, which reloads."""
+        runtime = self.runtime
+        progress = MaintenanceProgress(runtime.durable_end)
+        while runtime.state is RuntimeState.ACTIVE:
             await asyncio.sleep(self.settings.maintenance_interval_s)
             log = self.log
-            if log is None or self.runtime.state is not RuntimeState.ACTIVE:
+            if log is None or runtime.state is not RuntimeState.ACTIVE:
                 return
-            if self.runtime.durable_end - snapshot_at >= self.settings.snapshot_every_records:
-                snapshot_at = self.runtime.durable_end
-                await loop.run_in_executor(self._maintenance, write_snapshot, log, self.clock.now_ms())
-            if time.monotonic() - last_compaction >= self.settings.compaction_interval_s:
-                last_compaction = time.monotonic()
-                await loop.run_in_executor(self._maintenance, compact, log, self.clock.now_ms())
+            await maintain_once(
+                log, runtime.durable_end, progress, self.settings, self._maintenance, self.clock.now_ms
+            )
 
     # ----------------------------------------------------------- inspection
 

@@ -46,6 +46,7 @@ call naming an older leader epoch than this replica knows changes nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,7 @@ from typing import Any
 
 import ray
 
+from actors.log_maintenance import MaintenanceProgress, maintain_once
 from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica, PushAnswer
 from actors.replica_leader import LeaderReplication, Leadership
@@ -65,6 +67,8 @@ from log import replica_dir
 from log.loader import load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState, write_replica_state
+
+logger = logging.getLogger(__name__)
 
 
 class ReplicaRoles:
@@ -83,6 +87,8 @@ class ReplicaRoles:
     _leadership: Leadership | None
     _role_lock: asyncio.Lock
     _io: Any
+    _maintenance: Any
+    metrics: Any
     _tasks: set[asyncio.Task[None]]
     _node_id: str | None
     _link_server: LinkServer | None
@@ -279,6 +285,27 @@ class ReplicaRoles:
         self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
         if self.runtime.state is not RuntimeState.CLOSED:
             self._deliver(self.runtime.unload(self.clock.now_ms()))  # a follower is not the coordinator
+        self._spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+
+    async def _follower_maintenance(self, follower: FollowerReplica) -> None:
+        """A follower maintains its own log as a leader does (`actors.log_maintenance`; Kafka's
+        log cleaner runs on every replica), up to its high watermark: its disk
+        does not fill with history, and a later load replays live state. Until
+        its role ends; a failed round is logged and counted, and the next one
+        tries again (a failing disk shows in the pushes, which leave the ISR)."""
+        progress = MaintenanceProgress(follower.high_watermark)
+        while True:
+            await asyncio.sleep(self.settings.maintenance_interval_s)
+            if self.follower is not follower or follower.retired:
+                return
+            try:
+                await maintain_once(
+                    follower.log, follower.high_watermark, progress, self.settings, self._maintenance,
+                    self.clock.now_ms,
+                )
+            except Exception:
+                logger.exception("partition %d: follower log maintenance failed", self.partition)
+                self.metrics.task_failed("follower-maintenance")
 
     def _open_for_follower(
         self, log: PartitionLog | None, leader_epoch: int, must_exist: bool = False

@@ -1,9 +1,14 @@
 """Compaction: keep the newest record per key, drop old tombstones.
 
 Owns rewriting non-active segments. Rules:
-- Only segments below the active (last) segment and wholly below the high
-  watermark are compacted: records not yet acknowledged must not
-  supersede acknowledged ones. The active segment is never touched.
+- Only segments below the active (last) segment and wholly below the
+  committed end are compacted: records not yet acknowledged must not
+  supersede acknowledged ones, since a replica may still truncate them
+  (Kafka's cleaner stops at the high watermark likewise). The committed end
+  is the caller's `committed_end`, the partition's high watermark, on a
+  replicated log (a leader's durable records may not be on its ISR yet),
+  and the log's durable end on a log with one copy. The active segment is
+  never touched.
 - A record survives if it is the newest record of its key among the
   compacted segments. A surviving tombstone is dropped once its batch's
   timestamp is `offsets_delete_retention_ms` old, unless it sits at or
@@ -86,10 +91,11 @@ class CompactionStats:
     bytes_out: int = 0
 
 
-def compact(log: PartitionLog, now_ms: int) -> CompactionStats:
-    """Compact every non-active segment of an open log; safe beside appends."""
+def compact(log: PartitionLog, now_ms: int, committed_end: int | None = None) -> CompactionStats:
+    """Compact the non-active segments of an open log wholly below `committed_end`
+    (None: the log's durable end); safe beside appends."""
     with log.maintenance_lock, gc_paused():
-        plan = plan_compaction(log, now_ms)
+        plan = plan_compaction(log, now_ms, committed_end)
         stats = CompactionStats()
         if plan is None:
             return stats
@@ -108,9 +114,11 @@ def compact(log: PartitionLog, now_ms: int) -> CompactionStats:
         return stats
 
 
-def plan_compaction(log: PartitionLog, now_ms: int) -> CompactionPlan | None:
+def plan_compaction(
+    log: PartitionLog, now_ms: int, committed_end: int | None = None
+) -> CompactionPlan | None:
     """Group the compactable segments and index the newest record per key."""
-    segments, end = _compactable(log)
+    segments, end = _compactable(log, committed_end)
     if not segments:
         return None
     config = log.config
@@ -162,16 +170,17 @@ def commit_swap(plan: CompactionPlan, group: SegmentGroup, cleaned_path: str) ->
     return SwapFile(group.base_offset, group.end_offset, path)
 
 
-def _compactable(log: PartitionLog) -> tuple[list[SegmentFile], int]:
-    """Segments wholly below the high watermark, and where they end.
+def _compactable(log: PartitionLog, committed_end: int | None) -> tuple[list[SegmentFile], int]:
+    """Segments wholly below the committed end, and where they end.
 
-    A rolled segment may still hold batches above the high watermark (not
-    acknowledged, so not visible to reads): they must not supersede anything.
+    A rolled segment may still hold batches above it (not acknowledged, so
+    not visible to reads): they must not supersede anything.
     """
+    limit = log.high_watermark if committed_end is None else min(committed_end, log.high_watermark)
     segments = list_dir(log.directory).segments
     bases = [s.base_offset for s in segments if s.base_offset < log.active_segment_base]
     bases.append(log.active_segment_base)
-    end = max(b for b in bases if b <= log.high_watermark)
+    end = max((b for b in bases if b <= limit), default=0)
     return [s for s in segments if s.base_offset < end], end
 
 

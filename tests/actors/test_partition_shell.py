@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-import actors.partition as partition_module
+import actors.log_maintenance as log_maintenance
 from actors.partition import OffsetPartition
 from actors.settings import ServiceSettings, partition_dir
 from coordinator import CoordinatorConfig, Errors
@@ -71,8 +71,8 @@ def inject_into(task: str, partition: OffsetPartition, monkeypatch: pytest.Monke
         shot = OneShot(partition.metrics.flush_counts)
         monkeypatch.setattr(partition.metrics, "flush_counts", shot)
     else:
-        shot = OneShot(partition_module.write_snapshot)
-        monkeypatch.setattr(partition_module, "write_snapshot", shot)
+        shot = OneShot(log_maintenance.write_snapshot)
+        monkeypatch.setattr(log_maintenance, "write_snapshot", shot)
     return shot
 
 

@@ -62,6 +62,25 @@ def test_compaction_keeps_the_state_and_shrinks_the_log(tmp_path: Path) -> None:
     assert materialize(tmp_path) == model(all_records(batches))
 
 
+def test_compaction_stops_at_the_committed_end_so_a_truncated_tail_supersedes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A leader's durable records past the partition's high watermark may be cut when
+    it is deposed: compacted with them, an acknowledged older value would be gone."""
+    committed = [[commit("g0", "t", 0, 1)], *history(4)]
+    uncommitted = [[commit("g0", "t", 0, 2)], *history(6)]
+    with PartitionLog.open(tmp_path, EPOCH, CONFIG) as log:
+        fill(log, committed)
+        committed_end = log.log_end_offset
+        fill(log, uncommitted)
+        assert log.active_segment_base > committed_end, "the uncommitted value sits in a rolled segment"
+
+        compact(log, NOW_MS, committed_end=committed_end)
+        log.truncate_to(committed_end)  # deposed: the tail the new leader lacks is cut
+
+        assert materialize(log) == model(all_records(committed))
+
+
 def test_records_keep_their_offsets_and_batches_their_ranges(tmp_path: Path) -> None:
     batches = history()
     with PartitionLog.open(tmp_path, EPOCH, CONFIG) as log:
