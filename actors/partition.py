@@ -360,6 +360,8 @@ class OffsetPartition(ReplicaRoles, LogExport):
         task = asyncio.get_running_loop().create_task(self._supervised(coro, name), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # A task cancelled before it ran never started `coro`: close it quietly.
+        task.add_done_callback(lambda _: coro.close())
 
     async def _supervised(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         """A task that raises fails the partition (logged, counted), which then reloads."""

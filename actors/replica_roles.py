@@ -283,8 +283,7 @@ class ReplicaRoles:
         log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
         self.log = log
         self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
-        if self.runtime.state is not RuntimeState.CLOSED:
-            self._deliver(self.runtime.unload(self.clock.now_ms()))  # a follower is not the coordinator
+        self._deliver(self.runtime.follow(self.clock.now_ms()))
         self._spawn(self._follower_maintenance(self.follower), "follower-maintenance")
 
     async def _follower_maintenance(self, follower: FollowerReplica) -> None:

@@ -203,6 +203,15 @@ class PartitionRuntime:
         self.failure, self.refused = reason, refused
         self.failures += 1
 
+    def follow(self, now_ms: int) -> Released:
+        """The replica follows a leader now: `unload` (it is not the coordinator),
+        and a refusal to serve its log from an earlier load no longer stands,
+        since that log is now the leader's copy (it may lead again once the
+        leader has it back in the ISR)."""
+        released = self.unload(now_ms) if self.state is not RuntimeState.CLOSED else []
+        self.failure, self.refused = None, False
+        return released
+
     def unload(self, now_ms: int) -> Released:
         """Emigration: -> CLOSED. Parked requests are answered NOT_COORDINATOR;
         held responses still wait for `on_durable`, then `abandon` answers the rest."""

@@ -212,3 +212,20 @@ def test_a_leader_whose_disk_fails_acknowledges_nothing_and_an_isr_member_takes_
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_replica_refused_for_a_missing_log_may_lead_again_once_it_follows(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        c = cluster.replicas["c"]
+        others = {name: handle for name, handle in cluster.handles.items() if name != "c"}
+        # Told to lead a partition that acknowledged 5 records, with no log on its disk.
+        await c.become_leader(1, 1, NAMES, NAMES, others, None, known_end=5)
+        await until(lambda: c.runtime.refused, "c to refuse its missing log")
+        assert (await c.probe())["refused"]
+        # The controller makes it a new follower instead: it catches up from the leader.
+        probe = await c.become_follower(2, "a")
+        assert probe["role"] == "follower" and not probe["refused"] and probe["failure"] is None
+        await cluster.close()
+
+    run(scenario())

@@ -282,6 +282,15 @@ def test_a_failed_load_is_retried_and_a_refused_one_is_marked() -> None:
     assert (runtime.state, runtime.refused, runtime.failure) == (RuntimeState.FAILED, True, "missing")
 
 
+def test_a_refused_replica_that_follows_a_leader_no_longer_refuses() -> None:
+    runtime = PartitionRuntime(0)
+    runtime.begin_load()
+    runtime.on_load_failed("missing", refused=True)
+    assert runtime.follow(0) == []
+    assert (runtime.state, runtime.refused, runtime.failure) == (RuntimeState.CLOSED, False, None)
+    assert runtime.follow(0) == []  # following again (a new epoch) changes nothing
+
+
 def test_load_refusal() -> None:
     assert load_refusal("/d", exists=False, log_end=-1, known_end=-1) is None  # a new partition
     assert load_refusal("/d", exists=True, log_end=10, known_end=10) is None
