@@ -29,7 +29,10 @@ in the leader's sender task):
   the trust a Ray handle has, and no more: any host may connect, and a
   connection with a wrong token, no token within `AUTH_TIMEOUT_S`, an
   oversized frame or a malformed request is closed with one warning line,
-  alone; at most `MAX_CONNECTIONS` at once. A connection quiet for longer
+  alone. At most `MAX_PENDING` connections wait for their token at once; a
+  new one beyond that closes the oldest waiting (a flood of silent sockets
+  cannot lock a leader out: a leader sends its token as it connects). A
+  connection quiet for longer
   than the idle timeout (a leader sends at least a heartbeat every quarter
   of replica_lag_time_max_ms) is closed: its leader is gone.
 - The leader's side: it connects on first use; any failure or timeout closes
@@ -62,7 +65,7 @@ logger = logging.getLogger(__name__)
 
 TOKEN_BYTES = 32
 AUTH_TIMEOUT_S = 5.0
-MAX_CONNECTIONS = 64
+MAX_PENDING = 64
 # Room beside the batches in a request frame (the other fields are a few dozen bytes).
 FRAME_SLACK = 64 * 1024
 ANSWER_MAX_BYTES = 1024
@@ -159,6 +162,8 @@ class LinkServer:
         self._server: asyncio.Server | None = None
         self._host = ""
         self._writers: set[asyncio.StreamWriter] = set()
+        # Connections not authenticated yet, oldest first (a dict keeps insertion order).
+        self._pending: dict[asyncio.StreamWriter, Any] = {}
         self.rejected = 0
 
     async def endpoint(self, host: str) -> tuple[str, int, bytes]:
@@ -177,21 +182,25 @@ class LinkServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        if len(self._writers) >= MAX_CONNECTIONS:
-            self._reject(writer, peer, f"{MAX_CONNECTIONS} connections already")
-            return
+        if len(self._pending) >= MAX_PENDING:
+            oldest = next(iter(self._pending))
+            self._reject(oldest, self._pending.pop(oldest), f"{MAX_PENDING} connections awaiting a token")
         self._writers.add(writer)
+        self._pending[writer] = peer
         try:
             token = await asyncio.wait_for(read_frame(reader, TOKEN_BYTES), AUTH_TIMEOUT_S)
             if not hmac.compare_digest(token, self.token):
                 raise LinkError("wrong token")
+            del self._pending[writer]
             await self._requests(reader, writer)
         except (LinkError, TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            self._reject(writer, peer, repr(exc))
+            if not writer.is_closing():  # else evicted, or gone: said already or nothing to say
+                self._reject(writer, peer, repr(exc))
         except Exception:  # a failing follower (its disk): the leader sees the connection close
             logger.exception("replication link from %s: request failed", peer)
         finally:
             self._writers.discard(writer)
+            self._pending.pop(writer, None)
             writer.close()
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -129,22 +129,24 @@ def test_bad_input_closes_that_connection_alone(first: bytes | None, then: bytes
     run(scenario())
 
 
-def test_silent_and_surplus_connections_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(link_module, "AUTH_TIMEOUT_S", 0.2)
-    monkeypatch.setattr(link_module, "MAX_CONNECTIONS", 2)
+def test_silent_connections_are_closed_and_cannot_lock_a_leader_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(link_module, "AUTH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(link_module, "MAX_PENDING", 2)
 
     async def scenario() -> None:
         follower = Follower()
         host, port, _ = await follower.replication_endpoint()
-        first = await asyncio.open_connection(host, port)  # never sends its token
-        second = await connect(follower)
-        third = await asyncio.open_connection(host, port)
-        assert await closed_by_peer(third[0])  # over the cap at once
-        assert await closed_by_peer(first[0])  # after the token timeout
-        # A slot is free again: a new connection is served.
+        # Sockets that never send a token: the oldest is closed as a third waits.
+        silent = [await asyncio.open_connection(host, port) for _ in range(3)]
+        assert await closed_by_peer(silent[0][0])
+        assert follower.server.rejected == 1
+        # A leader connecting meanwhile gets in and is served.
         reader, writer = await connect(follower)
         assert await ask(reader, writer, encode_request(*REPLICATE)) == ANSWER
-        for _, w in (first, second, third):
+        for silent_reader, _ in silent[1:]:  # the rest, after the token timeout
+            assert await closed_by_peer(silent_reader)
+        assert await ask(reader, writer, encode_request(*REPLICATE)) == ANSWER
+        for _, w in silent:
             w.close()
         writer.close()
         follower.server.close()
