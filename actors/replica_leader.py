@@ -195,16 +195,15 @@ class LeaderReplication:
             while not self.stopped:
                 # Read each round: the controller replaces the handle of a follower it restarted.
                 handle = self.leadership.followers.get(replica)
-                link = links.get(replica)
-                if link is None or link.handle is not handle:
-                    if link is not None:
-                        link.close()
-                    link = links[replica] = FollowerLink(handle, self.link_enabled)
+                if replica in links and links[replica].handle is not handle:
+                    links.pop(replica).close()
                 if handle is None:  # no actor yet: not acknowledging until the controller sends one
                     self._wakes[replica].clear()
                     await asyncio.sleep(self.heartbeat_s)
                     continue
-                await self._push(replica, link)
+                if replica not in links:
+                    links[replica] = FollowerLink(handle, self.link_enabled)
+                await self._push(replica, links[replica])
         finally:
             if replica in links:
                 links.pop(replica).close()
