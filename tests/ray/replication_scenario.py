@@ -130,7 +130,7 @@ def followers(cluster: Cluster, data_dir: str) -> None:
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     row = rows(client)[0]
     followers_of_0 = [node for node in row["replicas"] if node != row["leader_node"]]
-    assert all_pushed_over_links(client), rows(client)
+    wait_for("the pushes over the replication links", lambda: all_pushed_over_links(client))
     pids = {node: replica_pid(0, node) for node in followers_of_0}
     loads, stop, thread = start_load(groups_on(client, 0))
     stopped: list[int] = []
