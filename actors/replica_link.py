@@ -160,6 +160,7 @@ class LinkServer:
         self._max_frame = max_frame_bytes + FRAME_SLACK
         self._idle_timeout_s = idle_timeout_s
         self._server: asyncio.Server | None = None
+        self._starting = asyncio.Lock()
         self._host = ""
         self._writers: set[asyncio.StreamWriter] = set()
         # Connections not authenticated yet, oldest first (a dict keeps insertion order).
@@ -168,9 +169,11 @@ class LinkServer:
 
     async def endpoint(self, host: str) -> tuple[str, int, bytes]:
         """(host, port, token), listening from the first call on."""
-        if self._server is None:
-            self._server = await asyncio.start_server(self._serve, host, 0)
-            self._host = host
+        async with self._starting:  # two leaders may ask at once (an election under way)
+            if self._server is None:
+                self._server = await asyncio.start_server(self._serve, host, 0)
+                self._host = host
+        assert self._server is not None
         port = self._server.sockets[0].getsockname()[1]
         return self._host, port, self.token
 

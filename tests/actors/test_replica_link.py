@@ -154,6 +154,16 @@ def test_silent_connections_are_closed_and_cannot_lock_a_leader_out(monkeypatch:
     run(scenario())
 
 
+def test_leaders_asking_at_once_get_one_listener() -> None:
+    async def scenario() -> None:
+        follower = Follower()
+        endpoints = await asyncio.gather(*(follower.replication_endpoint() for _ in range(3)))
+        assert len(set(endpoints)) == 1
+        follower.server.close()
+
+    run(scenario())
+
+
 def test_a_leader_quiet_past_the_idle_timeout_is_disconnected() -> None:
     async def scenario() -> None:
         follower = Follower()
