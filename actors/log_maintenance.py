@@ -21,8 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
+from actors.settings import ServiceSettings
 from log.compaction import compact
 from log.partition import PartitionLog
 from log.snapshot import write_snapshot
@@ -41,7 +41,7 @@ async def maintain_once(
     log: PartitionLog,
     committed_end: int,
     progress: MaintenanceProgress,
-    settings: Any,
+    settings: ServiceSettings,
     executor: Executor,
     now_ms: Callable[[], int],
 ) -> None:
