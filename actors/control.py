@@ -54,6 +54,7 @@ from actors.control_standbys import Standbys
 from actors.control_state import ControlState, Intent
 from actors.metrics import ControllerMetrics
 from actors.settings import ServiceSettings
+from coordinator.replication import disk_failed
 
 logger = logging.getLogger(__name__)
 # What clients route by: (number of partitions, leader handles, leader epochs).
@@ -480,7 +481,8 @@ class ControlPlane:
             info = await self.cluster.call(handle, "info", timeout_s=self.settings.probe_timeout_s)
         except ClusterError as exc:
             return {**row, "state": f"UNREACHABLE ({exc!r:.40})"}
-        return {**row, **info}
+        disks = {str(info.get("node_id")): info["disk"]} if disk_failed(info) else {}
+        return {**row, **info, "disks": disks}
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,8 @@
 """Replica moves of the replicated controller: off lost nodes, and for balance.
 
 A mixin of `actors.control_replicas.ReplicatedPlane` (its module docstring
-states the rules: a lost node's replicas move after `replica_reassign_delay_s`
+states the rules: a lost node's replicas move after `replica_reassign_delay_s`,
+and a replica whose disk keeps failing after `disk_failure_move_delay_s`,
 unless one is the partition's last ISR member; balancing runs only while
 every partition is led and fully in sync, and moves a replica by adding the
 new one before removing the old, as Kafka's reassignment does). Where a replica goes is decided
@@ -36,6 +37,7 @@ class ReplicaMoves:
     handles: dict[int, dict[str, Any]]
     _locks: dict[int, asyncio.Lock]
     _missing_since: dict[str, float]
+    _disk_failed_since: dict[tuple[int, str], float]
 
     _commit: Callable[[int, PartitionState, str], Awaitable[None]]
     _persist: Callable[[], Awaitable[None]]
@@ -43,9 +45,11 @@ class ReplicaMoves:
     reassign: Callable[..., Awaitable[int]]
 
     async def _move_lost_replicas(self, partition: int, live: set[str]) -> None:
-        """Replace replicas whose node has been gone longer than the reassign delay."""
+        """Replace replicas whose node has been gone longer than the reassign delay,
+        or whose disk has been failing longer than the disk move delay."""
         meta = self.state.partitions[partition]
         now, delay = self.clock(), self.settings.replica_reassign_delay_s
+        disk_delay = self.settings.disk_failure_move_delay_s
         # An ISR member is not moved: a lost one left the ISR at its loss unless it is
         # the last, and the partition waits for the last (module rules).
         lost = [
@@ -53,6 +57,20 @@ class ReplicaMoves:
             if node not in live and node not in meta.isr
             and now - self._missing_since.get(node, now) >= delay
         ]
+        broken = [
+            node for node in meta.replicas
+            if node in live and node not in meta.isr
+            and now - self._disk_failed_since.get((partition, node), now) >= disk_delay
+        ]
+        for node in broken:
+            logger.warning(
+                "partition %d: the disk of replica %s has failed for %.0f s", partition, node, disk_delay
+            )
+            handle = self.handles.get(partition, {}).get(node)
+            if handle is not None:
+                self.cluster.kill(handle)
+            self._disk_failed_since.pop((partition, node), None)
+        lost += broken
         if not lost:
             return
         replicas = list(meta.replicas)
@@ -65,7 +83,7 @@ class ReplicaMoves:
             replicas[replicas.index(node)] = target
             meta.names.pop(node, None)
             self.handles.get(partition, {}).pop(node, None)
-            logger.warning("partition %d: replica on lost node %s moves to %s", partition, node, target)
+            logger.warning("partition %d: replica on %s moves to %s", partition, node, target)
         if replicas == meta.replicas:
             return
         state = PartitionState(

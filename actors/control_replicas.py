@@ -17,12 +17,20 @@ Rules:
   a hard node affinity (a replica's disk is its node's); the assignment
   waits until `replication_factor` nodes are live.
 - A replica is GONE when Ray reports its node or its actor dead. A gone
-  follower leaves the ISR at once (Kafka's controller fences a broker that
-  stopped heartbeating and drops it from every ISR); a slow follower is the
-  leader's business (replica.lag.time.max.ms). The last ISR member never
+  replica leaves the ISR at once (Kafka's controller fences a broker that
+  stopped heartbeating and drops it from every ISR), and so does one whose
+  disk failed (its probe's `disk`, `actors.replica_recovery`; Kafka's
+  offline log directory, KIP-112) or that refuses its log; a replica that
+  answers slowly or not at all but is not dead keeps its place (its log is
+  intact): it is no candidate, and its leader removes it after
+  replica.lag.time.max.ms if it stays silent. The last ISR member never
   leaves: the partition waits for it rather than lose what it holds.
-- Election only from the ISR, among replicas that answer and are not
-  failed; the current leader stays while it is healthy. When no ISR member
+- A replica whose disk failed gets no role: it retries its disk, recovers
+  its log and takes up its role by itself, then catches up and the leader
+  admits it to the ISR again. One whose disk stays failed longer than
+  `disk_failure_move_delay_s` is moved to another node like a lost node's.
+- Election only from the ISR, among replicas that answer and whose log and
+  disk have not failed; the current leader stays while it is healthy. When no ISR member
   can lead, a leader that is merely slow is kept, and a gone or refusing one
   leaves the partition offline (no leader) until an ISR member returns or
   an operator forces `elect_leader(unclean=True)`.
@@ -84,6 +92,7 @@ from coordinator.replication import (
     PartitionState,
     apply_election,
     assign_replicas,
+    disk_failed,
     elect_leader,
     validate_isr_change,
 )
@@ -117,6 +126,10 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         self._missing_since: dict[str, float] = {}
         # partition -> replicas whose last become_leader failed (not candidates next round)
         self._failed_leaders: dict[int, set[str]] = {}
+        # partition -> each replica's last probe (status shows disk failures from it)
+        self._probes: dict[int, dict[str, Probe]] = {}
+        # (partition, replica) -> when its probe first showed a failed disk
+        self._disk_failed_since: dict[tuple[int, str], float] = {}
 
     # ------------------------------------------------------------ checks
 
@@ -144,6 +157,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         await self._move_lost_replicas(partition, live)
         await self._finish_move(partition)
         probes = await self._probe_all(partition, live)
+        self._note_disks(partition, probes)
         await self._record_end(partition, probes.get(meta.leader) if meta.leader else None)
         # Elect before restarting anything: a hot follower takes over from a
         # leader whose actor died, rather than that leader's restarted actor.
@@ -163,6 +177,20 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         hwm = probe.get("high_watermark")
         if probe.get("state") == "ACTIVE" and type(hwm) is int and self.state.record_end(partition, hwm):
             await self._persist()
+
+    def _note_disks(self, partition: int, probes: dict[str, Probe]) -> None:
+        """Remember the probes, and since when each replica's disk has been failing."""
+        self._probes[partition] = probes
+        now = self.clock()
+        for node, probe in probes.items():
+            key = (partition, node)
+            if disk_failed(probe):
+                if key not in self._disk_failed_since:
+                    logger.warning("partition %d: the disk of replica %s failed: %s", partition, node,
+                                   probe["disk"].get("error"))  # type: ignore[index]
+                self._disk_failed_since.setdefault(key, now)
+            elif isinstance(probe, dict) or probe == GONE:
+                self._disk_failed_since.pop(key, None)
 
     def _note_live(self, live: set[str]) -> None:
         now = self.clock()
@@ -231,19 +259,22 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         """Commit the partition's next leader and ISR (module rules)."""
         meta = self.state.partitions[partition]
         current = _partition_state(meta)
-        gone = {node for node, probe in probes.items() if probe == GONE}
+        # Out of the ISR: dead, or holding no log it can trust (failed disk, refusal).
+        # A replica that merely did not answer in time keeps its place (module rules).
+        lost = {n for n, probe in probes.items() if probe == GONE or disk_failed(probe) or _refuses(probe)}
         failed = self._failed_leaders.get(partition, set())
         healthy = {
             node for node, probe in probes.items()
             if isinstance(probe, dict) and _can_lead(probe) and node not in failed
         }
         if meta.leader in healthy:
-            isr = [r for r in meta.isr if r not in gone]
+            isr = [r for r in meta.isr if r not in lost]
             election = Election(meta.leader, in_assignment_order(meta.replicas, isr))
         else:
-            election = elect_leader(meta.replicas, meta.isr, healthy)
+            in_sync = set(meta.replicas) - lost
+            election = elect_leader(meta.replicas, meta.isr, in_sync, candidates=healthy)
             sitting = meta.leader
-            keep = sitting is not None and sitting not in gone and not _refuses(probes.get(sitting))
+            keep = sitting is not None and probes.get(sitting) != GONE and not _refuses(probes.get(sitting))
             if election.leader is None and keep:
                 return  # slow or failing, but the only one that may lead: keep it
         await self._commit(partition, apply_election(current, election), "leader gone")
@@ -381,13 +412,15 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             return
         handles = self.handles.get(partition, {})
         leader = handles.get(meta.leader)
-        if leader is not None:
+        # A replica whose disk failed recovers by itself and then takes its role (replica_recovery).
+        if leader is not None and not disk_failed(probes.get(meta.leader)):
             await self._lead(partition, leader, probes.get(meta.leader))
         await asyncio.gather(
             *(
                 self._follow(partition, node, handles[node], probes.get(node))
                 for node in meta.replicas
                 if node != meta.leader and node in handles and isinstance(probes.get(node), dict)
+                and not disk_failed(probes.get(node))
             )
         )
 
@@ -458,6 +491,10 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             "partition_epoch": meta.partition_epoch,
             "offline": meta.leader is None,
             "under_replicated": _under_replicated(meta),
+            "disks": {
+                node: probe["disk"] for node, probe in self._probes.get(partition, {}).items()
+                if disk_failed(probe) and isinstance(probe, dict)
+            },
         }
 
     def stats(self) -> dict[str, Any]:
@@ -509,8 +546,8 @@ def _partition_state(meta: PartitionMeta) -> PartitionState:
 
 
 def _can_lead(probe: dict[str, Any]) -> bool:
-    """A replica that answered may lead unless its log failed or it refuses to serve."""
-    return probe.get("state") != "FAILED" and not probe.get("refused")
+    """A replica that answered may lead unless its log or disk failed or it refuses to serve."""
+    return probe.get("state") != "FAILED" and not probe.get("refused") and not disk_failed(probe)
 
 
 def _refuses(probe: Probe | None) -> bool:

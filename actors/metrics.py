@@ -2,7 +2,8 @@
 
 Per partition: requests by type and error, request latency (OffsetCommit's
 is the commit latency), completed rebalances and their join-phase duration,
-flush (append + fsync) latency, load time, groups and members; on a leader
+flush (append + fsync) latency, load time, groups and members, disk
+failures per replica and node; on a leader
 its ISR size and each follower's replication lag. Request counts are summed
 in the actor and reported with the gauges, every 2 s. For the controller:
 failovers by reason, partitions refusing to serve, under-replicated and
@@ -88,6 +89,11 @@ class PartitionMetrics:
             "Records a follower is behind its leader's log end",
             ("partition", "replica"),
         )
+        self.disk_failures = metrics.Counter(
+            "raygroups_disk_failures",
+            "Disk failures of a replica's log (a write, fsync, open or rename failed); each heals by itself",
+            ("partition", "node"),
+        )
         for metric in (
             self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members,
             self.failures, self.isr_size,
@@ -118,6 +124,9 @@ class PartitionMetrics:
 
     def task_failed(self, task: str) -> None:
         self.task_failures.inc(1, {"partition": self._partition, "task": task})
+
+    def disk_failed(self, node: str) -> None:
+        self.disk_failures.inc(1, {"partition": self._partition, "node": node})
 
     def load_failed(self, refused: bool) -> None:
         self.load_failures.inc(1, {"partition": self._partition, "refused": str(refused).lower()})

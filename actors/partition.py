@@ -43,16 +43,18 @@ from actors.node_names import current_node_name
 from actors.replica_follower import FollowerReplica
 from actors.replica_leader import LeaderReplication, Leadership
 from actors.replica_link import LinkServer
+from actors.replica_recovery import DiskRecovery, close_quietly
 from actors.replica_roles import ReplicaRoles
 from actors.settings import ServiceSettings, SystemClock
 from actors.wire import dumps_response
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.records import Record
-from coordinator.replication import EpochCache
+from coordinator.replication import DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
 from log.epoch import read_leader_epoch
-from log.errors import FencedEpochError
+from log.errors import FencedEpochError, is_storage_error
+from log.fsutil import check_disk
 from log.loader import load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState
@@ -74,7 +76,7 @@ class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition(ReplicaRoles, LogExport):
+class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
@@ -122,6 +124,10 @@ class OffsetPartition(ReplicaRoles, LogExport):
         self._leadership: Leadership | None = None
         self._role_lock = asyncio.Lock()
         self._link_server: LinkServer | None = None  # listening once a leader asks (replica_roles)
+        # The disk under this replica's log (`actors.replica_recovery`).
+        self.disk = DiskHealth()
+        self._follow_after_recovery: tuple[int, str] | None = None
+        self._durable_after_failure: int | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -177,6 +183,11 @@ class OffsetPartition(ReplicaRoles, LogExport):
                 self.metrics.load_failed(refused=True)
                 return
             except Exception as exc:
+                if is_storage_error(exc) and self.replicated:
+                    self._on_disk_failure(exc, "load")
+                    return
+                if is_storage_error(exc):
+                    self._note_storage_error(f"load: {exc!r}")
                 logger.warning("partition %d: load failed, retry in %.2f s: %r", self.partition, delay, exc)
                 self.runtime.on_load_failed(f"load failed: {exc!r}")
                 self._failures_seen = self.runtime.failures  # this loop retries: nothing to recover
@@ -192,6 +203,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
 
     def _on_loaded(self, log: PartitionLog, shard: Shard, records: int, started: float) -> None:
         self.log, self.loaded_records = log, records
+        self.disk.on_recovered()
         self._failures_seen = self.runtime.failures
         # What was loaded lives long: keep the collector from scanning it again.
         gc.freeze()
@@ -228,7 +240,12 @@ class OffsetPartition(ReplicaRoles, LogExport):
             raise FencedEpochError(self.epoch, read_leader_epoch(directory))
         if not exists and (refusal := load_refusal(directory, False, -1, self.known_end)) is not None:
             raise LoadRefused(f"{refusal} (node {current_node_name()})")
-        log = PartitionLog.open(directory, self.epoch, self.settings.log, create=self.known_end < 0)
+        if self.disk.failed:
+            check_disk(directory)
+        log = PartitionLog.open(
+            directory, self.epoch, self.settings.log, create=self.known_end < 0,
+            durable_end=self._durable_after_failure,
+        )
         try:
             refusal = load_refusal(directory, True, log.high_watermark, self.known_end)
             if refusal is not None:
@@ -239,6 +256,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
         except BaseException:
             log.close()
             raise
+        self._durable_after_failure = None
         return log, shard, stats.records
 
     def _new_shard(self) -> Shard:
@@ -372,6 +390,9 @@ class OffsetPartition(ReplicaRoles, LogExport):
         except Exception as exc:
             logger.exception("partition %d: the %s task failed", self.partition, name)
             self.metrics.task_failed(name)
+            if is_storage_error(exc) and self.replicated:
+                self._on_disk_failure(exc, f"the {name} task")
+                return
             self._deliver(self.runtime.on_task_failed(f"the {name} task failed: {exc!r}"))
 
     def _recover(self) -> None:
@@ -384,9 +405,11 @@ class OffsetPartition(ReplicaRoles, LogExport):
                 task.cancel()
         log, self.log = self.log, None
         if log is not None:
+            if log.failed:
+                self._durable_after_failure = log.high_watermark
             # Queued behind any append still running on the I/O thread; the
             # reload's open is queued behind the close.
-            self._io.submit(_close_quietly, log, self.partition)
+            self._io.submit(close_quietly, log, self.partition)
         if not self.runtime.refused:
             self._spawn(self._load(), "load")
 
@@ -405,6 +428,11 @@ class OffsetPartition(ReplicaRoles, LogExport):
                 durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
             except Exception as exc:
                 logger.exception("partition %d: append failed", self.partition)
+                if is_storage_error(exc) and self.replicated:
+                    self._on_disk_failure(exc, "append")
+                    return
+                if is_storage_error(exc):
+                    self._note_storage_error(f"append: {exc!r}")
                 self._deliver(runtime.on_append_failed(repr(exc)))
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
@@ -477,6 +505,7 @@ class OffsetPartition(ReplicaRoles, LogExport):
             "progress": self.progress,
             "failure": runtime.failure,
             "refused": runtime.refused,
+            "disk": self.disk.describe(),
             **self._role_view(),
         }
 
@@ -536,9 +565,4 @@ def _resolve(future: asyncio.Future[Any], response: Any) -> None:
         future.set_result(response)
 
 
-def _close_quietly(log: PartitionLog, partition: int) -> None:
-    try:
-        log.close()
-    except Exception:
-        logger.exception("partition %d: closing the failed log", partition)
 

@@ -21,7 +21,9 @@ end and the flush loop's one extra call per fsync is the whole cost
   `truncate(...)` and that answer checked again. A follower
   that does not answer within half the lag time, or whose call fails, is
   simply not acknowledging; `tick` (every half lag time, Kafka's
-  isr-expiration) shrinks the ISR after the lag time.
+  isr-expiration) shrinks the ISR after the lag time. A follower whose disk
+  failed answers KAFKA_STORAGE_ERROR (`actors.replica_recovery`): it is out
+  of sync at once and its removal from the ISR is proposed now.
 - ISR changes go to the controller one at a time through
   `propose(change) -> (error, isr, leader_epoch, partition_epoch)`, and its
   answer is applied with `on_isr_committed` / `on_isr_rejected`; RESUBMIT
@@ -64,6 +66,8 @@ from coordinator.replication import EpochCache, IsrChange, LeaderState, RejectAc
 from coordinator.runtime import RuntimeState
 
 logger = logging.getLogger(__name__)
+# How soon a follower that answered KAFKA_STORAGE_ERROR is pushed to again.
+STORAGE_RETRY_S = 0.2
 Propose = Callable[[IsrChange], Awaitable[Any]]
 
 
@@ -234,6 +238,9 @@ class LeaderReplication:
             )
         if answer is None and not self.stopped:
             await asyncio.sleep(self.heartbeat_s)
+        elif answer.error is Errors.KAFKA_STORAGE_ERROR and not self.stopped:
+            # It retries its disk with backoff: ask again soon, so it rejoins soon after.
+            await asyncio.sleep(min(self.heartbeat_s, STORAGE_RETRY_S))
 
     async def _call(self, link: FollowerLink, kind: str, *args: Any) -> PushAnswer | None:
         """A follower request; None if it failed or did not answer in time (not acknowledging)."""
@@ -250,9 +257,13 @@ class LeaderReplication:
         if answer.error is Errors.FENCED_LEADER_EPOCH and answer.leader_epoch > state.leader_epoch:
             self._depose(answer.leader_epoch)
             return None
+        now = self.owner.clock.now_ms()
+        if answer.error is Errors.KAFKA_STORAGE_ERROR:
+            state.on_follower_failed(replica, now)  # out of sync now, not after the lag time
+            self._after_change()
+            return None
         if answer.error is not Errors.NONE:
             return None
-        now = self.owner.clock.now_ms()
         result = state.on_follower_ack(replica, state.leader_epoch, answer.log_end, answer.last_epoch, now)
         self._after_change()
         return result.diverging if result.error is Errors.NONE else None

@@ -61,9 +61,10 @@ from actors.replica_leader import LeaderReplication, Leadership
 from actors.replica_link import LinkServer
 from actors.settings import partition_dir
 from coordinator.errors import Errors
-from coordinator.replication import UNDEFINED_EPOCH, EpochCache
+from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log import replica_dir
+from log.errors import is_storage_error
 from log.loader import load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState, write_replica_state
@@ -92,6 +93,10 @@ class ReplicaRoles:
     _tasks: set[asyncio.Task[None]]
     _node_id: str | None
     _link_server: LinkServer | None
+    disk: DiskHealth
+    _on_disk_failure: Callable[[BaseException, str], None]
+    _note_follow_while_failed: Callable[[int, str], None]
+    _storage_refusal: Callable[[], PushAnswer]
     # The state file last written (read and written on the I/O thread only).
     _state_written: ReplicaState | None
 
@@ -101,7 +106,15 @@ class ReplicaRoles:
         self, leader_epoch: int, leader: str, must_exist: bool = False
     ) -> dict[str, Any]:
         async with self._role_lock:
-            await self._follow(leader_epoch, leader, must_exist)
+            if self.disk.failed:
+                self._note_follow_while_failed(leader_epoch, leader)
+            else:
+                try:
+                    await self._follow(leader_epoch, leader, must_exist)
+                except Exception as exc:
+                    if not is_storage_error(exc):
+                        raise
+                    self._on_disk_failure(exc, "following")
         return await self.probe()
 
     async def become_leader(
@@ -125,26 +138,41 @@ class ReplicaRoles:
             already = current is not None and current.state.leader_epoch == leader_epoch
             if leader_epoch < self.epoch or already:
                 return await self.probe()
+            if self.disk.failed:
+                raise RuntimeError(
+                    f"replica {me} of partition {self.partition} cannot lead: its disk failed "
+                    f"({self.disk.error}); it retries by itself"
+                )
             leadership = Leadership(
                 leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
                 None if controller is None else _proposer(controller, self.partition),
             )
-            if self._leads_in_place():
-                await self._relead(leadership)
-                return await self.probe()
-            if self.follower is None and self.log is not None:
-                await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
-            if self.follower is not None:
-                await self._on_io(self._record_state, self._leadership_state(leadership))
-                await self._promote(self.follower, leadership)
-            else:
-                # Recorded before the followers hear of this epoch where the log is
-                # (forgotten_logs refuses a directory that saw a newer epoch than any
-                # state file), else by the load once it created the log.
-                self.epoch, self._leadership = leader_epoch, leadership
-                await self._on_io(self._record_leadership, False)
-                await self.activate(known_end)
+            try:
+                await self._lead(leadership, known_end)
+            except Exception as exc:
+                if is_storage_error(exc):
+                    self._on_disk_failure(exc, "becoming the leader")
+                raise
         return await self.probe()
+
+    async def _lead(self, leadership: Leadership, known_end: int) -> None:
+        """`become_leader`'s work, under the role lock."""
+        if self._leads_in_place():
+            await self._relead(leadership)
+            return
+        leader_epoch = leadership.leader_epoch
+        if self.follower is None and self.log is not None:
+            await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
+        if self.follower is not None:
+            await self._on_io(self._record_state, self._leadership_state(leadership))
+            await self._promote(self.follower, leadership)
+        else:
+            # Recorded before the followers hear of this epoch where the log is
+            # (forgotten_logs refuses a directory that saw a newer epoch than any
+            # state file), else by the load once it created the log.
+            self.epoch, self._leadership = leader_epoch, leadership
+            await self._on_io(self._record_leadership, False)
+            await self.activate(known_end)
 
     async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
         leader = self.leader
@@ -163,10 +191,13 @@ class ReplicaRoles:
     async def replicate(
         self, leader_epoch: int, leader: str, start_offset: int | None, batches: bytes, leader_hwm: int
     ) -> PushAnswer:
-        follower = self.follower or await self._follower_for(leader_epoch, leader)
-        if follower is None:
-            return self._refusal(leader_epoch)
-        return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+        follower = await self._pushed_follower(leader_epoch, leader)
+        if not isinstance(follower, FollowerReplica):
+            return follower
+        try:
+            return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+        except Exception as exc:
+            return self._push_failed(exc, "replicated append")
 
     async def truncate(
         self,
@@ -176,10 +207,13 @@ class ReplicaRoles:
         seen_log_end: int,
         seen_last_epoch: int,
     ) -> PushAnswer:
-        follower = self.follower or await self._follower_for(leader_epoch, leader)
-        if follower is None:
-            return self._refusal(leader_epoch)
-        return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+        follower = await self._pushed_follower(leader_epoch, leader)
+        if not isinstance(follower, FollowerReplica):
+            return follower
+        try:
+            return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+        except Exception as exc:
+            return self._push_failed(exc, "truncation")
 
     async def replication_endpoint(self) -> tuple[str, int, bytes]:
         """(host, port, token) of this replica's replication link, listening from now on."""
@@ -252,11 +286,27 @@ class ReplicaRoles:
             view.update(self.follower.describe(), role="follower")
         elif self.leader is not None:
             view.update(self.leader.describe(), role="leader")
+        elif self.disk.failed:
+            view["role"] = "failed"
         else:
             view["role"] = "deposed" if self.log is not None else "none"
         return view
 
     # --------------------------------------------------------- transitions
+
+    async def _pushed_follower(self, leader_epoch: int, leader: str) -> FollowerReplica | PushAnswer:
+        """The follower a push goes to, or the answer that refuses it."""
+        if self.disk.failed:
+            return self._storage_refusal()
+        follower = self.follower or await self._follower_for(leader_epoch, leader)
+        return self._refusal(leader_epoch) if follower is None else follower
+
+    def _push_failed(self, exc: Exception, where: str) -> PushAnswer:
+        """A push that raised: a failed disk is answered KAFKA_STORAGE_ERROR, anything else raises."""
+        if not is_storage_error(exc):
+            raise exc
+        self._on_disk_failure(exc, where)
+        return self._storage_refusal()
 
     async def _follower_for(self, leader_epoch: int, leader: str) -> FollowerReplica | None:
         """A push reached a replica that is not following: a newer epoch makes it follow."""
@@ -291,7 +341,8 @@ class ReplicaRoles:
         log cleaner runs on every replica), up to its high watermark: its disk
         does not fill with history, and a later load replays live state. Until
         its role ends; a failed round is logged and counted, and the next one
-        tries again (a failing disk shows in the pushes, which leave the ISR)."""
+        tries again; a round the disk failed is a disk failure
+        (`actors.replica_recovery`)."""
         progress = MaintenanceProgress(follower.high_watermark)
         while True:
             await asyncio.sleep(self.settings.maintenance_interval_s)
@@ -302,9 +353,12 @@ class ReplicaRoles:
                     follower.log, follower.high_watermark, progress, self.settings, self._maintenance,
                     self.clock.now_ms,
                 )
-            except Exception:
+            except Exception as exc:
                 logger.exception("partition %d: follower log maintenance failed", self.partition)
                 self.metrics.task_failed("follower-maintenance")
+                if is_storage_error(exc):
+                    self._on_disk_failure(exc, "log maintenance")
+                    return
 
     def _open_for_follower(
         self, log: PartitionLog | None, leader_epoch: int, must_exist: bool = False

@@ -95,6 +95,9 @@ class ServiceSettings:
     # A node gone this long has its replicas recreated on other live nodes
     # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
     replica_reassign_delay_s: float = 300.0
+    # A replica whose disk has kept failing this long is recreated on another
+    # live node, as for a lost node (its own node stays; actors.replica_recovery).
+    disk_failure_move_delay_s: float = 300.0
     # How often leadership returns to preferred replicas and replicas spread
     # to idle nodes (Kafka's leader.imbalance.check.interval.seconds).
     balance_interval_s: float = 300.0

@@ -8,6 +8,8 @@ one awk field. No value is cut: a failure is printed whole.
 The replication columns (leader node, replicas, ISR, high watermark,
 each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
+DISK-FAILED names each replica whose disk failed, with the error, since
+when and the next retry (`actors.replica_recovery`); it heals by itself.
 
 Health, as Kafka's `--unavailable-partitions` / `--under-replicated-partitions`
 name it: OFFLINE (no leader: the partition serves nothing), UNDER-REPLICATED
@@ -18,14 +20,16 @@ make the command exit 1: offline ones and leaders that refuse to serve.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 BASE_COLUMNS = [
-    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE"
+    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE",
+    "DISK-FAILED",
 ]
 REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
-    "HEALTH", "GROUPS", "MEMBERS", "LOAD-MS", "REFUSED", "FAILURE",
+    "HEALTH", "GROUPS", "MEMBERS", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED",
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
@@ -93,7 +97,7 @@ def _base_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         row.get("groups"),
         row.get("members"),
         row.get("durable_end"),
-        *_tail_cells(row),
+        *_tail_cells(row, whole),
     ]
 
 
@@ -111,10 +115,27 @@ def _replicated_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         health(row),
         row.get("groups"),
         row.get("members"),
-        *_tail_cells(row),
+        *_tail_cells(row, whole),
     ]
 
 
-def _tail_cells(row: Mapping[str, Any]) -> list[Any]:
+def disks_text(disks: Mapping[str, Mapping[str, Any]] | None, whole: bool) -> Any:
+    """The replicas whose disk failed: which error, since when, the next retry (UTC)."""
+    if whole or not disks:
+        return disks or None
+    return "; ".join(
+        f"{node[:NODE_ID_CHARS]}: {disk.get('last_error') or disk.get('error')} "
+        f"(since {_utc(disk.get('since_ms'))}, next retry {_utc(disk.get('next_retry_ms'))})"
+        for node, disk in disks.items()
+    )
+
+
+def _utc(ms: Any) -> str:
+    if type(ms) is not int:
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _tail_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
     refused = "yes" if row.get("refused") else "no"
-    return [row.get("load_ms"), refused, row.get("failure")]
+    return [row.get("load_ms"), refused, row.get("failure"), disks_text(row.get("disks"), whole)]

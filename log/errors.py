@@ -61,3 +61,15 @@ class LogFailedError(LogError):
 
 class LogLockedError(LogError):
     """Another open writer holds the partition directory's lock."""
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether `exc` says the disk under a log failed (a write, fsync, open or
+    rename: ENOSPC, EROFS, EIO, EDQUOT, any OSError), as opposed to a fence,
+    another writer's lock or data this code must not read. The replica then
+    stops trusting its log and recovers it from what was durably written."""
+    if isinstance(exc, (FencedEpochError, LogLockedError, CorruptLogError, UnsupportedVersionError)):
+        return False
+    if isinstance(exc, (OSError, LogFailedError)):
+        return True
+    return isinstance(exc, LogError) and isinstance(exc.__cause__, OSError)

@@ -84,3 +84,25 @@ def read_versioned_json(path: str, version: int, what: str, parse: Callable[[dic
         return parse(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptLogError(path, 0, None, f"unreadable {what}: {exc!r}") from exc
+
+
+DISK_CHECK_FILE = ".disk-check"
+
+
+def check_disk(directory: str) -> None:
+    """Raise OSError unless a write and an fsync succeed in `directory` (or, if it
+    is missing, its nearest existing parent): whether a failed disk works again."""
+    while not os.path.isdir(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    path = os.path.join(directory, DISK_CHECK_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, b"raygroups disk check\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(path)
+    fsync_dir(directory)

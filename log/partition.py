@@ -17,7 +17,12 @@ Owns `<data_dir>/offsets-<p>/` while open. Rules:
   `offsets_segment_bytes`; the old segment is fsynced first, so every
   segment but the last is complete (recovery relies on it).
 - Any write or fsync failure marks the log failed: every later call raises
-  `LogFailedError` and the owner must reopen it (recovery) and reload.
+  `LogFailedError` and the owner must reopen it (recovery) and reload. The
+  high watermark stays where the last successful fsync left it: after a
+  failed fsync the page cache may hold bytes the disk never got, so the
+  owner reopens with `open(..., durable_end=log.high_watermark)`, which cuts
+  whatever lies past it (PostgreSQL's "fsyncgate" lesson; Kafka takes the
+  log directory offline instead).
 - Reads never go past the HWM: what a reader of this log sees is durable.
 - Leader epochs of the data (`epoch_entries`, see `epochs`): the checkpoint
   is rewritten before the first batch of a higher epoch is written (once
@@ -95,13 +100,17 @@ class PartitionLog:
         config: LogConfig | None = None,
         *,
         create: bool = True,
+        durable_end: int | None = None,
     ) -> PartitionLog:
         """Lock, fence, recover and open a partition directory for writing.
 
         `create`: make the directory if it is missing; without it a missing
         directory is a `LogError` (a partition that held data must never be
-        served from a new, empty one). Every failure is a `LogError` (an I/O
-        error becomes one), so a caller handling LogError handles them all.
+        served from a new, empty one). `durable_end`: the high watermark of
+        an earlier writer of this directory that failed (module rules);
+        everything past it is cut before the log is used. Every failure is a
+        `LogError` (an I/O error becomes one), so a caller handling LogError
+        handles them all.
         """
         if leader_epoch < 0:
             raise ValueError(f"leader_epoch must be >= 0, got {leader_epoch}")
@@ -116,13 +125,20 @@ class PartitionLog:
             raise LogError(f"{path}: cannot open the partition log: {exc}") from exc
         try:
             fence(path, leader_epoch, config.fsync)
-            return cls(path, config, lock_fd, leader_epoch)
+            log = cls(path, config, lock_fd, leader_epoch)
         except OSError as exc:
             os.close(lock_fd)
             raise LogError(f"{path}: cannot open the partition log: {exc}") from exc
         except BaseException:
             os.close(lock_fd)
             raise
+        if durable_end is not None and log.log_end_offset > durable_end:
+            try:
+                log.truncate_to(durable_end)
+            except BaseException:
+                log.close()
+                raise
+        return log
 
     # ------------------------------------------------------------ state
 
@@ -234,7 +250,7 @@ class PartitionLog:
         try:
             write_checkpoint(self.directory, entries, self.config.fsync)
         except OSError as exc:
-            raise LogError(f"{self.directory}: cannot record leader epochs {entries}: {exc}") from exc
+            raise self._fail(f"cannot record leader epochs {entries}: {exc}") from exc
         self._epochs = entries
 
     def truncate_to(self, offset: int, on_step: Callable[[str], None] | None = None) -> int:
@@ -307,7 +323,7 @@ class PartitionLog:
                 try:
                     write_leader_epoch(self.directory, leader_epoch, self.config.fsync)
                 except OSError as exc:
-                    raise LogError(f"{self.directory}: cannot record epoch {leader_epoch}: {exc}") from exc
+                    raise self._fail(f"cannot record epoch {leader_epoch}: {exc}") from exc
                 self._epoch = leader_epoch
 
     def _roll_if_full(self, batch_bytes: int) -> None:

@@ -12,6 +12,8 @@ the notes' section and the Kafka source it follows, and its departures:
   shrink/expand proposals, the high watermark (sections 1 and 2).
 - `controller`: elections from the ISR and ISR-change validation with
   Kafka's epoch bumps (sections 1 and 4).
+- `health`: a replica's disk health and its retry backoff (section 5b of
+  DESIGN: a failed disk is a failure like a crash, healed without a person).
 - `outcomes`: replication failures mapped to group-request errors (section 3).
 - `placement`: which nodes hold a partition's replicas, and a replacement
   for a lost node.
@@ -44,6 +46,7 @@ from coordinator.replication.divergence import (
 )
 from coordinator.replication.epochs import UNDEFINED, UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochCache
 from coordinator.replication.follower import appends_at, check_push_epoch, follower_high_watermark
+from coordinator.replication.health import DiskHealth, disk_failed
 from coordinator.replication.leader import (
     AckResult,
     FollowerState,
@@ -56,6 +59,8 @@ from coordinator.replication.outcomes import group_error
 from coordinator.replication.placement import assign_replicas, rebalance_move, replacement_node
 
 __all__ = [
+    "DiskHealth",
+    "disk_failed",
     "UNDEFINED",
     "UNDEFINED_EPOCH",
     "UNDEFINED_OFFSET",

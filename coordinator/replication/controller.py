@@ -16,8 +16,11 @@ Rules:
   else the first replica in assignment order that is in the ISR and alive.
   An unclean election (only when asked) takes the first alive replica and
   makes it the whole ISR. Otherwise no leader: the partition waits. Dead
-  replicas leave the ISR at the election, except the last one, which stays
-  so the partition waits for it (no ELR).
+  replicas (and replicas whose log failed) leave the ISR at the election,
+  except the last one, which stays so the partition waits for it (no ELR);
+  a replica that is alive but did not answer in time stays in the ISR (it
+  holds its log intact) and is only no candidate: its leader removes it
+  after replica.lag.time.max.ms if it stays silent.
 - ISR changes from a leader are validated like `validateAlterPartitionData`,
   in the same order, and every member must be eligible (alive, KIP-841).
 
@@ -79,19 +82,26 @@ def elect_leader(
     alive: Collection[Replica],
     current_leader: Replica | None = None,
     unclean: bool = False,
+    candidates: Collection[Replica] | None = None,
 ) -> Election:
-    """Who leads next, and the ISR that goes with it (see the module rules)."""
+    """Who leads next, and the ISR that goes with it (see the module rules).
+
+    `alive`: the replicas that stay in the ISR (not dead, log not failed);
+    `candidates` (default `alive`): those that may lead now, a subset (a
+    replica that is alive but did not answer in time stays in the ISR and
+    is no candidate)."""
+    can_lead = alive if candidates is None else candidates
     target_isr = in_assignment_order(replicas, [r for r in isr if r in alive])
     if not target_isr:
         target_isr = in_assignment_order(replicas, isr)
-    valid = [r for r in target_isr if r in alive]
+    valid = [r for r in target_isr if r in can_lead]
     if current_leader in valid:
         return Election(current_leader, target_isr)
     if valid:
         return Election(valid[0], target_isr)
     if unclean:
         for replica in replicas:
-            if replica in alive:
+            if replica in can_lead:
                 return Election(replica, (replica,), unclean=True)
     return Election(None, target_isr)
 

@@ -256,6 +256,17 @@ class LeaderState:
         self._maybe_advance_hwm(now_ms)
         return AckResult(Errors.NONE)
 
+    def on_follower_failed(self, replica: Replica, now_ms: int) -> None:
+        """`replica` answered that its disk failed (KAFKA_STORAGE_ERROR): it holds
+        nothing it can acknowledge until it recovered its log, so it is out of
+        sync now rather than after the lag time, and an ISR member's removal is
+        proposed at once."""
+        state = self._followers.get(replica)
+        if state is None:
+            return
+        state.log_end = state.last_caught_up_ms = state.last_ack_ms = state.last_ack_leader_end = None
+        self.tick(now_ms)
+
     def tick(self, now_ms: int) -> None:
         """Time passed: propose removing ISR followers that fell out of sync."""
         if self._pending is None:

@@ -201,7 +201,8 @@ def test_a_leader_whose_disk_fails_acknowledges_nothing_and_an_isr_member_takes_
         failed = await answers.wait(answers.send(leader, commit("g", 2)))
         assert failed.errors() == {("t", 0): Errors.NOT_COORDINATOR}
         # The controller sees the failure (probe) and elects from the ISR.
-        await until(lambda: leader.runtime.failures > 0, "the leader's failure")
+        await until(lambda: leader.disk.failed, "the leader's disk failure")
+        assert (await leader.probe())["role"] == "failed"
         probe = await cluster.elect("b", ("b", "c"), ("c", "a"))
         assert probe["role"] == "leader"
         new = cluster.replicas["b"]

@@ -63,6 +63,18 @@ class FakeActor:
     isr: tuple[str, ...] = ()
     followers: dict[str, Any] = field(default_factory=dict)
     leader_node: str | None = None
+    # The probe's `disk` entry (actors/replica_recovery.py): a failed disk when `failed`.
+    disk: dict[str, Any] = field(default_factory=lambda: {"failed": False})
+
+    def fail_disk(self, error: str = "append: [Errno 28] No space left on device") -> None:
+        """The replica's disk failed: it steps aside as the real one does (no role, no log)."""
+        self.disk = {"failed": True, "error": error, "since_ms": 0, "next_retry_ms": 100}
+        self.role, self.state = "failed", "CLOSED"
+
+    def heal_disk(self) -> None:
+        """The disk works again: the replica reopened its log and waits for a role."""
+        self.disk = {"failed": False}
+        self.role = "deposed"
 
     async def activate(self, known_end: int = NEVER_LOADED) -> str:
         if self.state == "INITIAL" and self.partition >= 0:
@@ -95,6 +107,7 @@ class FakeActor:
             "leader_epoch": self.epoch,
             "partition_epoch": self.partition_epoch,
             "high_watermark": self.durable_end if self.role == "leader" else None,
+            "disk": dict(self.disk),
         }
 
     async def become_leader(

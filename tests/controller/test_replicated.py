@@ -289,17 +289,72 @@ def test_a_restarted_controller_adopts_every_replica_without_an_election() -> No
     run(scenario())
 
 
-def test_a_failed_leader_is_replaced_by_an_isr_member() -> None:
+def test_a_failed_leader_is_replaced_by_an_isr_member_and_keeps_its_place() -> None:
+    """A leader whose runtime failed reloads from an intact log: no candidate, but in sync."""
     async def scenario() -> None:
         cluster, store, plane = await started()
         old = leader(cluster, 2)
         epoch = old.epoch
-        old.state, old.failure = "FAILED", "disk: I/O error"
+        old.state, old.failure = "FAILED", "the shard broke an invariant"
         await watch(plane)
         new = leader(cluster, 2)
         assert new is not old and new.epoch == epoch + 1 == saved(store, 2)["leader_epoch"]
-        assert old.node not in new.isr
+        assert old.node in new.isr
         assert old.role == "follower" and old.leader_node == new.node
+
+    run(scenario())
+
+
+def test_a_leader_whose_disk_failed_leaves_the_isr_and_follows_once_healed() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        old = leader(cluster, 2)
+        epoch = old.epoch
+        old.fail_disk()
+        await watch(plane)
+        new = leader(cluster, 2)
+        assert new is not old and new.epoch == epoch + 1 == saved(store, 2)["leader_epoch"]
+        assert old.node not in new.isr and old.node not in saved(store, 2)["isr"]
+        assert old.role == "failed"  # no role while its disk is broken: it recovers by itself
+        row = (await plane.status())[2]
+        assert row["disks"][old.node]["error"].endswith("No space left on device")
+        old.heal_disk()
+        await watch(plane)
+        assert old.role == "follower" and old.leader_node == new.node
+        assert (await plane.status())[2]["disks"] == {}
+
+    run(scenario())
+
+
+def test_a_follower_whose_disk_failed_leaves_the_isr_and_is_never_a_candidate() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        lead = leader(cluster, 2)
+        follower = next(a for a in replicas(cluster, 2).values() if a is not lead)
+        follower.fail_disk()
+        await watch(plane)
+        assert follower.node not in saved(store, 2)["isr"]
+        lead.fail_disk()
+        await watch(plane)
+        new = leader(cluster, 2)
+        assert new is not follower and new is not lead
+
+    run(scenario())
+
+
+def test_a_replica_that_does_not_answer_stays_in_the_isr_at_an_election() -> None:
+    """Issue 24 item 4: only a dead replica or a failed log leaves the ISR at an election;
+    a paused one keeps its place (its log is intact) but is no candidate."""
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        old = leader(cluster, 2)
+        paused = next(a for a in replicas(cluster, 2).values() if a is not old)
+        paused.hangs = True
+        old.dead = True
+        await watch(plane)
+        new = leader(cluster, 2)
+        assert new is not old and new is not paused
+        assert paused.node in saved(store, 2)["isr"] and old.node not in saved(store, 2)["isr"]
 
     run(scenario())
 

@@ -256,6 +256,23 @@ def test_shrink_waits_for_the_controller_and_counts_the_leaving_member_meanwhile
     assert state.high_watermark == 120
 
 
+def test_a_follower_whose_disk_failed_is_out_of_sync_at_once_and_back_only_by_acks() -> None:
+    state = leader_state()
+    state.on_local_durable(120, now_ms=0)
+    ack(state, "b", 120, now_ms=1)
+    ack(state, "c", 110, now_ms=1)
+    state.on_follower_failed("c", now_ms=2)  # KAFKA_STORAGE_ERROR: no waiting for the lag time
+    change = state.pending_isr_change
+    assert change is not None and (change.kind, change.isr) == (IsrChangeKind.SHRINK, ("a", "b"))
+    assert state.next_fetch_offset("c") is None and not state.is_caught_up("c", now_ms=2)
+    assert state.on_isr_committed(("a", "b"), 5, 8, now_ms=3)
+    assert state.high_watermark == 120
+    state.on_follower_failed("x", now_ms=4)  # not a replica: ignored
+    ack(state, "c", 120, now_ms=5)  # recovered and caught up: proposed again like any returning follower
+    expand = state.pending_isr_change
+    assert expand is not None and (expand.kind, expand.isr) == (IsrChangeKind.EXPAND, ("a", "b", "c"))
+
+
 def test_a_follower_keeping_up_with_a_stream_of_appends_stays_in_sync() -> None:
     state = leader_state()
     ack(state, "c", 100, now_ms=0)
@@ -382,6 +399,16 @@ def test_election_never_leaves_the_isr_unless_unclean_is_asked() -> None:
     unclean = elect_leader(REPLICAS, {"b"}, {"a", "c"}, unclean=True)
     assert (unclean.leader, unclean.isr, unclean.unclean) == ("a", ("a",), True)
     assert elect_leader(REPLICAS, {"b"}, set(), unclean=True).leader is None
+
+
+def test_election_keeps_a_silent_replica_in_the_isr_but_never_lets_it_lead() -> None:
+    # b is alive but did not answer (no candidate); c's disk failed (not alive for the ISR).
+    election = elect_leader(REPLICAS, {"a", "b", "c"}, {"a", "b"}, candidates={"a"})
+    assert (election.leader, election.isr) == ("a", ("a", "b"))
+    waiting = elect_leader(REPLICAS, {"b", "c"}, {"a", "b"}, candidates={"a"})
+    assert (waiting.leader, waiting.isr) == (None, ("b",))  # b holds the log: wait for it to answer
+    unclean = elect_leader(REPLICAS, {"c"}, {"a", "b"}, candidates={"a"}, unclean=True)
+    assert (unclean.leader, unclean.unclean) == ("a", True)
 
 
 def test_epoch_bumps() -> None:
