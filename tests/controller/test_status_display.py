@@ -147,3 +147,23 @@ def test_status_of_replication_factor_1_keeps_the_plain_columns(capsys: pytest.C
     cmd_status(StatusClient([sole]), argparse.Namespace(json=True))  # type: ignore[arg-type]
     [row] = json.loads(capsys.readouterr().out)
     assert row["NODE"] == N1 and "REPLICAS" not in row
+
+
+def test_status_names_a_replica_whose_disk_failed_with_its_error_and_next_retry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    disk = {
+        "failed": True, "error": "append: [Errno 28] No space left on device",
+        "last_error": "OSError(28, 'No space left on device')",
+        "since_ms": 1_764_093_600_000, "next_retry_ms": 1_764_093_605_250, "failures": 1, "retries": 6,
+    }
+    rows = [replicated_row(0, isr=[N1, N2], under_replicated=True, disks={N3: disk}), replicated_row(1)]
+    code, out, err = table_output(rows, capsys)
+    header = table_line(out, "PARTITION")
+    failed, fine = (dict(zip(header, table_line(out, p))) for p in (0, 1))
+    assert failed["DISK-FAILED"] == (
+        "c3c3c3c3: OSError(28, 'No space left on device') (since 18:00:00.000Z, next retry 18:00:05.250Z)"
+    )
+    assert fine["DISK-FAILED"] == "-" and code == 0
+    cmd_status(StatusClient(rows), argparse.Namespace(json=True))  # type: ignore[arg-type]
+    assert json.loads(capsys.readouterr().out)[0]["DISK-FAILED"] == {N3: disk}
