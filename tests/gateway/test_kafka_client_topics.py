@@ -1,6 +1,7 @@
 """Real Kafka clients, written by others, on the topic side of a gateway on
 127.0.0.1 in front of the session's service (tests/conftest.py): offsets for a
-time through aiokafka, kafka-python and librdkafka (gateway/handlers/offsets.py).
+time through aiokafka, kafka-python and librdkafka (gateway/handlers/offsets.py),
+and producers, idempotent or not, refused on each write (gateway/handlers/data.py).
 
 Each test uses its own topic; every client is closed before the test ends."""
 
@@ -12,12 +13,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import PolicyViolationError as AioPolicyViolation
 from aiokafka.structs import TopicPartition as AioPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as CkPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpPartition
+from kafka.errors import PolicyViolationError as KpPolicyViolation
 
 from actors import Client
 
@@ -32,6 +36,13 @@ TIMEOUT_S = 60.0
 @pytest.fixture(scope="module")
 def gateway(service: Client) -> Iterator[GatewayThread]:
     yield from service_gateway()
+
+
+@pytest.fixture
+def topic(service: Client) -> str:
+    name = f"produce-{uuid.uuid4().hex[:8]}"
+    service.create_topic(name, 1)
+    return name
 
 
 @pytest.fixture
@@ -90,3 +101,54 @@ def test_librdkafka_admin_list_offsets_for_a_timestamp(
     answers = {tp.partition: f.result(TIMEOUT_S) for tp, f in admin.list_offsets(asked).items()}
     assert (answers[0].offset, answers[0].timestamp) == (0, base)  # before every sample: the start
     assert (answers[1].offset, answers[1].timestamp) == (-1, -1)
+
+
+# ------------------------------------------------------------ producers
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_librdkafka_producer_gets_policy_violation_for_each_write(
+    gateway: GatewayThread, topic: str, idempotent: bool
+) -> None:
+    errors: list[KafkaError] = []
+    reports: list[KafkaError | None] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": gateway.bootstrap,
+            "enable.idempotence": idempotent,
+            "error_cb": errors.append,
+        }
+    )
+    for value in (b"a", b"b"):
+        producer.produce(topic, value, callback=lambda err, _: reports.append(err))
+        assert producer.flush(TIMEOUT_S) == 0
+    producer.produce(topic, b"c", callback=lambda err, _: reports.append(err))  # refused, not fenced
+    assert producer.flush(TIMEOUT_S) == 0
+    assert [r.code() if r else None for r in reports] == [KafkaError.POLICY_VIOLATION] * 3
+    assert not [e for e in errors if e.fatal()]
+
+
+def test_an_idempotent_aiokafka_producer_gets_policy_violation_for_each_write(
+    gateway: GatewayThread, topic: str
+) -> None:
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=gateway.bootstrap, enable_idempotence=True)
+        await producer.start()
+        try:
+            for value in (b"a", b"b"):
+                with pytest.raises(AioPolicyViolation):
+                    await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(main(), TIMEOUT_S))
+
+
+def test_kafka_pythons_default_idempotent_producer_is_told_why(gateway: GatewayThread, topic: str) -> None:
+    producer = KafkaProducer(bootstrap_servers=gateway.bootstrap)  # idempotent by default, as Java's
+    try:
+        for value in (b"a", b"b"):
+            with pytest.raises(KpPolicyViolation, match="holds no topic data"):
+                producer.send(topic, value).get(TIMEOUT_S)
+    finally:
+        producer.close(TIMEOUT_S)
