@@ -10,7 +10,10 @@ parse (gateway-notes.md sections 2-4):
   OffsetFetch 1, ListOffsets 1, Fetch 4, Produce 3);
 - Produce 3-11 is advertised although every write is refused
   (handlers.data): librdkafka sends no Fetch unless the broker has the
-  MSGVER2 feature, Produce >= 3 with Fetch >= 4;
+  MSGVER2 feature, Produce >= 3 with Fetch >= 4; InitProducerId 0-5 (the
+  versions Kafka defines without KIP-939's two-phase commit) so that an
+  idempotent producer reaches that refusal instead of failing as if the
+  broker were too old;
 - Fetch stops at 12: from 13 clients fetch by topic id, which the gateway
   does not map; Metadata stops at 12 with it;
 - OffsetCommit stops at 9 and OffsetFetch at 9: 10 addresses topics by id
@@ -49,6 +52,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    22: (0, 5),  # InitProducerId (so idempotent producers reach Produce's refusal)
     23: (2, 4),  # OffsetForLeaderEpoch
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
@@ -102,6 +106,7 @@ HANDLERS: dict[int, Handler] = {
     14: membership.handle_sync_group,
     15: admin.handle_describe_groups,
     16: admin.handle_list_groups,
+    22: data.handle_init_producer_id,
     23: offsets.handle_offset_for_leader_epoch,
     42: admin.handle_delete_groups,
     47: offsets.handle_offset_delete,

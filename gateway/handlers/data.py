@@ -1,4 +1,4 @@
-"""Fetch and Produce: raygroups coordinates groups and holds no topic data.
+"""Fetch, Produce and InitProducerId: raygroups coordinates groups and holds no topic data.
 
 - Fetch answers with no records. Like a broker with nothing new to send, it
   waits the request's MaxWaitMs first (clients send 500 ms), so a consumer
@@ -19,11 +19,32 @@
   NOT_LEADER_OR_FOLLOWER would do that; TOPIC_AUTHORIZATION_FAILED would
   send its user looking for an ACL). With acks=0 Kafka sends no response,
   and neither does the gateway (None).
+- InitProducerId is answered so that idempotent producers (the default of
+  Java's producer since Kafka 3.0 and of kafka-python's 3.x,
+  `enable.idempotence=true` in librdkafka and aiokafka) get Produce's
+  refusal, with its message, on their first write. Unanswered, each failed for a false reason:
+  Java's with UnsupportedVersionException ("The node does not support
+  INIT_PRODUCER_ID"), librdkafka's with a fatal "Idempotent producer not
+  supported ... requires Apache Kafka broker version >= 0.11.0", aiokafka's
+  and kafka-python's with IncompatibleBrokerVersion. An error answer would
+  not do better: librdkafka retries every InitProducerId error but the
+  authorization ones (rdkafka_idempotence.c), which would send its user
+  looking for an ACL, and Java reports the others as "Unexpected error".
+  So, as Kafka does for a producer without a transactional id
+  (TransactionCoordinator.handleInitProducerId), it hands out a new
+  producer id at epoch 0, whatever id and epoch the request carries: this
+  gateway's node id above a count kept by the process, so gateways on
+  different nodes never hand out the same id. Nothing is ever written under it. After a
+  refused write Java's producer bumps its epoch itself and librdkafka's
+  asks for a new id, and gets one. A transactional id gets INVALID_REQUEST,
+  as FindCoordinator answers for a transaction coordinator
+  (handlers.metadata): there is none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -38,6 +59,10 @@ if TYPE_CHECKING:
 
 NO_DATA = "raygroups holds no topic data: the Kafka gateway serves consumer groups and accepts no records"
 NO_ACKS = 0
+NO_PRODUCER = -1
+_PRODUCER_COUNT_BITS = 32
+# The count under each gateway's node id (module docstring).
+_producer_counts = itertools.count()
 # How a Fetch waits out its MaxWaitMs; a test puts a recorder in its place.
 wait = asyncio.sleep
 
@@ -83,3 +108,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         for t in request.topic_data
     ]
     return respond(request, {"responses": responses})
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        return respond(
+            request,
+            {"error_code": Errors.INVALID_REQUEST, "producer_id": NO_PRODUCER, "producer_epoch": NO_PRODUCER},
+        )
+    count = next(_producer_counts) % (1 << _PRODUCER_COUNT_BITS)
+    producer_id = (ctx.gateway.node_id << _PRODUCER_COUNT_BITS) | count
+    return respond(request, {"error_code": Errors.NONE, "producer_id": producer_id, "producer_epoch": 0})

@@ -10,11 +10,29 @@ Group offsets go through the coordinator, by version:
   group error; v8+ asks for several groups at once, sent concurrently to
   their coordinators.
 Topic offsets come from the registry (handlers/topics.py):
-- ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the end
-  offset, -3 (max timestamp, v7+) no record (-1, as Kafka answers for an
-  empty partition), a timestamp the end offset in effect then
-  (coordinator.reset_plan.offset_at_time, the rule reset-offsets
-  --to-datetime uses).
+- ListOffsets: -2 (earliest) and -4 (earliest local, v8+: there is no
+  tiered storage) are the log start offset, -1 (latest) the end offset,
+  each with timestamp -1 as Kafka answers them. -3 (max timestamp, v7+) and
+  -5 (latest tiered, v9+) find no record: offset and timestamp -1, Kafka's
+  answer for an empty partition and for a topic without tiered storage.
+- ListOffsets at a timestamp T: Kafka answers the earliest offset whose
+  record's timestamp is at or after T, with that timestamp, and offset -1
+  and timestamp -1 when no record is that recent. raygroups holds no
+  records, only samples (at_ms, end) of each end offset, so it answers:
+  - the offset reset-offsets --to-datetime picks
+    (coordinator.reset_plan.offset_at_time): the end of the latest sample
+    at or before T, never below the log start offset. Every record below
+    it was written before T; none at or above it is known to be older.
+  - the timestamp of the first sample whose end is above that offset: the
+    record there was written by then, and that sample is after T (every
+    sample at or before T ends at or below the offset). It is when the
+    registry first saw the record, not the record's own timestamp, which
+    raygroups never has; it is never before T, as Kafka's never is.
+  - offset -1 and timestamp -1 when no sample is above the offset, i.e.
+    the offset is the end: no record is known to be written after T.
+    Kafka's clients then report no offset (Java's offsetsForTimes gives
+    null) and kafka-consumer-groups.sh --to-datetime falls back to the end
+    offset, where raygroups' own reset-offsets lands.
 - OffsetForLeaderEpoch: every partition has had one leader epoch (0), so
   any epoch ends at the partition's end offset.
 """
@@ -22,7 +40,7 @@ Topic offsets come from the registry (handlers/topics.py):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from actors import topics as registry
@@ -36,7 +54,7 @@ from coordinator.messages import (
     OffsetFetchResponse,
     PartitionResult,
 )
-from coordinator.reset_plan import TopicView, offset_at_time
+from coordinator.reset_plan import TP, TopicView, offset_at_time
 from gateway.handlers.calls import send
 from gateway.handlers.entities import ms, respond
 from gateway.handlers.topics import LEADER_EPOCH, offset_bounds, partition_error
@@ -44,7 +62,17 @@ from gateway.handlers.topics import LEADER_EPOCH, offset_bounds, partition_error
 if TYPE_CHECKING:
     from gateway.apis import RequestContext
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
+UNKNOWN = -1  # Kafka's UNKNOWN_OFFSET, UNKNOWN_TIMESTAMP and no leader epoch
+NO_RECORD = (UNKNOWN, UNKNOWN)
+
+# Kafka's special timestamps the registry can answer: (offset, timestamp).
+# Any other negative one (-3 max timestamp, -5 latest tiered) finds no record.
+SPECIAL_TIMESTAMPS: dict[int, Callable[[TopicView, TP], tuple[int, int]]] = {
+    EARLIEST: lambda view, tp: (view.earliest(tp), UNKNOWN),
+    EARLIEST_LOCAL: lambda view, tp: (view.earliest(tp), UNKNOWN),
+    LATEST: lambda view, tp: (view.latest(tp), UNKNOWN),
+}
 
 
 def by_topic(rows: Iterable[Any], topic_of: Any, entry: Any) -> list[dict[str, Any]]:
@@ -165,29 +193,37 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     def entry(row: tuple[str, int, int]) -> dict[str, Any]:
         topic, partition, timestamp = row
         error = partition_error(end, topic, partition)
-        offset = -1
+        offset, found_at = NO_RECORD
         if error is Errors.NONE:
-            offset = _offset_for(view, (topic, partition), timestamp)
+            offset, found_at = record_for(view, (topic, partition), timestamp)
         return {
             "partition_index": partition,
             "error_code": error,
-            "timestamp": -1,
+            "timestamp": found_at,
             "offset": offset,
-            "leader_epoch": LEADER_EPOCH if error is Errors.NONE else -1,
+            "leader_epoch": LEADER_EPOCH if offset != UNKNOWN else UNKNOWN,
         }
 
     rows = [(t.name, p.partition_index, p.timestamp) for t in request.topics for p in t.partitions]
     return respond(request, {"topics": by_topic(rows, lambda r: r[0], entry)})
 
 
-def _offset_for(view: TopicView, tp: tuple[str, int], timestamp: int) -> int:
-    if timestamp == EARLIEST:
-        return view.earliest(tp)
-    if timestamp == LATEST:
-        return view.latest(tp)
-    if timestamp < 0:  # max timestamp (-3) or another special value: no record known
-        return -1
-    return offset_at_time(view, tp, timestamp)
+def record_for(view: TopicView, tp: TP, timestamp: int) -> tuple[int, int]:
+    """ListOffsets' (offset, timestamp) for `timestamp`, special or a time (module docstring)."""
+    if timestamp < 0:
+        special = SPECIAL_TIMESTAMPS.get(timestamp)
+        return special(view, tp) if special else NO_RECORD
+    return record_at_time(view, tp, timestamp)
+
+
+def record_at_time(view: TopicView, tp: TP, timestamp_ms: int) -> tuple[int, int]:
+    """The --to-datetime offset for `timestamp_ms` and the time of the first sample
+    above it; NO_RECORD when no sample is (module docstring)."""
+    offset = offset_at_time(view, tp, timestamp_ms)
+    for at_ms, end in view.history.get(tp, ()):
+        if end > offset:
+            return offset, at_ms
+    return NO_RECORD
 
 
 async def _history(

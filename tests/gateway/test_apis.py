@@ -121,6 +121,7 @@ def test_the_table_lets_every_client_in() -> None:
     assert table[1] == (4, 12) and table[3][1] == 12  # no topic ids in Fetch
     assert table[8] == (2, 9) and table[9] == (1, 9)
     assert 68 not in table  # ConsumerGroupHeartbeat: clients stay on the classic protocol
+    assert table[22] == (0, 5)  # InitProducerId: idempotent producers reach Produce's refusal
     assert {42, 47} <= table.keys()
 
 
@@ -389,3 +390,28 @@ def test_produce_is_refused_per_partition_and_acks_0_is_not_answered() -> None:
         call(client, kio_request(0, 3, transactional_id=None, acks=0, timeout=1000, topic_data=data)) is None
     )
     assert client.sent == []
+
+
+def test_init_producer_id_hands_out_new_ids_under_the_gateways_node_id() -> None:
+    client = FakeClient(lambda r: None)
+    answers = [
+        call(client, kio_request(22, 0, transactional_id=None, transaction_timeout=60_000)),
+        # v3+: a producer bumping its epoch names its id and epoch; Kafka hands out a new id anyway.
+        call(
+            client,
+            kio_request(
+                22, 5, transactional_id=None, transaction_timeout=60_000, producer_id=7, producer_epoch=3
+            ),
+        ),
+    ]
+    assert [(a.error_code, a.producer_epoch) for a in answers] == [(ErrorCode.none, 0)] * 2
+    ids = [a.producer_id for a in answers]
+    assert ids[0] != ids[1] and {i >> 32 for i in ids} == {GATEWAY.node_id}
+    assert client.sent == []
+
+
+def test_init_producer_id_for_a_transactional_id_is_refused() -> None:
+    request = kio_request(22, 4, transactional_id="tx", transaction_timeout=60_000)
+    answer = call(FakeClient(lambda r: None), request)
+    assert answer.error_code == ErrorCode.invalid_request
+    assert (answer.producer_id, answer.producer_epoch) == (-1, -1)

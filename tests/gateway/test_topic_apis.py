@@ -4,6 +4,7 @@ registry, at old and new versions."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -107,12 +108,67 @@ def test_list_offsets_earliest_and_latest_come_from_the_registry(
     ]
 
 
-def test_list_offsets_at_a_time_after_every_report_is_the_end(gateway: GatewayThread, topic: str) -> None:
-    asked = [{"partition_index": 1, "timestamp": 2**62, "current_leader_epoch": -1}]
-    request = kio_request(
-        2, 10, replica_id=-1, isolation_level=0, timeout=1000, topics=[{"name": topic, "partitions": asked}]
+def list_offsets(version: int, topic: str, timestamps: dict[int, int]) -> Any:
+    """A consumer's ListOffsets (api key 2) of `topic`: partition -> timestamp."""
+    asked = [
+        {"partition_index": p, "timestamp": ts, "current_leader_epoch": -1} for p, ts in timestamps.items()
+    ]
+    topics = [{"name": topic, "partitions": asked}]
+    return kio_request(2, version, replica_id=-1, isolation_level=0, timeout=1000, topics=topics)
+
+
+@pytest.fixture
+def sampled(service: Client) -> tuple[str, int]:
+    """(topic, base ms) of a one-partition topic whose end offset was 10 at base,
+    25 at base + 2000 and 40 at base + 4000 (an hour ago, inside the history's retention)."""
+    name = f"sampled-{uuid.uuid4().hex[:8]}"
+    service.create_topic(name, 1)
+    base = int(time.time() * 1000) - 3_600_000
+    for at_ms, end in ((base, 10), (base + 2000, 25), (base + 4000, 40)):
+        service.set_end_offsets({(name, 0): end}, at_ms=at_ms)
+    return name, base
+
+
+@pytest.mark.parametrize("version", [1, 7, 10])
+@pytest.mark.parametrize(
+    ("after_base_ms", "offset", "seen_after_base_ms"),
+    [
+        (-1, 0, 0),  # before every sample: the start; 10 records were there at base
+        (0, 10, 2000),  # the end at that time; the record at 10 was seen at base + 2000
+        (1999, 10, 2000),
+        (3000, 25, 4000),
+    ],
+)
+def test_list_offsets_at_a_time_is_the_reset_offset_with_the_time_its_record_was_seen(
+    gateway: GatewayThread,
+    sampled: tuple[str, int],
+    version: int,
+    after_base_ms: int,
+    offset: int,
+    seen_after_base_ms: int,
+) -> None:
+    topic, base = sampled
+    response = exchange(gateway, list_offsets(version, topic, {0: base + after_base_ms}))
+    (answered,) = response.topics[0].partitions
+    assert (answered.error_code, answered.offset, answered.timestamp) == (
+        ErrorCode.none,
+        offset,
+        base + seen_after_base_ms,
     )
-    assert exchange(gateway, request).topics[0].partitions[0].offset == 20
+    if version >= 4:
+        assert answered.leader_epoch == 0
+
+
+@pytest.mark.parametrize("version", [1, 10])
+def test_list_offsets_at_or_after_the_last_sample_finds_no_record(
+    gateway: GatewayThread, sampled: tuple[str, int], version: int
+) -> None:
+    topic, base = sampled
+    response = exchange(gateway, list_offsets(version, topic, {0: base + 4000}))
+    (answered,) = response.topics[0].partitions
+    assert (answered.error_code, answered.offset, answered.timestamp) == (ErrorCode.none, -1, -1)
+    (far,) = exchange(gateway, list_offsets(version, topic, {0: 2**62})).topics[0].partitions
+    assert (far.offset, far.timestamp) == (-1, -1)
 
 
 @pytest.fixture
