@@ -20,11 +20,14 @@ Rules:
   replica leaves the ISR at once (Kafka's controller fences a broker that
   stopped heartbeating and drops it from every ISR), and so does one whose
   disk failed (its probe's `disk`, `actors.replica_recovery`; Kafka's
-  offline log directory, KIP-112) or that refuses its log; a replica that
-  answers slowly or not at all but is not dead keeps its place (its log is
-  intact): it is no candidate, and its leader removes it after
-  replica.lag.time.max.ms if it stays silent. The last ISR member never
-  leaves: the partition waits for it rather than lose what it holds.
+  offline log directory, KIP-112) or that refuses its log. A replica that
+  is alive but does not answer is no candidate; at an election it leaves
+  the ISR too, unless the ISR would then fall below min ISR: no commit can
+  happen without it then, so it stays, electable once it answers
+  (`coordinator.replication.isr_at_election`; Kafka's ELR, KIP-966). Outside
+  elections a slow follower is its leader's business
+  (replica.lag.time.max.ms). The last ISR member never leaves: the
+  partition waits for it rather than lose what it holds.
 - A replica whose disk failed gets no role: it retries its disk, recovers
   its log and takes up its role by itself, then catches up and the leader
   admits it to the ISR again. One whose disk stays failed longer than
@@ -94,6 +97,7 @@ from coordinator.replication import (
     assign_replicas,
     disk_failed,
     elect_leader,
+    isr_at_election,
     validate_isr_change,
 )
 from coordinator.replication.controller import in_assignment_order
@@ -259,9 +263,10 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         """Commit the partition's next leader and ISR (module rules)."""
         meta = self.state.partitions[partition]
         current = _partition_state(meta)
-        # Out of the ISR: dead, or holding no log it can trust (failed disk, refusal).
-        # A replica that merely did not answer in time keeps its place (module rules).
+        # Out of the ISR: dead, or holding no log it can trust (failed disk, refusal);
+        # one that did not answer in time, unless min ISR needs it (module rules).
         lost = {n for n, probe in probes.items() if probe == GONE or disk_failed(probe) or _refuses(probe)}
+        silent = {n for n, probe in probes.items() if probe == UNRESPONSIVE}
         failed = self._failed_leaders.get(partition, set())
         healthy = {
             node for node, probe in probes.items()
@@ -271,7 +276,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             isr = [r for r in meta.isr if r not in lost]
             election = Election(meta.leader, in_assignment_order(meta.replicas, isr))
         else:
-            in_sync = set(meta.replicas) - lost
+            in_sync = isr_at_election(meta.isr, lost, silent, self.settings.min_insync_replicas)
             election = elect_leader(meta.replicas, meta.isr, in_sync, candidates=healthy)
             sitting = meta.leader
             keep = sitting is not None and probes.get(sitting) != GONE and not _refuses(probes.get(sitting))

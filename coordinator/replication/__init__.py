@@ -36,6 +36,7 @@ from coordinator.replication.controller import (
     Replica,
     apply_election,
     elect_leader,
+    isr_at_election,
     validate_isr_change,
 )
 from coordinator.replication.divergence import (
@@ -83,6 +84,7 @@ __all__ = [
     "check_push_epoch",
     "diverging_epoch",
     "elect_leader",
+    "isr_at_election",
     "follower_high_watermark",
     "group_error",
     "rebalance_move",

@@ -17,10 +17,14 @@ Rules:
   An unclean election (only when asked) takes the first alive replica and
   makes it the whole ISR. Otherwise no leader: the partition waits. Dead
   replicas (and replicas whose log failed) leave the ISR at the election,
-  except the last one, which stays so the partition waits for it (no ELR);
-  a replica that is alive but did not answer in time stays in the ISR (it
-  holds its log intact) and is only no candidate: its leader removes it
-  after replica.lag.time.max.ms if it stays silent.
+  except the last one, which stays so the partition waits for it. A replica
+  that is alive but did not answer in time (paused, starved) is no
+  candidate; it leaves the ISR at the election like a fenced Kafka broker
+  (KIP-841), so the new leader commits without it at once, unless the ISR
+  would then fall below min.insync.replicas (`isr_at_election`): then
+  writes wait for it either way, and it stays in the ISR, electable once it
+  answers, as Kafka's eligible leader replicas (KIP-966) stay for the same
+  reason: no commit can happen without it, so its log holds every one.
 - ISR changes from a leader are validated like `validateAlterPartitionData`,
   in the same order, and every member must be eligible (alive, KIP-841).
 
@@ -104,6 +108,17 @@ def elect_leader(
             if replica in can_lead:
                 return Election(replica, (replica,), unclean=True)
     return Election(None, target_isr)
+
+
+def isr_at_election(
+    isr: Collection[Replica], lost: Collection[Replica], silent: Collection[Replica], min_isr: int
+) -> set[Replica]:
+    """The ISR members that stay in the ISR at an election (module rules): not `lost`
+    (dead, log failed), and not `silent` (alive, no answer) unless the ones that
+    answered are fewer than `min_isr`."""
+    kept = [r for r in isr if r not in lost]
+    answering = [r for r in kept if r not in silent]
+    return set(answering if len(answering) >= min_isr else kept)
 
 
 def apply_election(state: PartitionState, election: Election) -> PartitionState:

@@ -25,6 +25,7 @@ from coordinator.replication import (
     elect_leader,
     follower_high_watermark,
     group_error,
+    isr_at_election,
     truncation_offset,
     validate_isr_change,
 )
@@ -409,6 +410,16 @@ def test_election_keeps_a_silent_replica_in_the_isr_but_never_lets_it_lead() -> 
     assert (waiting.leader, waiting.isr) == (None, ("b",))  # b holds the log: wait for it to answer
     unclean = elect_leader(REPLICAS, {"c"}, {"a", "b"}, candidates={"a"}, unclean=True)
     assert (unclean.leader, unclean.unclean) == ("a", True)
+
+
+def test_a_silent_replica_leaves_the_isr_at_an_election_unless_min_isr_needs_it() -> None:
+    # a is dead, c's disk failed, b did not answer: b alone is below min ISR 2, so b stays.
+    assert isr_at_election(REPLICAS, lost={"a", "c"}, silent={"b"}, min_isr=2) == {"b"}
+    # a dead, b silent, c answers: c alone is below min ISR 2: b stays beside it.
+    assert isr_at_election(REPLICAS, lost={"a"}, silent={"b"}, min_isr=2) == {"b", "c"}
+    # with min ISR 1, c commits alone: the silent b leaves (Kafka fences it).
+    assert isr_at_election(REPLICAS, lost={"a"}, silent={"b"}, min_isr=1) == {"c"}
+    assert isr_at_election(REPLICAS, lost=set(), silent={"a"}, min_isr=2) == {"b", "c"}
 
 
 def test_epoch_bumps() -> None:
