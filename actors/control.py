@@ -21,9 +21,14 @@ production, a fake in tests/controller/). Rules:
   and a partition already at a newer epoch is left alone.
 - Liveness is judged by `actors.control_health.judge`. Each new leader gets
   `known_end`, the largest durable end any leader of the partition reported
-  (-1: never loaded, an empty log is fine), so it refuses to serve from a
+  (-1: never served, an empty log is fine), so it refuses to serve from a
   missing or shorter log; a refusing leader is shown and counted, and
   stays until an operator reassigns the partition.
+- Served means recorded first: a new (or adopted) leader is published in the
+  routing, the only way a client reaches it, only once a probe found it
+  ACTIVE and the metadata saying the partition was served (`known_end` at
+  least 0, so every later leader must find its log) is persisted. A leader
+  that dies before that answered no one, and its successor may start empty.
 - Partition actors of the namespace that no metadata owns are killed
   (orphans of a controller that died mid-operation).
 - A move takes a ready standby when there is one; `actors.control_standbys`
@@ -85,6 +90,9 @@ class ControlPlane:
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
+        # Partitions whose leader is not in the routing yet: not recorded as served.
+        self._unpublished: set[int] = set()
+        self._publishing: dict[int, asyncio.Task[None]] = {}
         self.standbys = Standbys(settings, cluster, lambda: self.state, self._persist, clock)
         self._observations: dict[int, Observation] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -121,7 +129,7 @@ class ControlPlane:
         if meta.intent is None and meta.actor is not None:
             handle = await self.cluster.find(meta.actor)
             if handle is not None:
-                self.leaders[partition] = handle
+                self._set_leader(partition, handle)
                 await self.check(partition)
                 return
         cause = "initial" if meta.actor is None else "missing"
@@ -224,7 +232,9 @@ class ControlPlane:
             return
         self.refused.pop(partition, None)
         if judgement.verdict is Verdict.SERVING:
-            if self.state.record_end(partition, int(probe.get("durable_end") or 0)):
+            if partition in self._unpublished:
+                await self._publish(partition, epoch, handle, probe)
+            elif self.state.record_end(partition, int(probe.get("durable_end") or 0)):
                 await self._persist()
         elif judgement.verdict is Verdict.ACTIVATE:
             known_end = self.state.partitions[partition].known_end
@@ -234,6 +244,8 @@ class ControlPlane:
                 )
             except ClusterError as exc:
                 logger.warning("partition %d: activating epoch %d failed: %r", partition, epoch, exc)
+                return
+            await self._publish_when_serving(partition, epoch, handle)
         elif judgement.verdict is Verdict.REPLACE:
             logger.warning("partition %d: replacing leader epoch %d: %s", partition, epoch, judgement.detail)
             await self.replace(partition, epoch, judgement.cause)
@@ -320,11 +332,12 @@ class ControlPlane:
         done = meta.intent
         assert done is not None
         meta.epoch, meta.actor, meta.intent = done.epoch, done.name, None
-        self.leaders[partition] = handle
+        self._set_leader(partition, handle)
         await self._persist()
         if done.old_name is not None:
             self.metrics.failover(done.reason)
         logger.info("partition %d: leader %s epoch %d (%s)", partition, done.name, done.epoch, done.reason)
+        await self._publish_when_serving(partition, done.epoch, handle)
 
     async def _emigrate(self, partition: int, old: Any, intent: Intent) -> None:
         """Unload the old leader unless it cannot answer, kill it, wait until Ray reports it dead."""
@@ -397,6 +410,54 @@ class ControlPlane:
             logger.warning("partition %d: node %s is gone; placing elsewhere", partition, intent.node_id)
         return (live[partition % len(live)] if live else None), False
 
+    # --------------------------------------------------------- publication
+
+    def _set_leader(self, partition: int, handle: Any) -> None:
+        """The partition's leader, probed from now on, routed once `_publish`ed."""
+        self._unpublished.add(partition)
+        self.leaders[partition] = handle
+
+    async def _publish_when_serving(self, partition: int, epoch: int, handle: Any) -> None:
+        """Publish a new leader that already serves; otherwise check it again as
+        soon as it does (`wait_active`), not at the next watch round."""
+        try:
+            probe = await self.cluster.call(handle, "probe", timeout_s=self.settings.probe_timeout_s)
+        except ClusterError:
+            return  # the watch finds out
+        if (probe.get("partition"), probe.get("epoch"), probe.get("state")) == (partition, epoch, "ACTIVE"):
+            await self._publish(partition, epoch, handle, probe)
+            return
+        task = self._publishing.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        task = asyncio.get_running_loop().create_task(self._check_once_active(partition, handle))
+        task.add_done_callback(self._check_done)
+        self._publishing[partition] = task
+
+    async def _check_once_active(self, partition: int, handle: Any) -> None:
+        timeout_s = self.settings.actor_start_timeout_s
+        try:
+            await self.cluster.call(
+                handle, "wait_active", timeout_s, timeout_s=timeout_s + self.settings.probe_timeout_s
+            )
+        except ClusterError:
+            return  # the watch finds out
+        if self.leaders.get(partition) is handle and partition in self._unpublished:
+            await self.check(partition)
+
+    async def _publish(self, partition: int, epoch: int, handle: Any, probe: dict[str, Any]) -> None:
+        """Route clients to a leader found ACTIVE, once the metadata saying the
+        partition was served (its log required from now on) is persisted."""
+        self.state.record_end(partition, int(probe.get("durable_end") or 0))
+        # Always saved: a concurrent save of the same change may not be done yet.
+        await self._persist()
+        if self.leaders.get(partition) is handle and self.state.partitions[partition].epoch == epoch:
+            self._unpublished.discard(partition)
+
+    def _routed(self, partition: int) -> Any:
+        """The leader clients are sent to: none before it is published."""
+        return None if partition in self._unpublished else self.leaders.get(partition)
+
     # ------------------------------------------------------------ standbys
 
     async def refill_standbys_once(self) -> None:
@@ -430,7 +491,7 @@ class ControlPlane:
         parts = range(self.num_partitions)
         return (
             self.num_partitions,
-            [self.leaders.get(p) for p in parts],
+            [self._routed(p) for p in parts],
             [self.state.partitions[p].epoch for p in parts],
         )
 
@@ -443,7 +504,7 @@ class ControlPlane:
         attempt then goes straight to the new leader."""
         _check_routing_request(partition, epoch, wait_s, self.num_partitions)
         meta = self.state.partitions[partition]
-        leaderless = self.leaders.get(partition) is None
+        leaderless = self._routed(partition) is None
         # A report of an older epoch is already answered; an operation holding
         # the lock is already moving the partition.
         check = None
@@ -452,7 +513,7 @@ class ControlPlane:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while loop.time() < deadline:
-            if self.leaders.get(partition) is not None and (
+            if self._routed(partition) is not None and (
                 meta.epoch != epoch or leaderless or (check is not None and check.done())
             ):
                 break
@@ -494,7 +555,7 @@ class ControlPlane:
 
     async def shutdown(self) -> None:
         """Stop the loops, unload every partition, kill its actor and the standbys."""
-        for task in [*self._loops, *self._checks.values()]:
+        for task in [*self._loops, *self._checks.values(), *self._publishing.values()]:
             task.cancel()
 
         async def stop(partition: int, handle: Any) -> None:

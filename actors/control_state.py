@@ -1,8 +1,9 @@
 """The controller's persisted metadata: partitions, leaders, epochs, intents.
 
 Per partition: the current leader's epoch and actor name, `known_end` (the
-largest durable end any of its leaders reported; -1 while no leader ever
-finished a load, so an empty new log is fine) and at most one `Intent`, the
+largest durable end any of its leaders reported; -1 while the partition was
+never served, so an empty new log is fine; the controller records 0 or more
+before it routes any client to a leader) and at most one `Intent`, the
 operation under way. An intent is saved before the controller acts on it
 and cleared when the operation is done, so a restarted controller finishes
 it (rolls it forward) rather than guessing. Also the standby actors' names.
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 logger = logging.getLogger(__name__)
-# known_end of a partition no leader ever loaded: an empty new log is fine.
+# known_end of a partition never served: an empty new log is fine.
 NEVER_LOADED = -1
 
 

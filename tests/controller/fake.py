@@ -77,6 +77,13 @@ class FakeActor:
         self.partition, self.epoch = partition, epoch
         return await self.activate(known_end)
 
+    async def wait_active(self, timeout_s: float = 60.0) -> str:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.state in ("INITIAL", "LOADING") and loop.time() < deadline:
+            await asyncio.sleep(0.001)
+        return self.state
+
     async def unload(self, epoch: int) -> str:
         if epoch >= self.epoch:
             self.state = "CLOSED"
