@@ -47,7 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR,
-        help="durable; node-local with replication, shared by every node without",
+        help="durable, the same path on every node, each node's own disk (see --shared-data-dir)",
+    )
+    start.add_argument(
+        "--shared-data-dir", action="store_true",
+        help="every node sees the same data directory (NFS, CephFS): a single-copy partition may then "
+        "restart on any node, not only on the one holding its log",
     )
     start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
@@ -131,7 +136,7 @@ def run_start(args: argparse.Namespace) -> int:
         client = actors.start(
             args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
             address=address or "auto", replication_factor=args.replication_factor,
-            min_insync_replicas=args.min_insync_replicas,
+            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
         )
     gateway_cli.on_start(args)
     return ADMIN_COMMANDS["status"](client, args)

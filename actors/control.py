@@ -29,6 +29,14 @@ production, a fake in tests/controller/). Rules:
   ACTIVE and the metadata saying the partition was served (`known_end` at
   least 0, so every later leader must find its log) is persisted. A leader
   that dies before that answered no one, and its successor may start empty.
+- Node-local disks (`shared_data_dir` False, the default): a partition's log
+  is on the node its leader served from (`log_node`, recorded when it is
+  published), so every later leader is started there, with a hard node
+  affinity, and a standby serves only there. While that node is not live the
+  partition is offline, waiting for it (Kafka keeps a partition of
+  replication factor 1 offline until its broker returns); an operator may
+  move it to a node given a copy of the log (`reassign` with a node). On a
+  shared data directory any node can load the log: leaders go anywhere.
 - Partition actors of the namespace that no metadata owns are killed
   (orphans of a controller that died mid-operation).
 - A move takes a ready standby when there is one; `actors.control_standbys`
@@ -52,6 +60,7 @@ from actors.control_cluster import (
     Cluster,
     ClusterError,
     MetadataStore,
+    Unreachable,
     new_actor_name,
 )
 from actors.control_health import Observation, Verdict, judge
@@ -90,6 +99,8 @@ class ControlPlane:
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
+        # partition -> the node holding its log, not live: offline until it is back
+        self.awaiting: dict[int, str] = {}
         # Partitions whose leader is not in the routing yet: not recorded as served.
         self._unpublished: set[int] = set()
         self._publishing: dict[int, asyncio.Task[None]] = {}
@@ -288,8 +299,15 @@ class ControlPlane:
                 raise ValueError(f"partition {partition} is at epoch {meta.epoch}, not {expected_epoch}")
             if expected_epoch not in (None, meta.epoch):
                 return meta.epoch
-            if node_id is not None and node_id not in await self.cluster.live_nodes():
+            live = await self.cluster.live_nodes()
+            if node_id is not None and node_id not in live:
                 raise ValueError(f"no live Ray node {node_id!r}")
+            log_node = self._log_node(partition)
+            if node_id is None and log_node is not None and log_node not in live:
+                raise ValueError(
+                    f"partition {partition}'s log is on node {log_node!r}, which is not live: the "
+                    "partition waits for it; name a node that holds a copy of its log to move it there"
+                )
             await self._begin(partition, "reassign", node_id, node_id is not None, False)
             await self._finish(partition)
             return meta.epoch
@@ -297,9 +315,12 @@ class ControlPlane:
     async def _begin(
         self, partition: int, cause: str, node_id: str | None, required: bool, old_unreachable: bool
     ) -> None:
-        """Save the intent of a move to the next epoch (a standby takes it when one is ready)."""
+        """Save the intent of a move to the next epoch (a standby takes it when one is ready
+        on the node the move needs); without a node named, the one holding the log, if any."""
         meta = self.state.partitions[partition]
-        standby = await self.standbys.take() if node_id is None else None
+        if node_id is None and (log_node := self._log_node(partition)) is not None:
+            node_id, required = log_node, True
+        standby = await self.standbys.take(node_id)
         try:
             meta.intent = Intent(
                 epoch=meta.epoch + 1,
@@ -317,7 +338,8 @@ class ControlPlane:
         await self._persist()
 
     async def _finish(self, partition: int) -> None:
-        """Carry out the saved intent: stop the old leader, start the new one, commit."""
+        """Carry out the saved intent: stop the old leader, start the new one, commit
+        (on node-local disks, only once the node the intent needs is live)."""
         meta = self.state.partitions[partition]
         intent = meta.intent
         assert intent is not None
@@ -328,6 +350,8 @@ class ControlPlane:
             if old is None:
                 old = await self.cluster.find(intent.old_name)
             await self._emigrate(partition, old, intent)
+        if await self._node_awaited(partition, intent):
+            return
         handle = await self._immigrate(partition)
         done = meta.intent
         assert done is not None
@@ -402,13 +426,40 @@ class ControlPlane:
         raise CallFailed(f"{intent.name} leads partition {led} epoch {probe.get('epoch')}")
 
     async def _placement(self, partition: int, intent: Intent) -> tuple[str | None, bool]:
-        """(node, required) for a new leader: the operator's node while it is live, else spread."""
+        """(node, required) for a new leader: the node the intent needs (the operator's, or
+        the one holding the log) while it is live, else spread."""
         live = await self.cluster.live_nodes()
         if intent.node_id is not None and intent.node_id in live:
             return intent.node_id, intent.required
+        if intent.node_id is not None and intent.required and not self.settings.shared_data_dir:
+            raise Unreachable(f"node {intent.node_id} is not live")  # the next round waits for it
         if intent.node_id is not None:
             logger.warning("partition %d: node %s is gone; placing elsewhere", partition, intent.node_id)
         return (live[partition % len(live)] if live else None), False
+
+    def _log_node(self, partition: int) -> str | None:
+        """The node a single-copy partition's leader must run on: the one whose disk holds
+        its log (None on a shared data directory, or before the partition was served)."""
+        if self.settings.shared_data_dir:
+            return None
+        return self.state.partitions[partition].log_node
+
+    async def _node_awaited(self, partition: int, intent: Intent) -> bool:
+        """On node-local disks a move needing a node that is not live waits for it (the
+        partition offline, the intent kept for the next round); True while it waits."""
+        node = intent.node_id
+        if self.settings.shared_data_dir or node is None or not intent.required:
+            return False
+        if node in await self.cluster.live_nodes():
+            if self.awaiting.pop(partition, None) is not None:
+                logger.info("partition %d: node %s is back", partition, node)
+            return False
+        if partition not in self.awaiting:
+            logger.warning(
+                "partition %d: offline until node %s, which holds its log, is live again", partition, node
+            )
+        self.awaiting[partition] = node
+        return True
 
     # --------------------------------------------------------- publication
 
@@ -447,11 +498,20 @@ class ControlPlane:
 
     async def _publish(self, partition: int, epoch: int, handle: Any, probe: dict[str, Any]) -> None:
         """Route clients to a leader found ACTIVE, once the metadata saying the
-        partition was served (its log required from now on) is persisted."""
+        partition was served (its log required from now on, and on node-local
+        disks the node holding it) is persisted."""
+        meta = self.state.partitions[partition]
+        if not self.settings.shared_data_dir:
+            try:
+                info = await self.cluster.call(handle, "info", timeout_s=self.settings.probe_timeout_s)
+            except ClusterError as exc:
+                logger.warning("partition %d: where epoch %d runs is unknown: %r", partition, epoch, exc)
+                return  # not published: the next check tries again
+            meta.log_node = str(info["node_id"])
         self.state.record_end(partition, int(probe.get("durable_end") or 0))
         # Always saved: a concurrent save of the same change may not be done yet.
         await self._persist()
-        if self.leaders.get(partition) is handle and self.state.partitions[partition].epoch == epoch:
+        if self.leaders.get(partition) is handle and meta.epoch == epoch:
             self._unpublished.discard(partition)
 
     def _routed(self, partition: int) -> Any:
@@ -534,6 +594,11 @@ class ControlPlane:
         }
         if meta.intent is not None:
             row["operation"] = f"{meta.intent.reason} -> epoch {meta.intent.epoch}"
+        if (node := self.awaiting.get(partition)) is not None:
+            return {
+                **row, "state": "OFFLINE", "offline": True, "awaited_node": node, "node_id": node,
+                "failure": f"waiting for node {node}: the only copy of its log is on that node's disk",
+            }
         handle = self.leaders.get(partition)
         if handle is None:
             return {**row, "state": "NO LEADER"}
@@ -548,6 +613,7 @@ class ControlPlane:
             "failovers": sum(self.metrics.failovers.values()),
             "failovers_by_reason": dict(self.metrics.failovers),
             "refused": sorted(self.refused),
+            "offline": sorted(self.awaiting),
             "orphans_reaped": self.metrics.reaped,
             "loop_errors": dict(self.metrics.loop_errors),
             "num_partitions": self.num_partitions,

@@ -63,6 +63,7 @@ def start(
     settings: ServiceSettings | None = None,
     replication_factor: int | None = None,
     min_insync_replicas: int | None = None,
+    shared_data_dir: bool = False,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
@@ -70,6 +71,9 @@ def start(
     started and the partition count defaults to the embedded one. Without
     `settings`, the replication factor is 3 (min ISR 2) on a cluster of at
     least 3 nodes and 1 otherwise (`replication_defaults`), unless given.
+    `shared_data_dir`: every node sees the same data directory, so a
+    single-copy partition may restart on any node (otherwise only on the
+    node holding its log).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/forgotten_logs.py`).
@@ -91,6 +95,7 @@ def start(
             namespace=namespace,
             replication_factor=replication_factor,
             min_insync_replicas=min_insync_replicas,
+            shared_data_dir=shared_data_dir,
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)

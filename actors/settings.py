@@ -98,6 +98,12 @@ class ServiceSettings:
     # How often leadership returns to preferred replicas and replicas spread
     # to idle nodes (Kafka's leader.imbalance.check.interval.seconds).
     balance_interval_s: float = 300.0
+    # Replication factor 1: True if every node sees the same data directory
+    # (NFS, CephFS, a cloud file share), so a partition's leader may restart
+    # on any node. False (node-local disks): only on the node holding its log,
+    # the partition offline while that node is gone (Kafka's behaviour for
+    # replication factor 1: offline until its broker returns).
+    shared_data_dir: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:
@@ -108,8 +114,9 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if type(self.replication_link) is not bool:
-            raise ValueError(f"replication_link must be a bool, got {self.replication_link!r}")
+        for flag in ("replication_link", "shared_data_dir"):
+            if type(getattr(self, flag)) is not bool:
+                raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         min_isr = self.min_insync_replicas
         if type(min_isr) is not int or not 1 <= min_isr <= self.replication_factor:
             raise ValueError(

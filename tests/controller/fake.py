@@ -191,6 +191,9 @@ class FakeCluster:
         self._maybe_crash("create", name)
         if name in self.live:
             raise NameTaken(name)
+        self.calls.append((name, "create", (node_id, required)))
+        if required and node_id not in self.nodes:
+            raise Unreachable(f"no live node {node_id!r}")
         node = node_id if node_id in self.nodes else self.nodes[0]
         actor = FakeActor(self, name, -1 if partition is None else partition, epoch, node)
         self.live[name] = actor
@@ -289,6 +292,9 @@ class FakeCluster:
 
     def leaders_of(self, partition: int) -> list[FakeActor]:
         return [a for a in self.live.values() if a.partition == partition]
+
+    def calls_with(self, method: str, name: str) -> list[tuple[Any, ...]]:
+        return [args for n, m, args in self.calls if (n, m) == (name, method)]
 
     def called(self, name: str, method: str) -> bool:
         return any(n == name and m == method for n, m, _ in self.calls)

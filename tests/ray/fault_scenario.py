@@ -180,6 +180,7 @@ def scenario(seed: int, faults: int, data_dir: str, cluster: Cluster) -> None:
     settings = ServiceSettings(
         data_dir=data_dir, num_partitions=PARTITIONS, namespace=NAMESPACE,
         probe_interval_s=0.5, probe_timeout_s=2.0,
+        shared_data_dir=True,  # the simulated nodes share one: a removed node's partitions move
     )
     client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     # The same number of groups on every partition.
