@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
     start.add_argument(
         "--replication-factor", type=int,
-        help="replicas of each offsets partition, each on its own node (default: 3 on 3+ nodes, else 1)",
+        help="replicas of each offsets partition, each on its own node "
+        "(default: 3 from 3 nodes, 2 on 2 nodes, 1 on one)",
     )
-    start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
+    start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     gateway_cli.add_parsers(commands, common, start)
     add_parsers(commands, common)

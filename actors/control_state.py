@@ -27,6 +27,18 @@ logger = logging.getLogger(__name__)
 NEVER_LOADED = -1
 
 
+def saved_replication_factor(data: dict[str, Any] | None) -> int | None:
+    """The replication factor saved metadata was written under (a move adds a
+    replica for a while: the fewest replicas of any partition), or None when no
+    partition was placed yet."""
+    if data is None:
+        return None
+    replication = data.get("replication") or {}
+    if replication:
+        return min(len(r["replicas"]) for r in replication.values())
+    return 1 if any(int(e) > 0 for e in data.get("epochs", {}).values()) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Intent:
     """A leadership move: stop `old_name` (epoch `old_epoch`), start `name` at `epoch`."""
