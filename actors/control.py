@@ -28,7 +28,8 @@ production, a fake in tests/controller/). Rules:
   routing, the only way a client reaches it, only once a probe found it
   ACTIVE and the metadata saying the partition was served (`known_end` at
   least 0, so every later leader must find its log) is persisted. A leader
-  that dies before that answered no one, and its successor may start empty.
+  that dies before that answered no one, and its successor may start empty
+  (`actors.control_publish`).
 - Node-local disks (`shared_data_dir` False, the default): a partition's log
   is on the node its leader served from (`log_node`, recorded when it is
   published), so every later leader is started there, with a hard node
@@ -64,6 +65,7 @@ from actors.control_cluster import (
     new_actor_name,
 )
 from actors.control_health import Observation, Verdict, judge
+from actors.control_publish import Publication
 from actors.control_standbys import Standbys
 from actors.control_state import ControlState, Intent
 from actors.metrics import ControllerMetrics
@@ -81,7 +83,7 @@ ROUTING_POLL_S = 0.005
 MAX_ROUTING_WAIT_S = 30.0
 
 
-class ControlPlane:
+class ControlPlane(Publication):
     def __init__(
         self,
         settings: ServiceSettings,
@@ -99,9 +101,7 @@ class ControlPlane:
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
-        # partition -> the node holding its log, not live: offline until it is back
         self.awaiting: dict[int, str] = {}
-        # Partitions whose leader is not in the routing yet: not recorded as served.
         self._unpublished: set[int] = set()
         self._publishing: dict[int, asyncio.Task[None]] = {}
         self.standbys = Standbys(settings, cluster, lambda: self.state, self._persist, clock)
@@ -436,87 +436,6 @@ class ControlPlane:
         if intent.node_id is not None:
             logger.warning("partition %d: node %s is gone; placing elsewhere", partition, intent.node_id)
         return (live[partition % len(live)] if live else None), False
-
-    def _log_node(self, partition: int) -> str | None:
-        """The node a single-copy partition's leader must run on: the one whose disk holds
-        its log (None on a shared data directory, or before the partition was served)."""
-        if self.settings.shared_data_dir:
-            return None
-        return self.state.partitions[partition].log_node
-
-    async def _node_awaited(self, partition: int, intent: Intent) -> bool:
-        """On node-local disks a move needing a node that is not live waits for it (the
-        partition offline, the intent kept for the next round); True while it waits."""
-        node = intent.node_id
-        if self.settings.shared_data_dir or node is None or not intent.required:
-            return False
-        if node in await self.cluster.live_nodes():
-            if self.awaiting.pop(partition, None) is not None:
-                logger.info("partition %d: node %s is back", partition, node)
-            return False
-        if partition not in self.awaiting:
-            logger.warning(
-                "partition %d: offline until node %s, which holds its log, is live again", partition, node
-            )
-        self.awaiting[partition] = node
-        return True
-
-    # --------------------------------------------------------- publication
-
-    def _set_leader(self, partition: int, handle: Any) -> None:
-        """The partition's leader, probed from now on, routed once `_publish`ed."""
-        self._unpublished.add(partition)
-        self.leaders[partition] = handle
-
-    async def _publish_when_serving(self, partition: int, epoch: int, handle: Any) -> None:
-        """Publish a new leader that already serves; otherwise check it again as
-        soon as it does (`wait_active`), not at the next watch round."""
-        try:
-            probe = await self.cluster.call(handle, "probe", timeout_s=self.settings.probe_timeout_s)
-        except ClusterError:
-            return  # the watch finds out
-        if (probe.get("partition"), probe.get("epoch"), probe.get("state")) == (partition, epoch, "ACTIVE"):
-            await self._publish(partition, epoch, handle, probe)
-            return
-        task = self._publishing.pop(partition, None)
-        if task is not None:
-            task.cancel()
-        task = asyncio.get_running_loop().create_task(self._check_once_active(partition, handle))
-        task.add_done_callback(self._check_done)
-        self._publishing[partition] = task
-
-    async def _check_once_active(self, partition: int, handle: Any) -> None:
-        timeout_s = self.settings.actor_start_timeout_s
-        try:
-            await self.cluster.call(
-                handle, "wait_active", timeout_s, timeout_s=timeout_s + self.settings.probe_timeout_s
-            )
-        except ClusterError:
-            return  # the watch finds out
-        if self.leaders.get(partition) is handle and partition in self._unpublished:
-            await self.check(partition)
-
-    async def _publish(self, partition: int, epoch: int, handle: Any, probe: dict[str, Any]) -> None:
-        """Route clients to a leader found ACTIVE, once the metadata saying the
-        partition was served (its log required from now on, and on node-local
-        disks the node holding it) is persisted."""
-        meta = self.state.partitions[partition]
-        if not self.settings.shared_data_dir:
-            try:
-                info = await self.cluster.call(handle, "info", timeout_s=self.settings.probe_timeout_s)
-            except ClusterError as exc:
-                logger.warning("partition %d: where epoch %d runs is unknown: %r", partition, epoch, exc)
-                return  # not published: the next check tries again
-            meta.log_node = str(info["node_id"])
-        self.state.record_end(partition, int(probe.get("durable_end") or 0))
-        # Always saved: a concurrent save of the same change may not be done yet.
-        await self._persist()
-        if self.leaders.get(partition) is handle and meta.epoch == epoch:
-            self._unpublished.discard(partition)
-
-    def _routed(self, partition: int) -> Any:
-        """The leader clients are sent to: none before it is published."""
-        return None if partition in self._unpublished else self.leaders.get(partition)
 
     # ------------------------------------------------------------ standbys
 
