@@ -109,7 +109,14 @@ class Faults:
 
     def kill_leader(self) -> str:
         row = self.leader()
-        ray.kill(self.client.leader(row["partition"]), no_restart=True)
+        # The routing names a leader once the controller recorded it serving, a
+        # moment after its status says ACTIVE; this client's copy may be older.
+        deadline = time.monotonic() + 10.0
+        self.client.refresh()
+        while (handle := self.client.leader(row["partition"])) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.client.refresh()
+        ray.kill(handle, no_restart=True)
         return f"ray.kill leader of partition {row['partition']}"
 
     def sigkill_leader(self) -> str:
