@@ -66,16 +66,27 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
     print_table("offsets partitions", columns, rows, args.json)
     offline, refused = failing(partitions)
     if not args.json:
-        _print_status_notes(offline, refused, under_replicated(partitions))
+        waiting = [row.get("partition") for row in partitions if row.get("awaited_node")]
+        lost_isr = [p for p in offline if p not in waiting]
+        _print_status_notes(lost_isr, waiting, refused, under_replicated(partitions))
     return 1 if offline or refused else 0
 
 
-def _print_status_notes(offline: list[Any], refused: list[Any], lagging: list[Any]) -> None:
+def _print_status_notes(
+    offline: list[Any], waiting: list[Any], refused: list[Any], lagging: list[Any]
+) -> None:
     """On stderr, as every note that is not the command's result (the table stays greppable)."""
     if offline:
         print(
             f"partitions {offline} are offline: no replica of the ISR is alive to lead. Bring one back; "
             "as a last resort, losing acknowledged commits: raygroups elect-leader --unclean PARTITION",
+            file=sys.stderr,
+        )
+    if waiting:
+        print(
+            f"partitions {waiting} are offline until their node (NODE) is back: their only copy is on "
+            "its disk. Start it again; or copy the log to another node and "
+            "raygroups reassign PARTITION --node NODE_ID",
             file=sys.stderr,
         )
     if refused:

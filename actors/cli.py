@@ -47,15 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR,
-        help="durable; node-local with replication, shared by every node without",
+        help="durable, the same path on every node, each node's own disk (see --shared-data-dir)",
+    )
+    start.add_argument(
+        "--shared-data-dir", action="store_true",
+        help="every node sees the same data directory (NFS, CephFS): a single-copy partition may then "
+        "restart on any node, not only on the one holding its log",
     )
     start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
     start.add_argument(
         "--replication-factor", type=int,
-        help="replicas of each offsets partition, each on its own node (default: 3 on 3+ nodes, else 1)",
+        help="replicas of each offsets partition, each on its own node "
+        "(default: 3 from 3 nodes, 2 on 2 nodes, 1 on one)",
     )
-    start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3 replicas, else 1")
+    start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     gateway_cli.add_parsers(commands, common, start)
     add_parsers(commands, common)
@@ -131,7 +137,7 @@ def run_start(args: argparse.Namespace) -> int:
         client = actors.start(
             args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
             address=address or "auto", replication_factor=args.replication_factor,
-            min_insync_replicas=args.min_insync_replicas,
+            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
         )
     gateway_cli.on_start(args)
     return ADMIN_COMMANDS["status"](client, args)

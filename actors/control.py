@@ -21,9 +21,23 @@ production, a fake in tests/controller/). Rules:
   and a partition already at a newer epoch is left alone.
 - Liveness is judged by `actors.control_health.judge`. Each new leader gets
   `known_end`, the largest durable end any leader of the partition reported
-  (-1: never loaded, an empty log is fine), so it refuses to serve from a
+  (-1: never served, an empty log is fine), so it refuses to serve from a
   missing or shorter log; a refusing leader is shown and counted, and
   stays until an operator reassigns the partition.
+- Served means recorded first: a new (or adopted) leader is published in the
+  routing, the only way a client reaches it, only once a probe found it
+  ACTIVE and the metadata saying the partition was served (`known_end` at
+  least 0, so every later leader must find its log) is persisted. A leader
+  that dies before that answered no one, and its successor may start empty
+  (`actors.control_publish`).
+- Node-local disks (`shared_data_dir` False, the default): a partition's log
+  is on the node its leader served from (`log_node`, recorded when it is
+  published), so every later leader is started there, with a hard node
+  affinity, and a standby serves only there. While that node is not live the
+  partition is offline, waiting for it (Kafka keeps a partition of
+  replication factor 1 offline until its broker returns); an operator may
+  move it to a node given a copy of the log (`reassign` with a node). On a
+  shared data directory any node can load the log: leaders go anywhere.
 - Partition actors of the namespace that no metadata owns are killed
   (orphans of a controller that died mid-operation).
 - A move takes a ready standby when there is one; `actors.control_standbys`
@@ -47,9 +61,11 @@ from actors.control_cluster import (
     Cluster,
     ClusterError,
     MetadataStore,
+    Unreachable,
     new_actor_name,
 )
 from actors.control_health import Observation, Verdict, judge
+from actors.control_publish import Publication
 from actors.control_standbys import Standbys
 from actors.control_state import ControlState, Intent
 from actors.metrics import ControllerMetrics
@@ -68,7 +84,7 @@ ROUTING_POLL_S = 0.005
 MAX_ROUTING_WAIT_S = 30.0
 
 
-class ControlPlane:
+class ControlPlane(Publication):
     def __init__(
         self,
         settings: ServiceSettings,
@@ -86,6 +102,9 @@ class ControlPlane:
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
+        self.awaiting: dict[int, str] = {}
+        self._unpublished: set[int] = set()
+        self._publishing: dict[int, asyncio.Task[None]] = {}
         self.standbys = Standbys(settings, cluster, lambda: self.state, self._persist, clock)
         self._observations: dict[int, Observation] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -122,7 +141,7 @@ class ControlPlane:
         if meta.intent is None and meta.actor is not None:
             handle = await self.cluster.find(meta.actor)
             if handle is not None:
-                self.leaders[partition] = handle
+                self._set_leader(partition, handle)
                 await self.check(partition)
                 return
         cause = "initial" if meta.actor is None else "missing"
@@ -225,7 +244,9 @@ class ControlPlane:
             return
         self.refused.pop(partition, None)
         if judgement.verdict is Verdict.SERVING:
-            if self.state.record_end(partition, int(probe.get("durable_end") or 0)):
+            if partition in self._unpublished:
+                await self._publish(partition, epoch, handle, probe)
+            elif self.state.record_end(partition, int(probe.get("durable_end") or 0)):
                 await self._persist()
         elif judgement.verdict is Verdict.ACTIVATE:
             known_end = self.state.partitions[partition].known_end
@@ -235,6 +256,8 @@ class ControlPlane:
                 )
             except ClusterError as exc:
                 logger.warning("partition %d: activating epoch %d failed: %r", partition, epoch, exc)
+                return
+            await self._publish_when_serving(partition, epoch, handle)
         elif judgement.verdict is Verdict.REPLACE:
             logger.warning("partition %d: replacing leader epoch %d: %s", partition, epoch, judgement.detail)
             await self.replace(partition, epoch, judgement.cause)
@@ -277,8 +300,15 @@ class ControlPlane:
                 raise ValueError(f"partition {partition} is at epoch {meta.epoch}, not {expected_epoch}")
             if expected_epoch not in (None, meta.epoch):
                 return meta.epoch
-            if node_id is not None and node_id not in await self.cluster.live_nodes():
+            live = await self.cluster.live_nodes()
+            if node_id is not None and node_id not in live:
                 raise ValueError(f"no live Ray node {node_id!r}")
+            log_node = self._log_node(partition)
+            if node_id is None and log_node is not None and log_node not in live:
+                raise ValueError(
+                    f"partition {partition}'s log is on node {log_node!r}, which is not live: the "
+                    "partition waits for it; name a node that holds a copy of its log to move it there"
+                )
             await self._begin(partition, "reassign", node_id, node_id is not None, False)
             await self._finish(partition)
             return meta.epoch
@@ -286,9 +316,12 @@ class ControlPlane:
     async def _begin(
         self, partition: int, cause: str, node_id: str | None, required: bool, old_unreachable: bool
     ) -> None:
-        """Save the intent of a move to the next epoch (a standby takes it when one is ready)."""
+        """Save the intent of a move to the next epoch (a standby takes it when one is ready
+        on the node the move needs); without a node named, the one holding the log, if any."""
         meta = self.state.partitions[partition]
-        standby = await self.standbys.take() if node_id is None else None
+        if node_id is None and (log_node := self._log_node(partition)) is not None:
+            node_id, required = log_node, True
+        standby = await self.standbys.take(node_id)
         try:
             meta.intent = Intent(
                 epoch=meta.epoch + 1,
@@ -306,7 +339,8 @@ class ControlPlane:
         await self._persist()
 
     async def _finish(self, partition: int) -> None:
-        """Carry out the saved intent: stop the old leader, start the new one, commit."""
+        """Carry out the saved intent: stop the old leader, start the new one, commit
+        (on node-local disks, only once the node the intent needs is live)."""
         meta = self.state.partitions[partition]
         intent = meta.intent
         assert intent is not None
@@ -317,15 +351,18 @@ class ControlPlane:
             if old is None:
                 old = await self.cluster.find(intent.old_name)
             await self._emigrate(partition, old, intent)
+        if await self._node_awaited(partition, intent):
+            return
         handle = await self._immigrate(partition)
         done = meta.intent
         assert done is not None
         meta.epoch, meta.actor, meta.intent = done.epoch, done.name, None
-        self.leaders[partition] = handle
+        self._set_leader(partition, handle)
         await self._persist()
         if done.old_name is not None:
             self.metrics.failover(done.reason)
         logger.info("partition %d: leader %s epoch %d (%s)", partition, done.name, done.epoch, done.reason)
+        await self._publish_when_serving(partition, done.epoch, handle)
 
     async def _emigrate(self, partition: int, old: Any, intent: Intent) -> None:
         """Unload the old leader unless it cannot answer, kill it, wait until Ray reports it dead."""
@@ -390,10 +427,13 @@ class ControlPlane:
         raise CallFailed(f"{intent.name} leads partition {led} epoch {probe.get('epoch')}")
 
     async def _placement(self, partition: int, intent: Intent) -> tuple[str | None, bool]:
-        """(node, required) for a new leader: the operator's node while it is live, else spread."""
+        """(node, required) for a new leader: the node the intent needs (the operator's, or
+        the one holding the log) while it is live, else spread."""
         live = await self.cluster.live_nodes()
         if intent.node_id is not None and intent.node_id in live:
             return intent.node_id, intent.required
+        if intent.node_id is not None and intent.required and not self.settings.shared_data_dir:
+            raise Unreachable(f"node {intent.node_id} is not live")  # the next round waits for it
         if intent.node_id is not None:
             logger.warning("partition %d: node %s is gone; placing elsewhere", partition, intent.node_id)
         return (live[partition % len(live)] if live else None), False
@@ -431,7 +471,7 @@ class ControlPlane:
         parts = range(self.num_partitions)
         return (
             self.num_partitions,
-            [self.leaders.get(p) for p in parts],
+            [self._routed(p) for p in parts],
             [self.state.partitions[p].epoch for p in parts],
         )
 
@@ -444,7 +484,7 @@ class ControlPlane:
         attempt then goes straight to the new leader."""
         _check_routing_request(partition, epoch, wait_s, self.num_partitions)
         meta = self.state.partitions[partition]
-        leaderless = self.leaders.get(partition) is None
+        leaderless = self._routed(partition) is None
         # A report of an older epoch is already answered; an operation holding
         # the lock is already moving the partition.
         check = None
@@ -453,7 +493,7 @@ class ControlPlane:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while loop.time() < deadline:
-            if self.leaders.get(partition) is not None and (
+            if self._routed(partition) is not None and (
                 meta.epoch != epoch or leaderless or (check is not None and check.done())
             ):
                 break
@@ -474,6 +514,11 @@ class ControlPlane:
         }
         if meta.intent is not None:
             row["operation"] = f"{meta.intent.reason} -> epoch {meta.intent.epoch}"
+        if (node := self.awaiting.get(partition)) is not None:
+            return {
+                **row, "state": "OFFLINE", "offline": True, "awaited_node": node, "node_id": node,
+                "failure": f"waiting for node {node}: the only copy of its log is on that node's disk",
+            }
         handle = self.leaders.get(partition)
         if handle is None:
             return {**row, "state": "NO LEADER"}
@@ -489,6 +534,7 @@ class ControlPlane:
             "failovers": sum(self.metrics.failovers.values()),
             "failovers_by_reason": dict(self.metrics.failovers),
             "refused": sorted(self.refused),
+            "offline": sorted(self.awaiting),
             "orphans_reaped": self.metrics.reaped,
             "loop_errors": dict(self.metrics.loop_errors),
             "num_partitions": self.num_partitions,
@@ -496,7 +542,7 @@ class ControlPlane:
 
     async def shutdown(self) -> None:
         """Stop the loops, unload every partition, kill its actor and the standbys."""
-        for task in [*self._loops, *self._checks.values()]:
+        for task in [*self._loops, *self._checks.values(), *self._publishing.values()]:
             task.cancel()
 
         async def stop(partition: int, handle: Any) -> None:

@@ -8,6 +8,9 @@ keeps `standby_actors` of them started and owns their handles. Rules:
   still answer as standbys and kills the others.
 - A standby is handed out only if it answers its ping as a standby (epoch
   `STANDBY_EPOCH`); one that does not is killed, never handed out.
+- A move that needs a node (node-local disks: the one holding the log) takes
+  only a standby known to run there: on node-local disks standbys are
+  started with a hard node affinity, and an adopted one says where it runs.
 - A name being created or handed over is in `reserved` until the metadata
   owns it, so the reaper does not kill it as an orphan.
 - After a standby fails to start, refilling backs off exponentially
@@ -46,6 +49,8 @@ class Standbys:
         self._persist = persist
         self.clock = clock
         self._handles: dict[str, Any] = {}
+        # name -> the node a standby is known to run on
+        self._nodes: dict[str, str] = {}
         # Names of actors being created or handed over, not yet in the metadata.
         self.reserved: set[str] = set()
         self._failures = 0
@@ -66,13 +71,24 @@ class Standbys:
             if await self._ping(handle) == STANDBY_EPOCH:
                 state.standbys.append(name)
                 self._handles[name] = handle
+                await self._learn_node(name, handle)
             else:
                 self.cluster.kill(handle)
 
-    async def take(self) -> str | None:
-        """A standby that answers, reserved until `release`; dead ones are killed."""
-        while self.names:
-            name = self.names.pop(0)
+    async def _learn_node(self, name: str, handle: Any) -> None:
+        try:
+            info = await self.cluster.call(handle, "info", timeout_s=self.settings.probe_timeout_s)
+        except ClusterError:
+            return  # handed out only where no node is needed
+        self._nodes[name] = str(info["node_id"])
+
+    async def take(self, node: str | None = None) -> str | None:
+        """A standby that answers (on `node`, if given), reserved until `release`;
+        dead ones are killed."""
+        while candidates := [n for n in self.names if node is None or self._nodes.get(n) == node]:
+            name = candidates[0]
+            self.names.remove(name)
+            self._nodes.pop(name, None)
             handle = self._handles.pop(name, None)
             self.reserved.add(name)
             if handle is not None and await self._ping(handle) == STANDBY_EPOCH:
@@ -95,6 +111,7 @@ class Standbys:
             if handle is None or await self.cluster.is_dead(handle):
                 self.names.remove(name)
                 self._handles.pop(name, None)
+                self._nodes.pop(name, None)
         while len(self.names) < self.settings.standby_actors:
             if not await self._add():
                 return
@@ -105,9 +122,11 @@ class Standbys:
         try:
             live = await self.cluster.live_nodes()
             node = live[len(self.names) % len(live)] if live else None
+            # Node-local disks: exactly there, so a move needing that node may take it.
+            pinned = None if self.settings.shared_data_dir else node
             handle = None
             try:
-                handle = self.cluster.create(name, None, STANDBY_EPOCH, node, False)
+                handle = self.cluster.create(name, None, STANDBY_EPOCH, node, pinned is not None)
                 ready = (
                     await self.cluster.call(handle, "ping", timeout_s=self.settings.actor_start_timeout_s)
                     == STANDBY_EPOCH
@@ -123,6 +142,8 @@ class Standbys:
             self._failures = 0
             self.names.append(name)
             self._handles[name] = handle
+            if pinned is not None:
+                self._nodes[name] = pinned
             await self._persist()
             return True
         finally:
@@ -140,6 +161,7 @@ class Standbys:
         for handle in self._handles.values():
             self.cluster.kill(handle)
         self._handles.clear()
+        self._nodes.clear()
 
     async def _ping(self, handle: Any) -> int | None:
         try:

@@ -1,8 +1,10 @@
 """The controller's persisted metadata: partitions, leaders, epochs, intents.
 
 Per partition: the current leader's epoch and actor name, `known_end` (the
-largest durable end any of its leaders reported; -1 while no leader ever
-finished a load, so an empty new log is fine) and at most one `Intent`, the
+largest durable end any of its leaders reported; -1 while the partition was
+never served, so an empty new log is fine; the controller records 0 or more
+before it routes any client to a leader), the node whose disk holds a
+single-copy partition's log (`log_node`) and at most one `Intent`, the
 operation under way. An intent is saved before the controller acts on it
 and cleared when the operation is done, so a restarted controller finishes
 it (rolls it forward) rather than guessing. Also the standby actors' names.
@@ -21,8 +23,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 logger = logging.getLogger(__name__)
-# known_end of a partition no leader ever loaded: an empty new log is fine.
+# known_end of a partition never served: an empty new log is fine.
 NEVER_LOADED = -1
+
+
+def saved_replication_factor(data: dict[str, Any] | None) -> int | None:
+    """The replication factor saved metadata was written under (a move adds a
+    replica for a while: the fewest replicas of any partition), or None when no
+    partition was placed yet."""
+    if data is None:
+        return None
+    replication = data.get("replication") or {}
+    if replication:
+        return min(len(r["replicas"]) for r in replication.values())
+    return 1 if any(int(e) > 0 for e in data.get("epochs", {}).values()) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +61,9 @@ class PartitionMeta:
     epoch: int = 0
     actor: str | None = None
     known_end: int = NEVER_LOADED
+    # Replication factor 1: the node its serving leader ran on, whose disk holds
+    # its log (None: never served, or served before this was recorded).
+    log_node: str | None = None
     intent: Intent | None = None
     # Replicated partitions only (actors/control_replicas.py): the replicas'
     # nodes in assignment order, each one's actor name, the committed ISR, the
@@ -98,6 +115,7 @@ class ControlState:
             "epochs": {str(p): m.epoch for p, m in parts.items()},
             "actors": {str(p): m.actor for p, m in parts.items() if m.actor is not None},
             "known_end": {str(p): m.known_end for p, m in parts.items()},
+            "log_nodes": {str(p): m.log_node for p, m in parts.items() if m.log_node is not None},
             "intents": {str(p): asdict(m.intent) for p, m in parts.items() if m.intent is not None},
             "standbys": list(self.standbys),
             "replication": {
@@ -131,6 +149,7 @@ class ControlState:
                 meta.known_end = int(known.get(str(p), NEVER_LOADED))
             elif meta.epoch > 0:
                 meta.known_end = 0
+            meta.log_node = data.get("log_nodes", {}).get(str(p))
             intent = data.get("intents", {}).get(str(p))
             meta.intent = Intent(**intent) if intent is not None else None
             replication = data.get("replication", {}).get(str(p))

@@ -18,16 +18,11 @@ import ray
 
 from actors import node_names
 from actors.client import Client, controller_handle
+from actors.control_state import saved_replication_factor
 from actors.controller import Controller
 from actors.forgotten_logs import recover_forgotten_logs
-from actors.settings import (
-    CONTROLLER_NAME,
-    DEFAULT_NAMESPACE,
-    EMBEDDED_PARTITIONS,
-    ServiceSettings,
-    default_min_insync_replicas,
-    replication_defaults,
-)
+from actors.ray_store import GcsKvStore
+from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, settings_for_cluster
 from actors.singleton import detached_singleton
 from actors.topics import ensure_topic_registry, stop_topic_registry
 from coordinator import CoordinatorConfig
@@ -63,13 +58,18 @@ def start(
     settings: ServiceSettings | None = None,
     replication_factor: int | None = None,
     min_insync_replicas: int | None = None,
+    shared_data_dir: bool = False,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
     With no Ray cluster yet and no `address`, an embedded local cluster is
     started and the partition count defaults to the embedded one. Without
-    `settings`, the replication factor is 3 (min ISR 2) on a cluster of at
-    least 3 nodes and 1 otherwise (`replication_defaults`), unless given.
+    `settings`, the replication factor is the one given, else the one the
+    service's saved metadata has, else by the live nodes: 3 (min ISR 2) from
+    3 nodes, 2 (min ISR 1) on 2, 1 on one (`actors.settings.settings_for_cluster`).
+    `shared_data_dir`: every node sees the same data directory, so a
+    single-copy partition may restart on any node (otherwise only on the
+    node holding its log).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/forgotten_logs.py`).
@@ -81,20 +81,25 @@ def start(
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
     live = node_names.live_nodes()  # refuses two live nodes of one name
     live_nodes = len(live)
+    if settings is not None:
+        data_dir, namespace = settings.data_dir, settings.namespace
+    data_dir = os.path.abspath(data_dir or DEFAULT_DATA_DIR)
+    saved = saved_replication_factor(GcsKvStore(namespace, data_dir).load())
     if settings is None:
-        replication_factor = replication_factor or replication_defaults(live_nodes)[0]
-        if min_insync_replicas is None:
-            min_insync_replicas = default_min_insync_replicas(replication_factor)
-        settings = ServiceSettings(
-            data_dir=os.path.abspath(data_dir or DEFAULT_DATA_DIR),
-            num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else 50),
+        settings = settings_for_cluster(
+            data_dir,
+            live_nodes,
+            saved_replication_factor=saved,
+            embedded=embedded,
+            num_partitions=num_partitions,
             namespace=namespace,
             replication_factor=replication_factor,
             min_insync_replicas=min_insync_replicas,
+            shared_data_dir=shared_data_dir,
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)
-    if settings.replication_factor > live_nodes:
+    if saved is None and settings.replication_factor > live_nodes:
         # Kafka refuses to create the offsets topic below its replication factor.
         raise ValueError(
             f"replication_factor {settings.replication_factor} needs as many live Ray nodes, "

@@ -28,8 +28,10 @@ def partition_dir(data_dir: str, partition: int) -> str:
 def replication_defaults(live_nodes: int) -> tuple[int, int]:
     """(replication_factor, min_insync_replicas) for a cluster of `live_nodes`:
     Kafka's 3 and 2 from three nodes up (a commit then survives one node's
-    loss while the partition stays writable), one copy below."""
-    factor = 3 if live_nodes >= 3 else 1
+    loss while the partition stays writable); 2 and 1 on two nodes (node-local
+    disks keep a second copy, and either node alone stays writable); one copy
+    on one node."""
+    factor = min(max(live_nodes, 1), 3)
     return factor, default_min_insync_replicas(factor)
 
 
@@ -101,6 +103,12 @@ class ServiceSettings:
     # How often leadership returns to preferred replicas and replicas spread
     # to idle nodes (Kafka's leader.imbalance.check.interval.seconds).
     balance_interval_s: float = 300.0
+    # Replication factor 1: True if every node sees the same data directory
+    # (NFS, CephFS, a cloud file share), so a partition's leader may restart
+    # on any node. False (node-local disks): only on the node holding its log,
+    # the partition offline while that node is gone (Kafka's behaviour for
+    # replication factor 1: offline until its broker returns).
+    shared_data_dir: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:
@@ -111,14 +119,46 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if type(self.replication_link) is not bool:
-            raise ValueError(f"replication_link must be a bool, got {self.replication_link!r}")
+        for flag in ("replication_link", "shared_data_dir"):
+            if type(getattr(self, flag)) is not bool:
+                raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         min_isr = self.min_insync_replicas
         if type(min_isr) is not int or not 1 <= min_isr <= self.replication_factor:
             raise ValueError(
                 f"min_insync_replicas must be an int between 1 and replication_factor "
                 f"({self.replication_factor}), got {min_isr!r}"
             )
+
+
+def settings_for_cluster(
+    data_dir: str,
+    live_nodes: int,
+    *,
+    embedded: bool = False,
+    num_partitions: int | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    replication_factor: int | None = None,
+    min_insync_replicas: int | None = None,
+    shared_data_dir: bool = False,
+    saved_replication_factor: int | None = None,
+) -> ServiceSettings:
+    """The settings `actors.start` runs a service with on a cluster of `live_nodes`:
+    what the operator gave wins; then the replication factor the service's saved
+    metadata was written under (its logs are laid out for it: a cluster that
+    grew or lost a node since keeps it); the rest follows the cluster
+    (`replication_defaults`, and fewer partitions for an embedded service)."""
+    if replication_factor is None:
+        replication_factor = saved_replication_factor or replication_defaults(live_nodes)[0]
+    if min_insync_replicas is None:
+        min_insync_replicas = default_min_insync_replicas(replication_factor)
+    return ServiceSettings(
+        data_dir=data_dir,
+        num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else CLUSTER_PARTITIONS),
+        namespace=namespace,
+        replication_factor=replication_factor,
+        min_insync_replicas=min_insync_replicas,
+        shared_data_dir=shared_data_dir,
+    )
 
 
 class SystemClock:

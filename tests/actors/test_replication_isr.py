@@ -161,7 +161,7 @@ def test_replication_settings_are_checked(overrides: dict[str, Any], tmp_path: P
     assert ServiceSettings(data_dir=str(tmp_path), replication_factor=3, min_insync_replicas=3)
 
 
-@pytest.mark.parametrize("nodes, expected", [(1, (1, 1)), (2, (1, 1)), (3, (3, 2)), (10, (3, 2))])
+@pytest.mark.parametrize("nodes, expected", [(1, (1, 1)), (2, (2, 1)), (3, (3, 2)), (10, (3, 2))])
 def test_replication_defaults_follow_the_node_count(nodes: int, expected: tuple[int, int]) -> None:
     assert replication_defaults(nodes) == expected
 

@@ -89,6 +89,13 @@ class FakeActor:
         self.partition, self.epoch = partition, epoch
         return await self.activate(known_end)
 
+    async def wait_active(self, timeout_s: float = 60.0) -> str:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.state in ("INITIAL", "LOADING") and loop.time() < deadline:
+            await asyncio.sleep(0.001)
+        return self.state
+
     async def unload(self, epoch: int) -> str:
         if epoch >= self.epoch:
             self.state = "CLOSED"
@@ -197,6 +204,9 @@ class FakeCluster:
         self._maybe_crash("create", name)
         if name in self.live:
             raise NameTaken(name)
+        self.calls.append((name, "create", (node_id, required)))
+        if required and node_id not in self.nodes:
+            raise Unreachable(f"no live node {node_id!r}")
         node = node_id if node_id in self.nodes else self.nodes[0]
         actor = FakeActor(self, name, -1 if partition is None else partition, epoch, node)
         self.live[name] = actor
@@ -295,6 +305,9 @@ class FakeCluster:
 
     def leaders_of(self, partition: int) -> list[FakeActor]:
         return [a for a in self.live.values() if a.partition == partition]
+
+    def calls_with(self, method: str, name: str) -> list[tuple[Any, ...]]:
+        return [args for n, m, args in self.calls if (n, m) == (name, method)]
 
     def called(self, name: str, method: str) -> bool:
         return any(n == name and m == method for n, m, _ in self.calls)

@@ -29,6 +29,8 @@ def make_settings(**overrides: Any) -> ServiceSettings:
 def make_plane(
     cluster: FakeCluster, store: MemoryStore, clock: ManualClock | None = None, **overrides: Any
 ) -> ControlPlane:
+    """The operator declares the data directory shared when the fake's nodes share one disk."""
+    overrides.setdefault("shared_data_dir", cluster.shared_disk)
     return ControlPlane(
         make_settings(**overrides), cluster, store, ControllerMetrics(), clock or ManualClock()
     )

@@ -86,9 +86,9 @@ def test_the_durable_end_a_leader_reports_is_persisted_and_passed_to_its_success
 def test_a_refusing_leader_is_shown_counted_and_not_replaced_until_reassigned() -> None:
     async def scenario() -> None:
         clock = ManualClock()
-        # Every node has its own data directory.
+        # Every node has its own data directory, though the operator declared it shared.
         cluster = FakeCluster(shared_disk=False)
-        plane = make_plane(cluster, MemoryStore(), clock, load_stall_timeout_s=5.0)
+        plane = make_plane(cluster, MemoryStore(), clock, load_stall_timeout_s=5.0, shared_data_dir=True)
         await plane.start()
         first = leader_of(cluster, 0)
         first.commit(12)

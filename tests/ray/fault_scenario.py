@@ -109,7 +109,14 @@ class Faults:
 
     def kill_leader(self) -> str:
         row = self.leader()
-        ray.kill(self.client.leader(row["partition"]), no_restart=True)
+        # The routing names a leader once the controller recorded it serving, a
+        # moment after its status says ACTIVE; this client's copy may be older.
+        deadline = time.monotonic() + 10.0
+        self.client.refresh()
+        while (handle := self.client.leader(row["partition"])) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.client.refresh()
+        ray.kill(handle, no_restart=True)
         return f"ray.kill leader of partition {row['partition']}"
 
     def sigkill_leader(self) -> str:
@@ -180,6 +187,7 @@ def scenario(seed: int, faults: int, data_dir: str, cluster: Cluster) -> None:
     settings = ServiceSettings(
         data_dir=data_dir, num_partitions=PARTITIONS, namespace=NAMESPACE,
         probe_interval_s=0.5, probe_timeout_s=2.0,
+        shared_data_dir=True,  # the simulated nodes share one: a removed node's partitions move
     )
     client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     # The same number of groups on every partition.

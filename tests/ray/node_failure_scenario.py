@@ -21,9 +21,9 @@ from tests.ray.cluster_support import simulated_cluster
 def main() -> int:
     nodes = simulated_cluster(workers=2, namespace="raygroups", prefix="raygroups-nodes-")
     with nodes as (cluster, data_dir):
-        # One copy on a directory every simulated node shares: the single-copy
-        # failover (replicated partitions have scenarios of their own).
-        settings = ServiceSettings(data_dir=data_dir, num_partitions=6)
+        # One copy on a directory every simulated node shares, declared so: the
+        # single-copy failover (replicated partitions have scenarios of their own).
+        settings = ServiceSettings(data_dir=data_dir, num_partitions=6, shared_data_dir=True)
         client = actors.start(settings=settings, address=cluster.address)
         controller_node = ray.get(ray.get_actor(CONTROLLER_NAME).stats.remote())["node_id"]
         # The victim: a worker without the controller. Ray may have placed no
