@@ -172,6 +172,8 @@ class ReplicaRoles:
             # state file), else by the load once it created the log.
             self.epoch, self._leadership = leader_epoch, leadership
             await self._on_io(self._record_leadership, False)
+            if self.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log
+                self.runtime = PartitionRuntime(self.partition)
             await self.activate(known_end)
 
     async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
