@@ -121,6 +121,12 @@ def partition_set_order(partitions: Iterable[int]) -> list[int]:
     return hash_order(ordered, lambda p: p & _MASK32, capacity)
 
 
+def name_set_order(names: Iterable[str]) -> list[str]:
+    """Iteration order of `new HashSet<>(topicNames)`, a member's subscribed topic names."""
+    keys = list(dict.fromkeys(names))
+    return hash_order(keys, string_hash, copied_capacity(len(keys)))
+
+
 def member_map_order(member_ids: Sequence[str], peak_size: int) -> list[str]:
     """Iteration order of a `new HashMap<String, ...>()` that held at most `peak_size` members."""
     return hash_order(member_ids, string_hash, grown_capacity(max(peak_size, len(member_ids))))
