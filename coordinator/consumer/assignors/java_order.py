@@ -20,7 +20,10 @@ Table capacity depends on how Java built the collection, so two sizings exist:
 - `grown_capacity`: `new HashMap<>()` grown by puts: 16, doubled while the size
   exceeds three quarters of it.
 Not modelled: buckets turned into trees (9+ keys in one bucket of a table of
-64+), and Java's insertion history inside a bucket: ties keep input order.
+64+), and Java's insertion history inside a bucket: ties keep input order,
+ascending for partitions. A member's partitions share a bucket only when they
+span more numbers than its set has buckets; Kafka then orders them by the
+order its record listed them, which came from an earlier set's iteration.
 """
 
 from __future__ import annotations
