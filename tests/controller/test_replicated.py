@@ -272,6 +272,29 @@ def test_node_gone_past_the_delay_moves_its_replicas_to_a_live_node() -> None:
     run(scenario())
 
 
+def test_a_replica_whose_disk_stays_broken_past_the_delay_moves_to_a_live_node() -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        cluster, store = FakeCluster(nodes=["n1", "n2", "n3", "n4"]), MemoryStore()
+        plane = make_replicated(cluster, store, clock, num_partitions=1, disk_failure_move_delay_s=60.0)
+        await plane.start()
+        lead = leader(cluster, 0)
+        broken = next(a for a in replicas(cluster, 0).values() if a is not lead)
+        broken.fail_disk()
+        await watch(plane, 2, clock, step_s=10.0)
+        assert broken.node in saved(store, 0)["replicas"] and broken.node not in saved(store, 0)["isr"]
+        assert not broken.killed  # not yet: it may heal by itself
+        clock.advance(60.0)
+        await watch(plane, 2)
+        meta = saved(store, 0)
+        assert broken.node not in meta["replicas"] and len(set(meta["replicas"])) == 3
+        assert broken.killed and "n4" in meta["replicas"]
+        assert sorted(replicas(cluster, 0)) == sorted(meta["replicas"])
+        assert set(leader(cluster, 0).followers) == set(meta["replicas"]) - {leader(cluster, 0).node}
+
+    run(scenario())
+
+
 def test_a_restarted_controller_adopts_every_replica_without_an_election() -> None:
     async def scenario() -> None:
         cluster, store = FakeCluster(), MemoryStore()
