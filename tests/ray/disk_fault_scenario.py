@@ -43,8 +43,10 @@ from collections.abc import Callable
 
 import ray
 from ray.cluster_utils import Cluster
+from ray.experimental.internal_kv import _internal_kv_del
 
 import actors
+from actors.ray_store import KV_NAMESPACE, metadata_key
 from actors.retry import CoordinatorUnavailableError
 from actors.sim_cluster import fully_replicated, quick_failover_settings
 from actors.sim_cluster import status_rows as rows
@@ -74,15 +76,18 @@ REFUSALS = RETRIABLE_COORDINATOR_ERRORS | {Errors.NOT_ENOUGH_REPLICAS, Errors.RE
 
 
 def fresh_service(cluster: Cluster, disks: NodeDisks, **overrides: object) -> actors.Client:
-    """The service started afresh on wiped, healthy disks, fully replicated."""
+    """A new service (no metadata of the previous case's) on wiped, healthy disks, fully replicated."""
     stop_service(NAMESPACE)
     for name in disks.names():
         disks.wipe(name)
+    _internal_kv_del(metadata_key(NAMESPACE, disks.data_dir), namespace=KV_NAMESPACE)
     settings = quick_failover_settings(disks.data_dir, NAMESPACE, PARTITIONS, **overrides)
     client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     wait = Checks("start")
-    wait.wait("every partition fully replicated", lambda: fully_replicated(client), 90)
+    wait.wait("every partition fully replicated", lambda: fully_replicated(client), 60)
     wait.wait("the pushes over the replication links", lambda: all_pushed_over_links(client), 30)
+    if wait.failures:
+        print(f"  status: {client.status()}", flush=True)
     wait.done()
     return client
 
@@ -127,6 +132,11 @@ def in_isr(client: actors.Client, node: str) -> bool:
     return node in rows(client)[0]["isr"]
 
 
+def in_sync(client: actors.Client, node: str) -> bool:
+    """`node` leads partition 0, or follows it in the ISR with no lag."""
+    return rows(client)[0].get("leader_node") == node or caught_up(client, node)
+
+
 def show_disk_failure(checks: Checks, client: actors.Client, disks: NodeDisks, node: str) -> None:
     """While `node`'s disk is broken: its probe and the status row say so."""
     last: list[str | None] = [None]
@@ -167,7 +177,7 @@ def one_replica_fault(cluster: Cluster, disks: NodeDisks, fault: str, leader: bo
     finally:
         disks.heal(victim)
     rejoined = checks.wait(f"{victim} back in the ISR by itself after the heal",
-                           lambda: caught_up(client, victim), REJOIN_S)
+                           lambda: in_sync(client, victim), REJOIN_S)
     checks.wait(f"{victim}'s disk failure cleared", lambda: disk_failure_missing(
         client, disks.data_dir, 0, victim) is not None, 10)
     time.sleep(1.0)
