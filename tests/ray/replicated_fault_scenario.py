@@ -58,7 +58,8 @@ from actors.retry import CoordinatorUnavailableError
 from actors.settings import CONTROLLER_NAME
 from actors.sim_cluster import remove_with_disk
 from actors.wire import loads_response
-from coordinator import Errors, OffsetFetchRequest
+from coordinator import Errors
+from coordinator.messages import OffsetFetchRequest
 
 from tests.ray.disk_support import cluster_with_disks, inject
 from tests.ray.disks import NodeDisks
