@@ -117,7 +117,11 @@ class Load:
             gap, group = longest_gap(self.loads, gap_from, time.monotonic())
             checks.check(gap <= MAX_GAP_S, f"{group} went {gap:.1f} s without a commit (max {MAX_GAP_S} s)")
             summary += f", longest gap {gap:.1f} s"
-        lost = lost_commits(self.loads)
+        try:
+            lost = lost_commits(self.loads)
+        except (CoordinatorUnavailableError, ray.exceptions.RayError) as exc:
+            checks.check(False, f"the final read of the committed offsets failed: {exc!r:.200}")
+            return summary + ", none read back"
         checks.check(not lost, f"acknowledged commits lost: { {g: n[:10] for g, n in lost.items()} }")
         return summary + f", {sum(map(len, lost.values()))} lost"
 
@@ -322,7 +326,9 @@ def main() -> int:
                 checks.done()
             except Exception as exc:  # noqa: BLE001 - report the case and go on with the next
                 failed.append(case)
-                print(f"case {case}: FAILED after {time.monotonic() - started:.0f} s: {exc}", flush=True)
+                earlier = "" if str(exc).startswith(f"{case}: ") else " | ".join(checks.failures)
+                print(f"case {case}: FAILED after {time.monotonic() - started:.0f} s: {exc!r:.600}"
+                      + (f" (and: {earlier})" if earlier else ""), flush=True)
                 continue
             print(f"case {case}: passed in {time.monotonic() - started:.0f} s: {summary}", flush=True)
     print(f"{len(failed)} of {len(args.cases or CASES)} disk-fault cases failed: {failed}", flush=True)
