@@ -2,9 +2,10 @@
 
 Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share
 a process with the test session's cluster):
-`python -m tests.ray.replicated_fault_scenario [--seed N] [--faults N] [--root DIR]`
-(FAULT_SEED sets the default seed). As root on Linux: every node's disk is a
-small filesystem of the disk-fault rig (tests/ray/disks.py) under DIR.
+`python -m tests.ray.replicated_fault_scenario [--seed N] [--faults N] [--root DIR] [--only K1,K2]`
+(FAULT_SEED sets the default seed; --only runs those fault kinds in that
+order). As root on Linux: every node's disk is a small filesystem of the
+disk-fault rig (tests/ray/disks.py) under DIR.
 
 A named simulated cluster of 5 nodes (head + 4 workers, each with its own
 disk), replication factor 3, min.insync.replicas 2, lost nodes' replicas moved
@@ -418,22 +419,32 @@ def survive(client: actors.Client, injector: Faults, kind: str, loads: list[Keye
     print(f"fault: {what}; longest gap without a commit: {gap:.1f} s ({group}); "
           f"{failed} commit(s) not acknowledged", flush=True)
     # A removed node's replicas are moved after REASSIGN_DELAY_S, then catch up.
-    wait_for(f"every partition back to a full ISR within {CONVERGE_S:.0f} s after: {what}",
-             lambda: fully_replicated(client), timeout_s=max(0.0, healed + CONVERGE_S - time.monotonic()))
+    try:
+        wait_for(f"every partition back to a full ISR within {CONVERGE_S:.0f} s after: {what}",
+                 lambda: fully_replicated(client), timeout_s=max(0.0, healed + CONVERGE_S - time.monotonic()))
+    except TimeoutError:
+        for p, row in rows(client).items():
+            print(f"  partition {p}: {row.get('state')} {row.get('role')} on {row.get('leader_node')}, "
+                  f"ISR {row.get('isr')} of {row.get('replicas')}, followers {row.get('followers')}",
+                  flush=True)
+        raise
     print(f"  full ISR everywhere {time.monotonic() - healed:.1f} s after the last heal", flush=True)
     if kind not in OVERLAPPING and gap > MAX_GAP_S:
         return [f"{group} went {gap:.1f} s without a commit after: {what}"]
     return []
 
 
-def scenario(seed: int, faults: int, cluster: Cluster, disks: NodeDisks) -> None:
+def scenario(
+    seed: int, faults: int, cluster: Cluster, disks: NodeDisks, kinds: list[str] | None = None
+) -> None:
+    """`kinds`: these faults in this order instead of the seed's plan (victims still drawn from the seed)."""
     rng = random.Random(seed)
     settings = dataclasses.replace(settings_for(disks.data_dir), replica_reassign_delay_s=REASSIGN_DELAY_S)
     client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     loads, stop, thread = start_keyed_load([g for p in range(PARTITIONS) for g in groups_on(client, p)])
     injector = Faults(client, cluster, disks, rng)
-    plan = fault_plan(rng, faults)
+    plan = kinds or fault_plan(rng, faults)
     violations: list[str] = []
     survived = 0
     try:
@@ -464,10 +475,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("FAULT_SEED", "7")))
     parser.add_argument("--faults", type=int, default=len(FAULTS))
     parser.add_argument("--root", default=None, help="the disk rig's directory (a new one if not given)")
+    parser.add_argument("--only", default="", help="comma-separated fault kinds to run in this order")
     args = parser.parse_args()
+    kinds = [kind for kind in args.only.split(",") if kind]
+    unknown = set(kinds) - set(FAULTS)
+    if unknown:
+        parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULTS)}")
     print(f"seed {args.seed}", flush=True)
     with cluster_with_disks(WORKERS, NAMESPACE, root=args.root) as (cluster, disks):
-        scenario(args.seed, args.faults, cluster, disks)
+        scenario(args.seed, args.faults, cluster, disks, kinds)
     return 0
 
 
