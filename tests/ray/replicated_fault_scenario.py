@@ -269,11 +269,25 @@ class Faults:
         assert reader.fetch_offsets(group).offsets().get(ZOMBIE_KEY) == first
         os.kill(pid, signal.SIGSTOP)
         self.stopped.add(pid)
+        acked = False
         try:
+            # A client's call to a stopped actor waits for it whatever the client's deadline:
+            # the commit goes to the new leader only, once the controller names one.
+            try:
+                replaced = lambda: rows(self.client)[partition].get("leader_node") not in (  # noqa: E731
+                    None, row["leader_node"])
+                wait_for(f"a new leader of partition {partition} while its leader is stopped", replaced, 30)
+            except TimeoutError as exc:
+                self.stale.append(str(exc))
+                return f"zombie leader of partition {partition}: not replaced while it was stopped"
             self.zombie_offset += 1
             second = self.zombie_offset
             fresh = actors.connect(namespace=NAMESPACE, timeout_s=30.0)
-            acked = committed_key(fresh, group, second)
+            acked, error = ThreadResult(lambda: committed_key(fresh, group, second)).get(timeout_s=40)
+            if not acked:
+                self.stale.append(f"the new leader of partition {partition} acknowledged no commit while the "
+                                  f"old one was stopped ({error!r:.100})")
+                return f"zombie leader of partition {partition}: no commit while it was stopped"
             # Reads begin after `second` was acknowledged: both go to the stopped leader.
             raw = handle.handle_wire.remote(OffsetFetchRequest(group))
             read = ThreadResult(lambda: reader.fetch_offsets(group).offsets().get(ZOMBIE_KEY))
@@ -281,10 +295,6 @@ class Faults:
         finally:
             os.kill(pid, signal.SIGCONT)
             self.stopped.discard(pid)
-        if not acked:
-            self.stale.append(f"no new leader of partition {partition} acknowledged a commit while "
-                              f"its leader was stopped")
-            return f"zombie leader of partition {partition}: no commit while it was stopped"
         answers = [
             f"zombie: {self._zombie_answer(raw, second)}", f"reader: {self._reader_answer(read, second)}"
         ]
