@@ -16,11 +16,11 @@ from coordinator.messages import OffsetFetchRequest
 
 from tests.actors.replication_support import NAMES, Cluster
 from tests.actors.support import Answers, commit, run, until
-from tests.faulty_disk import FaultyDisk
+from tests.failing_disk import FailingDisk
 
 
-def node_disk(cluster: Cluster, name: str, monkeypatch: pytest.MonkeyPatch) -> FaultyDisk:
-    disk = FaultyDisk(monkeypatch, os.path.dirname(cluster.directory(name)))
+def node_disk(cluster: Cluster, name: str, monkeypatch: pytest.MonkeyPatch) -> FailingDisk:
+    disk = FailingDisk(monkeypatch, os.path.dirname(cluster.directory(name)))
     replica = cluster.replicas[name]
     replica.disk.retry_max_ms = 50  # retries come quickly in these tests
     return disk
@@ -42,7 +42,7 @@ def test_a_follower_whose_disk_fails_leaves_the_isr_at_once_and_rejoins_by_itsel
         disk = node_disk(cluster, "b", monkeypatch)
         answers = Answers()
         await committed(answers, a, "g0", 0)
-        disk.break_(error)
+        disk.fail(error)
         # b fails this commit's push: it answers KAFKA_STORAGE_ERROR and leaves the ISR,
         # so the commit is acknowledged by a and c without waiting for the lag time.
         await committed(answers, a, "g1", 1)
@@ -78,7 +78,7 @@ def test_a_leader_whose_disk_fails_steps_down_acknowledging_nothing_and_follows_
         disk = node_disk(cluster, "a", monkeypatch)
         answers = Answers()
         await committed(answers, a, "g", 1)
-        disk.break_(errno.EIO, fsync_only=True)  # the write lands in the page cache, its fsync fails
+        disk.fail(errno.EIO, {"fsync"})  # the write lands in the page cache, its fsync fails
         lost = answers.send(a, commit("g", 2))
         assert (await answers.wait(lost)).errors() == {("t", 0): Errors.NOT_COORDINATOR}
         probe = await a.probe()
@@ -112,7 +112,7 @@ def test_a_replica_told_to_follow_while_its_disk_is_broken_follows_that_leader_o
         c = cluster.replicas["c"]
         disk = node_disk(cluster, "c", monkeypatch)
         answers = Answers()
-        disk.break_(errno.ENOSPC)
+        disk.full()
         await committed(answers, a, "g", 1)
         await until(lambda: c.disk.failed, "c's disk failure")
         cluster.handles["a"].stop()

@@ -13,7 +13,7 @@ from coordinator import CoordinatorConfig, Errors
 from coordinator.messages import OffsetFetchRequest
 
 from tests.actors.support import Answers, active, commit, run, until
-from tests.faulty_disk import FaultyDisk
+from tests.failing_disk import FailingDisk
 
 
 def test_a_single_copy_partition_reloads_by_itself_from_its_durable_records(
@@ -24,11 +24,11 @@ def test_a_single_copy_partition_reloads_by_itself_from_its_durable_records(
             data_dir=str(tmp_path), num_partitions=1,
             coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
         )
-        disk = FaultyDisk(monkeypatch, partition_dir(settings.data_dir, 0))
+        disk = FailingDisk(monkeypatch, partition_dir(settings.data_dir, 0))
         partition = await active(settings)
         answers = Answers()
         assert (await answers.wait(answers.send(partition, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
-        disk.break_(errno.EIO, fsync_only=True)  # the write reaches the page cache, the fsync fails
+        disk.fail(errno.EIO, {"fsync"})  # the write reaches the page cache, the fsync fails
         failed = await answers.wait(answers.send(partition, commit("g", 2)))
         assert failed.errors() == {("t", 0): Errors.NOT_COORDINATOR}
         await until(lambda: partition.disk.retries >= 1, "the reload to find the disk still broken")

@@ -1,4 +1,4 @@
-"""The log on a failing disk (tests/log/failing_io.py, no mounts): a write,
+"""The log on a failing disk (tests/failing_disk.py, no mounts): a write,
 fsync, open, rename or truncation that fails (ENOSPC, EIO, EROFS) makes the
 log refuse everything until it is reopened; nothing whose fsync failed is
 ever reported durable, and the reopened log recovers from what was durable
@@ -14,7 +14,7 @@ import pytest
 
 from log import LogConfig, LogError, LogFailedError, LogReader, PartitionLog, materialize
 
-from tests.log.failing_io import FailingDisk
+from tests.failing_disk import FailingDisk
 from tests.log.helpers import EPOCH, NOW_MS, commit, model
 
 SMALL = LogConfig(offsets_segment_bytes=1024)
@@ -32,12 +32,14 @@ def batch(n: int, size: int = 3) -> list:  # type: ignore[type-arg]
 def reopen_after_failure(failed: PartitionLog, config: LogConfig | None = None) -> PartitionLog:
     """How the owner of a failed log gets a working one once the disk works again.
 
-    Today: close it and open the directory again (recovery). If the product
-    gives the reopen another entry point (one that knows the durable end the
-    failed log reached, say), call it here: every test below goes through this.
+    Close it and open the directory again, cut at the durable end the failed
+    log had reached (its high watermark stays at the last successful fsync).
     """
+    durable_end = failed.high_watermark
     failed.close()
-    return PartitionLog.open(failed.directory, failed.leader_epoch, config or failed.config)
+    return PartitionLog.open(
+        failed.directory, failed.leader_epoch, config or failed.config, durable_end=durable_end
+    )
 
 
 def test_the_layer_fails_only_under_its_root(disk: FailingDisk, tmp_path: Path) -> None:

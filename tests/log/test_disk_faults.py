@@ -1,5 +1,6 @@
-"""A disk that fails under a PartitionLog: the log stops trusting itself at once,
-and a reopen recovers from what was durably written, never from the page cache."""
+"""A disk that fails under a PartitionLog, beside tests/log/test_disk_failures.py: a new
+epoch that cannot be recorded fails the log, storage errors are told from the
+others, and `check_disk` needs a write and an fsync that work."""
 
 from __future__ import annotations
 
@@ -9,73 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from log import LogError, LogFailedError, PartitionLog, materialize
+from log import LogError, LogFailedError, PartitionLog
 from log.errors import CorruptLogError, FencedEpochError, LogLockedError, is_storage_error
 from log.fsutil import check_disk
 
-from tests.faulty_disk import FaultyDisk
-from tests.log.helpers import EPOCH, NOW_MS, commit, model
-
-
-def test_an_fsync_that_fails_once_leaves_only_the_durable_records_after_a_reopen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    disk = FaultyDisk(monkeypatch, str(tmp_path))
-    durable = [commit("g", "t", 0, 1), commit("g", "t", 1, 1)]
-    lost = [commit("g", "t", 0, 2)]
-    log = PartitionLog.open(tmp_path / "p", EPOCH)
-    log.append(durable, EPOCH, NOW_MS)
-    assert log.sync() == 2
-    log.append(lost, EPOCH, NOW_MS)  # in the page cache only: its fsync fails
-    disk.break_(errno.EIO, fsync_only=True)
-    with pytest.raises(LogFailedError):
-        log.sync()
-    disk.heal()  # a later fsync may well succeed: the log must not trust it
-    assert log.failed and log.high_watermark == 2
-    with pytest.raises(LogFailedError):
-        log.append(lost, EPOCH, NOW_MS)
-    with pytest.raises(LogFailedError):
-        log.sync()
-    durable_end = log.high_watermark
-    log.close()
-    # The file still holds the batch (the page cache kept it): a plain reopen would serve it.
-    with PartitionLog.open(tmp_path / "p", EPOCH) as plain:
-        assert plain.log_end_offset == 3
-    with PartitionLog.open(tmp_path / "p", EPOCH, durable_end=durable_end) as reopened:
-        assert (reopened.log_end_offset, reopened.high_watermark) == (2, 2)
-        assert materialize(reopened) == model(durable)
-
-
-@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO])
-def test_a_failed_write_fails_the_log_and_a_reopen_after_the_heal_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
-) -> None:
-    disk = FaultyDisk(monkeypatch, str(tmp_path))
-    log = PartitionLog.open(tmp_path / "p", EPOCH)
-    log.append([commit("g", "t", 0, 1)], EPOCH, NOW_MS)
-    log.sync()
-    disk.break_(error)
-    with pytest.raises(LogFailedError) as failed:
-        log.append([commit("g", "t", 0, 2)], EPOCH, NOW_MS)
-    assert is_storage_error(failed.value) and log.failed
-    with pytest.raises(LogError) as refused:
-        PartitionLog.open(tmp_path / "q", EPOCH)  # a broken disk cannot take a new log either
-    assert is_storage_error(refused.value)
-    disk.heal()
-    durable_end = log.high_watermark
-    log.close()
-    with PartitionLog.open(tmp_path / "p", EPOCH, durable_end=durable_end) as reopened:
-        reopened.append([commit("g", "t", 0, 3)], EPOCH, NOW_MS)
-        assert reopened.sync() == 2
-        assert materialize(reopened) == model([commit("g", "t", 0, 3)])
+from tests.failing_disk import FailingDisk
+from tests.log.helpers import EPOCH, NOW_MS, commit
 
 
 def test_a_new_epoch_that_cannot_be_recorded_fails_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    disk = FaultyDisk(monkeypatch, str(tmp_path))
+    disk = FailingDisk(monkeypatch, str(tmp_path))
     log = PartitionLog.open(tmp_path / "p", EPOCH)
-    disk.break_(errno.EROFS)
+    disk.read_only()
     with pytest.raises(LogFailedError) as failed:
         log.bump_epoch(EPOCH + 1)
     assert is_storage_error(failed.value)
@@ -101,13 +49,13 @@ def test_storage_errors_are_told_from_fences_locks_and_corruption(tmp_path: Path
 def test_check_disk_needs_a_write_and_an_fsync_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    disk = FaultyDisk(monkeypatch, str(tmp_path))
+    disk = FailingDisk(monkeypatch, str(tmp_path))
     check_disk(str(tmp_path / "missing" / "deeper"))  # checks the nearest existing parent
     assert os.listdir(tmp_path) == []
-    disk.break_(errno.ENOSPC)
+    disk.full()
     with pytest.raises(OSError):
         check_disk(str(tmp_path))
-    disk.break_(errno.EIO, fsync_only=True)
+    disk.fail(errno.EIO, {"fsync"})
     with pytest.raises(OSError):
         check_disk(str(tmp_path))
     disk.heal()

@@ -66,10 +66,8 @@ HOLD_S = 4.0
 REJOIN_S = 20.0
 # No group goes longer without a commit while one replica's disk is broken.
 MAX_GAP_S = 5.0
-# The setting that moves a replica whose disk stays broken: its name is not decided
-# yet (issue 21: "if the disk stays broken past a configurable time"); this placeholder
-# is the dead-node move delay. Change it here only.
-MOVE_DELAY_SETTING = "replica_reassign_delay_s"
+# The setting that moves a replica whose disk stays broken (issue 21).
+MOVE_DELAY_SETTING = "disk_failure_move_delay_s"
 MOVE_DELAY_S = 5.0
 # Retriable answers to a commit refused below min ISR.
 REFUSALS = RETRIABLE_COORDINATOR_ERRORS | {Errors.NOT_ENOUGH_REPLICAS, Errors.REQUEST_TIMED_OUT}

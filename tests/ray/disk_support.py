@@ -3,16 +3,12 @@ has a disk of the rig (tests/ray/disks.py), the service's view of a replica's
 disk failure, and checks that collect every failure of a case instead of
 stopping at the first.
 
-The product's keys for a replica's disk health are not decided yet
-(issues 21, 24). ASSUMED, here and only here (`disk_failure_missing`): a
-replica whose disk failed carries in its `probe()` an entry
-    "disk": {"error": "<what failed, e.g. OSError(28, 'No space left on device')>",
-             "since": <when, a number>, "next_retry": <when, a number>}
-(None, or an entry whose error is None, when the disk works), and the
-controller's status row of its partition (`Client.status()`, what
-`raygroups status` prints) holds the same entry for that replica, anywhere in
-the row, as `{..., "<replica name>": {..., "disk": {...}}}` or as
-`{"node": "<replica name>", ..., "disk": {...}}`.
+A replica whose disk failed carries in its `probe()` the entry
+    "disk": {"failed": True, "error": "<what failed>", "since_ms": <wall ms>,
+             "next_retry_ms": <wall ms>, ...}
+(`coordinator.replication.DiskHealth.describe`), and the controller's status
+row of its partition (`Client.status()`, what `raygroups status` prints)
+holds the same entry under `disks[<replica name>]` (`disk_failure_missing`).
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ from tests.ray.disks import DEFAULT_SIZE_MIB, NodeDisks, node_disks
 from tests.ray.replication_scenario import replica_actor
 
 DISK_KEY = "disk"
-DISK_FIELDS = ("error", "since", "next_retry")
+DISK_FIELDS = ("error", "since_ms", "next_retry_ms")
 
 
 @contextmanager
@@ -77,19 +73,9 @@ def inject(disks: NodeDisks, node: str, fault: str) -> None:
 # ------------------------------------------------------------ disk health
 
 
-def _disk_entries(value: Any, node: str) -> Iterator[Any]:
-    """Every disk entry for `node` anywhere in a status row (the module docstring's shapes)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == node and isinstance(item, dict) and DISK_KEY in item:
-                yield item[DISK_KEY]
-            else:
-                yield from _disk_entries(item, node)
-        if node in (value.get("node"), value.get("node_id"), value.get("replica")) and DISK_KEY in value:
-            yield value[DISK_KEY]
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _disk_entries(item, node)
+def _disk_entries(row: dict[str, Any], node: str) -> Iterator[Any]:
+    """The status row's disk entry for `node` (`disks`: replica -> its probe's `disk`)."""
+    yield (row.get("disks") or {}).get(node)
 
 
 def _failed(entry: Any) -> bool:

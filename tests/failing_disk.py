@@ -1,4 +1,4 @@
-"""An injectable failing disk for the log tests, without mounts: while armed, the
+"""An injectable failing disk for the log and actor tests, without mounts: while armed, the
 OS calls the log makes on files under one directory raise OSError (ENOSPC,
 EIO, EROFS, ...), as a full, broken or read-only disk's would.
 
