@@ -152,9 +152,9 @@ class Client:
         p = self._partition(request, partition)
         route = _Route(self, p)
 
-        def attempt() -> Any:
+        def attempt(timeout_s: float) -> Any:
             leader = route.take()
-            return _answer(loads_response(ray.get(leader.handle_wire.remote(request))))
+            return _answer(loads_response(ray.get(leader.handle_wire.remote(request), timeout=timeout_s)))
 
         def on_retry(last: object) -> None:
             self._refresh_after(route)

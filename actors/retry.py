@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from coordinator.checks import InvalidRequestError
 from coordinator.errors import RETRIABLE_COORDINATOR_ERRORS, Errors
@@ -45,6 +45,10 @@ class NoLeaderError(RuntimeError):
 
 
 UNREACHABLE = (RayActorError, ActorUnavailableError, NoLeaderError)
+# An attempt that did not answer before the call's deadline (a paused or hung actor).
+ATTEMPT_TIMED_OUT = (GetTimeoutError, TimeoutError)
+# The least time an attempt gets, so a call past its deadline still makes one try.
+MIN_ATTEMPT_S = 0.001
 
 
 def coordinator_error(response: Any) -> Errors | None:
@@ -94,15 +98,18 @@ class Retry:
 
 
 def call_with_retry(
-    call: Callable[[], T], retry: Retry, on_retry: Callable[[object], None] | None = None
+    call: Callable[[float], T], retry: Retry, on_retry: Callable[[object], None] | None = None
 ) -> T:
-    """`call()` until it answers with something not retriable or the deadline
-    passes; `on_retry(last)` runs after each backoff, before the next attempt."""
+    """`call(timeout_s)` until it answers with something not retriable or the deadline
+    passes; `on_retry(last)` runs after each backoff, before the next attempt.
+    `timeout_s` is the time left before the deadline: an attempt must not wait
+    longer (`ray.get(..., timeout=timeout_s)`), so a paused actor never holds a
+    caller past its deadline."""
     deadline = retry.deadline()
     for attempt in itertools.count():
         try:
-            response = call()
-        except UNREACHABLE as exc:
+            response = call(max(MIN_ATTEMPT_S, deadline - time.monotonic()))
+        except UNREACHABLE + ATTEMPT_TIMED_OUT as exc:
             last: object = exc
         except RayTaskError as exc:
             if isinstance(exc.cause, InvalidRequestError):
@@ -123,12 +130,13 @@ async def call_with_retry_async(
     retry: Retry,
     on_retry: Callable[[object], Awaitable[None]] | None = None,
 ) -> T:
-    """`call_with_retry` for coroutines: the backoff sleeps without blocking the loop."""
+    """`call_with_retry` for coroutines: the backoff sleeps without blocking the loop,
+    and each attempt is cancelled at the deadline."""
     deadline = retry.deadline()
     for attempt in itertools.count():
         try:
-            response = await call()
-        except UNREACHABLE as exc:
+            response = await asyncio.wait_for(call(), max(MIN_ATTEMPT_S, deadline - time.monotonic()))
+        except UNREACHABLE + ATTEMPT_TIMED_OUT as exc:
             last: object = exc
         except RayTaskError as exc:
             if isinstance(exc.cause, InvalidRequestError):

@@ -282,8 +282,8 @@ def _retry(method: str) -> Retry:
 def _call(controller: Any, method: str, *args: Any) -> Any:
     """One registry call, retried with backoff while Ray restarts the registry."""
 
-    def attempt() -> Any:
-        return ray.get(getattr(registry_for(controller), method).remote(*args))
+    def attempt(timeout_s: float) -> Any:
+        return ray.get(getattr(registry_for(controller), method).remote(*args), timeout=timeout_s)
 
     return call_with_retry(attempt, _retry(method))
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 import actors.client
 from actors.client import Client
@@ -55,7 +55,10 @@ class Ref:
 
 class FakeRay:
     @staticmethod
-    def get(ref: Ref) -> Any:
+    def get(ref: Ref, timeout: float | None = None) -> Any:
+        if timeout is not None and ref.delay_s > timeout:
+            time.sleep(timeout)
+            raise GetTimeoutError("no answer in time")
         time.sleep(ref.delay_s)
         return ref.result()
 
@@ -269,7 +272,8 @@ def test_what_is_retried() -> None:
     ]
     seen: list[object] = []
 
-    def attempt() -> object:
+    def attempt(timeout_s: float) -> object:
+        assert 0 < timeout_s <= RETRY.timeout_s
         outcome = outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
@@ -289,7 +293,7 @@ def test_other_errors_are_not_retried() -> None:
     for error in (other, InvalidRequestError("bad"), ValueError("bad")):
         attempt = Method(error)
         with pytest.raises(type(error)):
-            call_with_retry(lambda attempt=attempt: attempt.remote().result(), RETRY)
+            call_with_retry(lambda _, attempt=attempt: attempt.remote().result(), RETRY)
         assert len(attempt.calls) == 1
 
 
@@ -303,3 +307,25 @@ def test_the_async_helper_unwraps_a_refused_request() -> None:
     with pytest.raises(InvalidRequestError) as raised:
         asyncio.run(call_with_retry_async(attempt, RETRY))
     assert type(raised.value) is InvalidRequestError and calls == [1]
+
+
+def test_an_attempt_that_never_answers_ends_at_the_call_deadline() -> None:
+    """A paused leader never answers: each attempt gets only the time left before the
+    deadline (`ray.get(..., timeout=)`, `asyncio.wait_for`), so no caller waits past it."""
+    given: list[float] = []
+
+    def attempt(timeout_s: float) -> object:
+        given.append(timeout_s)
+        time.sleep(min(timeout_s, 0.05))
+        raise GetTimeoutError("ray.get gave up")
+
+    with pytest.raises(CoordinatorUnavailableError):
+        call_with_retry(attempt, Retry(timeout_s=0.3, backoff=QUICK, what="a call"))
+    assert len(given) > 1 and given[0] <= 0.3 and given == sorted(given, reverse=True)
+
+    async def hang() -> object:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    with pytest.raises(CoordinatorUnavailableError):
+        asyncio.run(call_with_retry_async(hang, Retry(timeout_s=0.2, backoff=QUICK, what="a call")))
