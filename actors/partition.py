@@ -13,6 +13,10 @@ moves requests, time and I/O results in and answers out:
   answered NOT_COORDINATOR), closes the log on the I/O thread and reloads
   from it with backoff; a load the runtime refuses (log missing or behind
   what the partition acknowledged) is not retried and shows in `probe`.
+  A storage error (a failed write, fsync, open or rename) of a replica of
+  a replicated partition is a disk failure instead: it steps aside and
+  recovers by itself (`actors.replica_recovery`); without replicas the
+  reload checks the disk and cuts the log at its durable end.
 
 Replication (DESIGN 5b): every leader releases responses at its high
 watermark (`replica_leader`; without replicas that is the local durable end,
@@ -563,6 +567,3 @@ class _Progress:
 def _resolve(future: asyncio.Future[Any], response: Any) -> None:
     if not future.done():  # the caller may have gone (cancelled)
         future.set_result(response)
-
-
-

@@ -5,6 +5,10 @@ methods it inherits); it holds the actor methods that make a replica a
 follower or a leader and carry a leader's pushes, while `OffsetPartition`
 keeps the serving path. Every method is idempotent for Ray's retries, and a
 call naming an older leader epoch than this replica knows changes nothing.
+While the replica's disk has failed (`actors.replica_recovery`) it follows
+no one and leads nothing: `become_follower` is remembered for when the disk
+works again, `become_leader` raises, and pushes are answered
+KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
 
 - `become_follower(leader_epoch, leader, must_exist=False)`: follow replica
   `leader`. The log is opened (or kept, with the new epoch recorded in its
