@@ -3,9 +3,9 @@
 Kafka keeps it in `coordinator/group/modern/consumer/`. This package holds its
 pure layer so far: the server-side assignors (`assignors/`), the target
 assignment (`target.py`) and per-member reconciliation (`reconciliation.py`).
-It imports nothing from the classic group's modules, only a shared helper
-(`coordinator.routing.java_string_hash`), so the classic code can move
-without touching it. No I/O, no clock, no randomness.
+It imports nothing from the classic group's modules, only shared ones
+(`coordinator.routing.java_string_hash`, `coordinator.errors`,
+`coordinator.records`), so the classic code can move without touching it. No I/O, no clock, no randomness.
 """
 
 from coordinator.consumer.assignors import (
