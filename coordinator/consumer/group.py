@@ -291,6 +291,8 @@ class ConsumerGroup:
     def _add_partition_epochs(self, assignment: Assignment, epoch: int) -> None:
         """KAFKA-19862: a newer epoch takes a partition over; the same or an older one is a double owner."""
         for topic_id, partitions in assignment.items():
+            if not partitions:
+                continue
             epochs = self.partition_epochs.setdefault(topic_id, {})
             for partition in partitions:
                 previous = epochs.get(partition)
