@@ -2,7 +2,9 @@
 
 Only the codes this product can return are listed; the numbers are Kafka's
 (`org.apache.kafka.common.protocol.Errors`), so a Kafka tool reading our
-responses sees the same values.
+responses sees the same values. The KIP-848 codes (110-113, 128) are those of
+apache/kafka 1eb7644349cb's Errors.java and kio 0.6.5: INVALID_REGULAR_EXPRESSION
+is 128 (130 is STREAMS_INVALID_TOPOLOGY).
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class Errors(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    # KIP-848, the consumer group protocol.
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
     @property
     def code(self) -> int:

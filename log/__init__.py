@@ -1,7 +1,8 @@
 """The offsets log: one append-only, compacted log per offsets partition.
 
 Layout and byte format: log/FORMAT.md. Modules, one job each:
-codec (records <-> msgpack payload), batch (header + CRC), segment (files,
+codec (records <-> msgpack payload; consumer_codec the runs of KIP-848's
+consumer group records, columns the column encodings both use), batch (header + CRC), segment (files,
 chunked reads), scan (reading across segments), recovery (crash repair on
 open), partition (the writer; its `sync` is the group commit the partition
 actor's flush task drives), reader (read-only view), loader (replay into a

@@ -1,9 +1,10 @@
 """Record codec: the records of one batch <-> one msgpack payload.
 
 Owns the payload layout documented in FORMAT.md ("Payload"). Rules:
-- Key versions are Kafka's: 0 and 1 offset commit, 2 group metadata. New
-  data is written with key version 1 (offset commit) and 2; key version 0
-  decodes exactly like 1.
+- Key versions are Kafka's: 0 and 1 offset commit, 2 group metadata, 3-8
+  and 16 the consumer group records of KIP-848 (their runs are
+  `log/consumer_codec.py`'s). New data is written with key version 1
+  (offset commit), 2 and 3-8, 16; key version 0 decodes exactly like 1.
 - Values carry their own schema version (raygroups' own numbering, starting
   at 0); a tombstone is a run whose value version is nil.
 - A payload is `[offset_deltas | nil, run, run, ...]`. A run holds
@@ -39,6 +40,11 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+
+# PayloadError is re-exported: the batch layer and the readers catch it from here.
+from log.columns import PayloadError as PayloadError
+from log.columns import array, int_column, ints, string_column, strings
+from log.consumer_codec import CONSUMER_GROUP_KEY_VERSIONS, RUN_DECODERS, RUN_ENCODERS
 from log.errors import UnsupportedVersionError
 
 KEY_VERSION_OFFSET_COMMIT_V0 = 0
@@ -48,6 +54,7 @@ VALUE_VERSION_OFFSET_COMMIT = 0
 VALUE_VERSION_GROUP_METADATA = 0
 KNOWN_KEY_VERSIONS = frozenset(
     {KEY_VERSION_OFFSET_COMMIT_V0, KEY_VERSION_OFFSET_COMMIT, KEY_VERSION_GROUP_METADATA}
+    | CONSUMER_GROUP_KEY_VERSIONS
 )
 
 # tuple.__new__(cls, iterable) builds a NamedTuple from a ready tuple in C,
@@ -62,10 +69,6 @@ _value_of = itemgetter(1)
 # from msgpack or from unpacking the wrong shapes; msgpack's own errors
 # derive from ValueError or msgpack.UnpackException.
 _DECODE_ERRORS = (ValueError, TypeError, IndexError, KeyError, msgpack.UnpackException)
-
-
-class PayloadError(ValueError):
-    """A payload that is not a valid record payload."""
 
 
 class DecodedPayload(NamedTuple):
@@ -102,50 +105,30 @@ def encode_payload(records: Sequence[Record], offset_deltas: Sequence[int] | Non
     return payload
 
 
-def _strings(values: Sequence[Any], one_index: bool = True) -> list[Any]:
-    """A dictionary-encoded string column. `one_index`: a column of one
-    distinct string may be written with the single index 0 (never for a
-    run's only column, whose array bounds the run's count)."""
-    index = {value: i for i, value in enumerate(dict.fromkeys(values))}
-    if one_index and len(index) == 1:
-        # One distinct string (one topic, every metadata ""): index 0 for all.
-        return [list(index), 0]
-    return [list(index), list(map(index.__getitem__, values))]
-
-
-def _ints(values: Sequence[int]) -> Any:
-    """An int column, or its one value when every entry is the same (commit
-    and expiry times, leader epochs): a commit batch packs a third as much."""
-    first = values[0]
-    if values[-1] == first and values.count(first) == len(values):
-        return first
-    return values
-
-
 def _encode_offset_commits(run: Sequence[Record]) -> list[Any]:
     groups, topics, partitions = zip(*map(_key_of, run))
     offsets, epochs, metadata, commit_ms, expire_ms = zip(*map(_value_of, run))
     return [
         KEY_VERSION_OFFSET_COMMIT, VALUE_VERSION_OFFSET_COMMIT, len(run),
-        _strings(groups), _strings(topics), partitions,
-        _ints(offsets), _ints(epochs), _strings(metadata), _ints(commit_ms), _ints(expire_ms),
+        strings(groups), strings(topics), partitions,
+        ints(offsets), ints(epochs), strings(metadata), ints(commit_ms), ints(expire_ms),
     ]
 
 
 def _encode_offset_tombstones(run: Sequence[Record]) -> list[Any]:
     groups, topics, partitions = zip(*map(_key_of, run))
-    return [KEY_VERSION_OFFSET_COMMIT, None, len(run), _strings(groups), _strings(topics), partitions]
+    return [KEY_VERSION_OFFSET_COMMIT, None, len(run), strings(groups), strings(topics), partitions]
 
 
 def _encode_groups(run: Sequence[Record]) -> list[Any]:
     # msgpack packs tuples, NamedTuples included, as arrays: a value is its row.
     rows = list(map(_value_of, run))
-    groups = _strings([record[0][0] for record in run], one_index=False)
+    groups = strings([record[0][0] for record in run], one_index=False)
     return [KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA, len(run), groups, rows]
 
 
 def _encode_group_tombstones(run: Sequence[Record]) -> list[Any]:
-    return [KEY_VERSION_GROUP_METADATA, None, len(run), _strings([r[0][0] for r in run], one_index=False)]
+    return [KEY_VERSION_GROUP_METADATA, None, len(run), strings([r[0][0] for r in run], one_index=False)]
 
 
 _RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record]], list[Any]]] = {
@@ -153,6 +136,7 @@ _RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record]], list[Any]]] 
     (OffsetCommitKey, True): _encode_offset_tombstones,
     (GroupMetadataKey, False): _encode_groups,
     (GroupMetadataKey, True): _encode_group_tombstones,
+    **RUN_ENCODERS,
 }
 
 
@@ -298,38 +282,9 @@ def _decode_run(run: list[Any]) -> list[Record] | None:
     return None
 
 
-def _array(values: Any, count: int) -> list[Any]:
-    """A column that is always an array: it bounds `count` by the payload's size."""
-    if type(values) is not list or len(values) != count:
-        raise PayloadError(f"column is not an array of {count} values")
-    return values
-
-
-def _column(values: Any, count: int) -> Iterable[Any]:
-    """An int column: an array, or one int standing for `count` copies."""
-    if type(values) is int:
-        return repeat(values, count)
-    return _array(values, count)
-
-
-def _string_column(column: Any, count: int, one_index: bool = True) -> Iterable[Any]:
-    strings, ids = column
-    if type(strings) is not list:
-        raise PayloadError("string table is not an array")
-    if one_index and type(ids) is int:
-        if not 0 <= ids < len(strings):
-            raise PayloadError(f"string index {ids} out of range")
-        return repeat(strings[ids], count)
-    ids = _array(ids, count)
-    if len(strings) == 1 and ids.count(0) == count:
-        # One distinct value (often: every metadata is ""): no lookups.
-        return repeat(strings[0], count)
-    return map(strings.__getitem__, ids)
-
-
 def _offset_key_tuples(run: list[Any], count: int) -> Iterator[tuple[str, str, int]]:
     """The keys of an offset run as plain tuples, the fields of OffsetCommitKey."""
-    return zip(_string_column(run[3], count), _string_column(run[4], count), _array(run[5], count))
+    return zip(string_column(run[3], count), string_column(run[4], count), array(run[5], count))
 
 
 def _offset_value_tuples(run: list[Any], count: int) -> Iterator[tuple[Any, ...]]:
@@ -337,11 +292,11 @@ def _offset_value_tuples(run: list[Any], count: int) -> Iterator[tuple[Any, ...]
     if len(run) != 11:
         raise PayloadError(f"offset commit run of {len(run)} fields")
     return zip(
-        _column(run[6], count),
-        _column(run[7], count),
-        _string_column(run[8], count),
-        _column(run[9], count),
-        _column(run[10], count),
+        int_column(run[6], count),
+        int_column(run[7], count),
+        string_column(run[8], count),
+        int_column(run[9], count),
+        int_column(run[10], count),
     )
 
 
@@ -361,13 +316,13 @@ def _decode_offset_tombstones(run: list[Any], count: int) -> list[Record]:
 
 
 def _group_keys(run: list[Any], count: int) -> Iterable[GroupMetadataKey]:
-    return map(_new, repeat(GroupMetadataKey), zip(_string_column(run[3], count, one_index=False)))
+    return map(_new, repeat(GroupMetadataKey), zip(string_column(run[3], count, one_index=False)))
 
 
 def _decode_groups_v0(run: list[Any], count: int) -> list[Record]:
     if len(run) != 5:
         raise PayloadError(f"group metadata run of {len(run)} fields")
-    values = [_group_value_v0(row) for row in _array(run[4], count)]
+    values = [_group_value_v0(row) for row in array(run[4], count)]
     return list(map(_new, repeat(Record), zip(_group_keys(run, count), values)))
 
 
@@ -392,6 +347,7 @@ _RUN_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], list[Reco
     (KEY_VERSION_OFFSET_COMMIT, None): _decode_offset_tombstones,
     (KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA): _decode_groups_v0,
     (KEY_VERSION_GROUP_METADATA, None): _decode_group_tombstones,
+    **RUN_DECODERS,
 }
 
 _PAIR_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], OffsetPairs]] = {

@@ -10,7 +10,10 @@ Owns rewriting non-active segments. Rules:
   and the log's durable end on a log with one copy. The active segment is
   never touched.
 - A record survives if it is the newest record of its key among the
-  compacted segments. A surviving tombstone is dropped once its batch's
+  compacted segments. A key is its record type and its fields: keys of
+  different types never match, even with equal fields (a classic group's
+  and a consumer group's metadata are both keyed by the group id; see
+  `coordinator.records`). A surviving tombstone is dropped once its batch's
   timestamp is `offsets_delete_retention_ms` old, unless it sits at or
   above the lowest snapshot offset (see `snapshot.tombstone_floor`).
   Deviation from Kafka, which counts retention from when the segment was

@@ -9,6 +9,13 @@ the driver-side reader and the tests. Rules:
 - Offset commits and group metadata share one schema; a field that does not
   apply to a record type is None. A tombstone keeps its key fields, its value
   fields are None and `tombstone` is True.
+- The consumer group records of KIP-848 (Kafka's key versions 3-8 and 16)
+  each have a `record_type` of their own (`CONSUMER_GROUP_RECORD_TYPES`)
+  and fill `group_id` and `tombstone`; ConsumerGroupMetadata also fills
+  `generation` with the group epoch and `protocol_type` with "consumer".
+  Their other fields (members, assignments) have no columns yet: the jobs
+  select offset commits and group metadata by `record_type`, so these rows
+  change none of their results.
 - Kafka's "none" sentinels (-1 leader epoch, -1 expire timestamp) become
   None, so SQL null checks and aggregates mean what they say.
 - `partition` and `offset` locate the record in the offsets log;
@@ -24,6 +31,14 @@ from typing import Any
 from coordinator.records import (
     NO_LEADER_EPOCH,
     NO_TIMESTAMP,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -33,6 +48,17 @@ from coordinator.records import (
 
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
+CONSUMER_GROUP_METADATA = "consumer_group_metadata"
+CONSUMER_GROUP_RECORD_TYPES: dict[type, str] = {
+    ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA,
+    ConsumerGroupPartitionMetadataKey: "consumer_group_partition_metadata",
+    ConsumerGroupMemberMetadataKey: "consumer_group_member_metadata",
+    ConsumerGroupTargetAssignmentMetadataKey: "consumer_group_target_assignment_metadata",
+    ConsumerGroupTargetAssignmentMemberKey: "consumer_group_target_assignment_member",
+    ConsumerGroupCurrentMemberAssignmentKey: "consumer_group_current_member_assignment",
+    ConsumerGroupRegularExpressionKey: "consumer_group_regular_expression",
+}
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 # (name, Spark SQL type name), in row order.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -74,6 +100,9 @@ def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: 
         return _offset_commit_row(partition, offset, batch_timestamp_ms, key, value)
     if isinstance(key, GroupMetadataKey):
         return _group_row(partition, offset, batch_timestamp_ms, key, value)
+    record_type = CONSUMER_GROUP_RECORD_TYPES.get(type(key))
+    if record_type is not None:
+        return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key[0], value)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -100,6 +129,16 @@ def _group_row(
         value.current_state_timestamp_ms,
     )
     return head + _NO_COMMIT_FIELDS + fields + (False,)
+
+
+def _consumer_group_row(
+    partition: int, offset: int, batch_ms: int, record_type: str, group_id: str, value: Any
+) -> LogRow:
+    head = (partition, offset, batch_ms, record_type, group_id, None, None)
+    group_fields = _NO_GROUP_FIELDS
+    if type(value) is ConsumerGroupMetadataValue:
+        group_fields = (value.epoch, CONSUMER_PROTOCOL_TYPE, None, None, None, None)
+    return head + _NO_COMMIT_FIELDS + group_fields + (value is None,)
 
 
 def row_dict(row: LogRow) -> dict[str, Any]:

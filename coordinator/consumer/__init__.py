@@ -2,10 +2,13 @@
 
 Kafka keeps it in `coordinator/group/modern/consumer/`. This package holds its
 pure layer so far: the server-side assignors (`assignors/`), the target
-assignment (`target.py`) and per-member reconciliation (`reconciliation.py`).
-It imports nothing from the classic group's modules, only a shared helper
-(`coordinator.routing.java_string_hash`), so the classic code can move
-without touching it. No I/O, no clock, no randomness.
+assignment (`target.py`), per-member reconciliation (`reconciliation.py`),
+the group and its members as their records describe them (`group.py`,
+`member.py`), replaying those records (`replay.py`: `replay(groups, record)`)
+and building them (`records.py`, Kafka's record helpers).
+It imports nothing from the classic group's modules, only shared ones
+(`coordinator.routing.java_string_hash`, `coordinator.errors`,
+`coordinator.records`), so the classic code can move without touching it. No I/O, no clock, no randomness.
 """
 
 from coordinator.consumer.assignors import (
@@ -22,6 +25,14 @@ from coordinator.consumer.assignors import (
     TopicMetadata,
     UniformAssignor,
 )
+from coordinator.consumer.group import (
+    ConsumerGroup,
+    ConsumerGroupState,
+    IllegalGroupState,
+    ResolvedRegularExpression,
+    SubscriptionCount,
+)
+from coordinator.consumer.member import ConsumerGroupMember
 from coordinator.consumer.reconciliation import (
     FencedMemberEpochError,
     MemberAssignmentState,
@@ -42,15 +53,21 @@ __all__ = [
     "ASSIGNORS",
     "DEFAULT_ASSIGNOR_NAME",
     "Assignment",
+    "ConsumerGroup",
+    "ConsumerGroupMember",
     "ConsumerGroupPartitionAssignor",
+    "ConsumerGroupState",
     "FencedMemberEpochError",
     "GroupAssignment",
     "GroupSpec",
+    "IllegalGroupState",
     "MemberAssignmentState",
     "MemberSpec",
     "MemberState",
     "PartitionAssignorError",
     "RangeAssignor",
+    "ResolvedRegularExpression",
+    "SubscriptionCount",
     "SubscriptionType",
     "TargetAssignmentResult",
     "TargetMember",

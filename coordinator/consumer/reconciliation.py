@@ -32,8 +32,8 @@ from enum import IntEnum
 from uuid import UUID
 
 from coordinator.consumer.assignors.spec import Assignment
+from coordinator.errors import Errors
 
-FENCED_MEMBER_EPOCH = 110
 NOT_OWNED = -1
 
 OwnedPartitions = Sequence[tuple[UUID, Sequence[int]]]
@@ -63,7 +63,7 @@ class MemberState(IntEnum):
 class FencedMemberEpochError(Exception):
     """Kafka's `FencedMemberEpochException`: the member must drop its partitions and rejoin."""
 
-    error_code = FENCED_MEMBER_EPOCH
+    error_code = Errors.FENCED_MEMBER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

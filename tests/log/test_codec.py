@@ -17,7 +17,7 @@ from log.codec import (
 )
 from log.errors import UnsupportedVersionError
 
-from tests.log.helpers import batches, commit, group, group_tombstone, offset_tombstone
+from tests.log.helpers import commit, group, group_tombstone, log_batches, offset_tombstone
 
 
 @pytest.mark.parametrize(
@@ -75,8 +75,8 @@ def test_legacy_key_version_0_decodes_as_an_offset_commit() -> None:
 
 def test_unknown_key_version_is_skipped_and_counted() -> None:
     body = msgpack.unpackb(encode_payload([commit("g", "t", 0, 1)]))
-    # A key version from the future (Kafka's 3 = consumer group metadata) between two known runs.
-    body.insert(1, [3, 0, 2, ["whatever", {"shape": 1}], [1, 2]])
+    # A key version from the future (Kafka's 11 = share group target assignment) between two known runs.
+    body.insert(1, [11, 0, 2, ["whatever", {"shape": 1}], [1, 2]])
     body.append(msgpack.unpackb(encode_payload([group_tombstone("g")]))[1])
     payload = msgpack.packb(body)
 
@@ -133,7 +133,7 @@ def test_group_runs_keep_their_group_column_an_array() -> None:
     assert msgpack.unpackb(payload)[1][3] == [["g"], [0]]
 
 
-@given(batches)
+@given(log_batches)
 @settings(max_examples=100, deadline=None)
 def test_random_batches_round_trip(records: list[Record]) -> None:
     assert decode_records(encode_payload(records)) == records
@@ -150,7 +150,7 @@ def test_random_bytes_never_escape_as_anything_but_payload_errors(data: bytes) -
             pass
 
 
-@given(batches, st.data())
+@given(log_batches, st.data())
 @settings(max_examples=200, deadline=None)
 def test_damaged_payloads_raise_payload_errors_only(records: list[Record], data: st.DataObject) -> None:
     payload = bytearray(encode_payload(records))

@@ -8,7 +8,18 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from coordinator.records import Record
+from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    Record,
+)
 from log import LogConfig, LogReader, PartitionLog, compact, encode_payload, materialize, write_snapshot
 from log.batch import encode_batch
 from log.compaction import clean_group, commit_swap, plan_compaction
@@ -184,3 +195,28 @@ def test_repeated_compaction_merges_segments_and_stays_equivalent(tmp_path: Path
             assert materialize(log) == model(all_records(written))
         segments = len(list_dir(str(tmp_path)).segments)
     assert segments < 10
+
+
+def test_records_of_different_types_with_the_same_fields_are_different_keys(tmp_path: Path) -> None:
+    # A classic group "g" is deleted while a consumer group "g" keeps its records: keyed by fields
+    # alone, the tombstones would supersede (and compaction drop) the consumer group's records.
+    regex = ConsumerGroupRegularExpressionValue(("t",), 1, 0)
+    consumer = [
+        Record(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(4)),
+        Record(ConsumerGroupTargetAssignmentMetadataKey("g"), ConsumerGroupTargetAssignmentMetadataValue(4)),
+        Record(ConsumerGroupRegularExpressionKey("g", "m0"), regex),
+    ]
+    batches = [consumer, [group("g")], [group_tombstone("g")], [
+        Record(ConsumerGroupCurrentMemberAssignmentKey("g", "m0"), None),
+        Record(ConsumerGroupMemberMetadataKey("g", "m0"), None),
+    ]] + [[commit("h", "t", p, p)] for p in range(30)]
+    with PartitionLog.open(tmp_path, EPOCH, CONFIG) as log:
+        fill(log, batches)
+        compact(log, NOW_MS + 10**9)
+
+        state = materialize(log)
+        assert state == model(all_records(batches))
+        assert [state[r.key] for r in consumer] == [r.value for r in consumer]
+        assert GroupMetadataKey("g") not in state
+        survivors = [r for _, r in LogReader(tmp_path).records()]
+        assert all(r in survivors for r in consumer)

@@ -8,17 +8,51 @@ from __future__ import annotations
 import os
 import re
 import struct
+import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import msgpack
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    Record,
+)
 from log import LogConfig, LogReader, PartitionLog, compact, write_snapshot
 
-from tests.log.helpers import EPOCH, NOW_MS, commit, group, group_tombstone, offset_tombstone
+from tests.log.helpers import (
+    EPOCH,
+    NOW_MS,
+    commit,
+    consumer_group_records,
+    group,
+    group_tombstone,
+    offset_tombstone,
+)
 
 HEADER = ">4sBBHqiiiqII"
+
+
+class ConsumerDraws:
+    """A few consumer group records for some batches of the history."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def draw(self, index: int) -> list[Record]:
+        if index % 3:
+            return []
+        return self.data.draw(st.lists(consumer_group_records, max_size=3), label=f"consumer records {index}")
 
 
 def spec_segments(directory: str) -> list[str]:
@@ -71,25 +105,57 @@ def spec_run(run: list[Any]) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | No
             return [(k, None) for k in keys]
         values = zip(ints(run[6]), ints(run[7]), strings(run[8]), ints(run[9]), ints(run[10]))
         return [(k, tuple(v)) for k, v in zip(keys, values)]
-    keys = [("group", g) for g in strings(run[3])]
+    if key_version == 2:
+        keys = [("group", g) for g in strings(run[3])]
+        if value_version is None:
+            return [(k, None) for k in keys]
+        rows = [(*row[:5], tuple(tuple(m) for m in row[5])) for row in run[4]]
+        return list(zip(keys, rows))
+    # Consumer group records: key columns, then (unless tombstones) one array of rows.
+    key_columns = run[3:] if value_version is None else run[3:-1]
+    keys = [(key_version, *fields) for fields in zip(*map(strings, key_columns))]
     if value_version is None:
         return [(k, None) for k in keys]
-    rows = [(*row[:5], tuple(tuple(m) for m in row[5])) for row in run[4]]
-    return list(zip(keys, rows))
+    return [(k, tuple(row)) for k, row in zip(keys, run[-1])]
+
+
+CONSUMER_KEY_VERSIONS = {
+    ConsumerGroupMetadataKey: 3, ConsumerGroupPartitionMetadataKey: 4, ConsumerGroupMemberMetadataKey: 5,
+    ConsumerGroupTargetAssignmentMetadataKey: 6, ConsumerGroupTargetAssignmentMemberKey: 7,
+    ConsumerGroupCurrentMemberAssignmentKey: 8, ConsumerGroupRegularExpressionKey: 16,
+}
+
+
+def raw(value: Any) -> Any:
+    """A consumer group value as the document lays it out: arrays of fields, ids as bytes."""
+    if isinstance(value, UUID):
+        return value.bytes
+    if isinstance(value, tuple):
+        return [raw(field) for field in value]
+    return value
 
 
 def as_spec(key: Any, value: Any) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+    if type(key) in CONSUMER_KEY_VERSIONS:
+        return (CONSUMER_KEY_VERSIONS[type(key)], *key), None if value is None else tuple(raw(value))
     kind = ("offset",) if len(key) == 3 else ("group",)
     return (*kind, *key), None if value is None else tuple(value)
 
 
-def test_a_reader_built_from_the_document_sees_what_the_log_reader_sees(tmp_path: Path) -> None:
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_a_reader_built_from_the_document_sees_what_the_log_reader_sees(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    consumer = ConsumerDraws(data)
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))
     config = LogConfig(offsets_segment_bytes=400, offsets_delete_retention_ms=0)
     with PartitionLog.open(tmp_path, EPOCH, config) as log:
         for i in range(40):
             batch = [commit(f"g{i % 3}", "t", p, i) for p in range(2)] + [group(f"g{i % 3}", generation=i)]
             if i % 7 == 3:
                 batch += [offset_tombstone("g1", "t", 0), group_tombstone("g2")]
+            batch += consumer.draw(i)
             log.append(batch, EPOCH, NOW_MS + i)
             log.sync()
             if i == 30:

@@ -23,7 +23,7 @@ from coordinator.records import Record
 from log import CorruptLogError, LogConfig, PartitionLog, materialize
 from log.segment import list_dir, segment_file_name
 
-from tests.log.helpers import EPOCH, NOW_MS, State, batches, model, snapshot_files
+from tests.log.helpers import EPOCH, NOW_MS, State, log_batches, model, snapshot_files
 
 
 def write(directory: str, config: LogConfig, written: list[list[Record]]) -> list[tuple[int, int, int]]:
@@ -41,7 +41,7 @@ def write(directory: str, config: LogConfig, written: list[list[Record]]) -> lis
 
 
 @given(
-    written=st.lists(batches, min_size=1, max_size=10),
+    written=st.lists(log_batches, min_size=1, max_size=10),
     segment_bytes=st.sampled_from([250, 1 << 20]),
     data=st.data(),
 )

@@ -21,7 +21,7 @@ from coordinator.records import Record
 from log import LogConfig, LogReader, PartitionLog, compact, materialize, write_snapshot
 from log.segment import segment_file_name
 
-from tests.log.helpers import EPOCH, NOW_MS, State, batches, model
+from tests.log.helpers import EPOCH, NOW_MS, State, log_batches, model
 
 OPS = ["append", "append", "append", "append", "sync", "sync", "crash", "reopen", "compact", "snapshot"]
 
@@ -101,7 +101,7 @@ def test_any_history_loads_to_the_acknowledged_state(data: st.DataObject) -> Non
         for _ in range(data.draw(st.integers(1, 30), label="steps")):
             op = data.draw(st.sampled_from(OPS), label="op")
             if op == "append":
-                append(log, history, data.draw(batches, label="batch"), data.draw(st.integers(0, 40)))
+                append(log, history, data.draw(log_batches, label="batch"), data.draw(st.integers(0, 40)))
             elif op == "sync":
                 assert log.sync() == history.next_offset()
                 history.acked = len(history.written)

@@ -145,7 +145,7 @@ def test_a_snapshot_whose_name_and_header_disagree_is_ignored(tmp_path: Path) ->
 
 
 def test_no_snapshot_over_records_of_unknown_key_versions(tmp_path: Path) -> None:
-    payload = msgpack.packb([None, [7, 0, 1, ["from the future"]]])
+    payload = msgpack.packb([None, [11, 0, 1, ["from the future"]]])
     with open(tmp_path / f"{0:020d}.log", "wb") as file:
         file.write(encode_batch(0, 1, 0, EPOCH, NOW_MS, payload))
     with PartitionLog.open(tmp_path, EPOCH) as log:

@@ -4,8 +4,29 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
-from spark_bridge.rows import COLUMN_NAMES, COLUMNS, GROUP_METADATA, OFFSET_COMMIT, record_to_row, row_dict
+from coordinator.records import (
+    CONSUMER_GROUP_KEY_TYPES,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+from spark_bridge.rows import (
+    COLUMN_NAMES,
+    COLUMNS,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_RECORD_TYPES,
+    GROUP_METADATA,
+    OFFSET_COMMIT,
+    record_to_row,
+    row_dict,
+)
 
 from tests.spark.histories import T0, commit, group, group_tombstone, offset_tombstone
 
@@ -74,3 +95,36 @@ def test_empty_group_and_group_tombstone() -> None:
 def test_a_record_that_is_not_a_log_record_is_refused() -> None:
     with pytest.raises(TypeError):
         record_to_row(0, 0, T0, Record(("g",), None))  # type: ignore[arg-type]
+
+
+def test_consumer_group_records_get_rows_of_their_own_kind() -> None:
+    member = ConsumerGroupMemberMetadataValue(None, None, "c", "h", ("t",), None)
+    regex = ConsumerGroupRegularExpressionValue(("t",), 1, 0)
+    records = [
+        Record(ConsumerGroupMetadataKey("cg"), ConsumerGroupMetadataValue(7)),
+        Record(ConsumerGroupMetadataKey("cg"), None),
+        Record(ConsumerGroupMemberMetadataKey("cg", "m1"), member),
+        Record(ConsumerGroupCurrentMemberAssignmentKey("cg", "m1"), None),
+        Record(ConsumerGroupRegularExpressionKey("cg", "t.*"), regex),
+    ]
+
+    rows = [row_dict(record_to_row(3, offset, T0, record)) for offset, record in enumerate(records)]
+
+    assert all(len(row) == len(COLUMNS) and row["group_id"] == "cg" for row in rows)
+    assert [row["record_type"] for row in rows] == [
+        CONSUMER_GROUP_METADATA, CONSUMER_GROUP_METADATA, "consumer_group_member_metadata",
+        "consumer_group_current_member_assignment", "consumer_group_regular_expression",
+    ]
+    assert [row["tombstone"] for row in rows] == [False, True, False, True, False]
+    assert (rows[0]["generation"], rows[0]["protocol_type"]) == (7, "consumer")
+    assert rows[2] == {
+        **dict.fromkeys(COLUMN_NAMES), "partition": 3, "offset": 2, "batch_timestamp": T0,
+        "record_type": "consumer_group_member_metadata", "group_id": "cg", "tombstone": False,
+    }
+
+
+def test_every_consumer_group_record_type_has_a_distinct_row_kind() -> None:
+    kinds = list(CONSUMER_GROUP_RECORD_TYPES.values())
+
+    assert set(CONSUMER_GROUP_RECORD_TYPES) == set(CONSUMER_GROUP_KEY_TYPES)
+    assert len(set(kinds)) == len(kinds) and not {OFFSET_COMMIT, GROUP_METADATA} & set(kinds)
