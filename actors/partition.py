@@ -57,9 +57,9 @@ from coordinator.records import Record
 from coordinator.replication import DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
 from log.epoch import read_leader_epoch
-from log.errors import FencedEpochError, is_storage_error
+from log.errors import FencedEpochError, LogError, is_storage_error
 from log.fsutil import check_disk
-from log.loader import load_into
+from log.loader import groups_from, load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState
 
@@ -74,6 +74,8 @@ LOAD_RETRY_MAX_S = 2.0
 UNLOAD_DRAIN_TIMEOUT_S = 5.0
 # The replica id of a leader without replicas (it names no one else).
 SOLE_REPLICA = "local"
+# An uncommitted suffix larger than this at load holds every read until it commits.
+SUFFIX_SCAN_MAX_BYTES = 1 << 20
 
 
 class LoadRefused(Exception):
@@ -224,7 +226,14 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self.leader = LeaderReplication(self, leadership, me, end, EpochCache(log.epoch_entries()))
         committed = self.leader.state.high_watermark
         self.runtime.writable = self.leader.state.writable
-        self._deliver(self.runtime.on_loaded(shard, committed, self.clock.now_ms(), written_end=end))
+        # Before serving, on this thread: a bounded read of the uncommitted suffix, whose
+        # groups' reads wait for it while other groups' are answered (`coordinator.runtime`).
+        try:
+            suffix = groups_from(log, committed, SUFFIX_SCAN_MAX_BYTES)
+        except LogError as exc:  # then every read waits for the suffix, as before
+            logger.warning("partition %d: reading the uncommitted suffix: %r", self.partition, exc)
+            suffix = None
+        self._deliver(self.runtime.on_loaded(shard, committed, self.clock.now_ms(), end, suffix))
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
             self.partition, self.epoch, records, self.load_ms,
@@ -360,6 +369,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         task if the shard's next deadline moved earlier."""
         if self.runtime.has_pending:
             self._flush_wanted.set()
+        if self.leader is not None:
+            self.leader.wake_for_reads()
         deadline = self.runtime.next_deadline_ms()
         if deadline is not None and (self._timer_sleep_until is None or deadline < self._timer_sleep_until):
             self._timer_wake.set()
@@ -469,6 +480,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             self._deliver(runtime.poll_timers(self.clock.now_ms()))
             if runtime.has_pending:
                 self._flush_wanted.set()
+            if self.leader is not None:
+                self.leader.wake_for_reads()
 
     async def _gauge_loop(self, interval_s: float = 2.0) -> None:
         while self.runtime.state is RuntimeState.ACTIVE:

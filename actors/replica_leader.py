@@ -28,6 +28,18 @@ end and the flush loop's one extra call per fsync is the whole cost
   `propose(change) -> (error, isr, leader_epoch, partition_epoch)`, and its
   answer is applied with `on_isr_committed` / `on_isr_rejected`; RESUBMIT
   resends after a backoff, AWAIT_METADATA waits for `on_metadata`.
+- READS ARE CONFIRMED (`coordinator.runtime`, read confirmation): every
+  push and truncation request takes the next push number
+  (`LeaderState.on_push_sent`, handed to `runtime.on_push_sent` before it is
+  sent), its answer confirms that number for its follower, and after every
+  answer or ISR change the runtime hears `LeaderState.confirmed_seq`
+  (`runtime.on_confirmed`). A response decided without records of its own
+  waits for a push sent after it; so a sender with nothing new does not
+  wait for the heartbeat while the runtime's `fence_wanted` reaches its last
+  push, and `wake_for_reads` (the shell's call after requests and timers)
+  wakes the senders once per new fence: reads cost one round trip of the
+  link, shared by all that wait. `ServiceSettings.confirm_reads` False
+  turns it off (the benchmark's baseline).
 - Held responses older than commit_timeout_ms are answered as timed out
   (`runtime.expire_held`), checked with the tick.
 - A newer leader epoch (a follower's FENCED_LEADER_EPOCH answer, or the
@@ -108,6 +120,7 @@ class LeaderReplication:
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
             now_ms=owner.clock.now_ms(),
             high_watermark=min(leadership.high_watermark, log_end),
+            push_seq=owner.runtime.push_seq,
         )
         lag_s = settings.replica_lag_time_max_ms / 1000
         self.heartbeat_s = lag_s / 4
@@ -115,8 +128,14 @@ class LeaderReplication:
         self.tick_s = min(lag_s / 2, settings.commit_timeout_ms / 4000)
         self.max_bytes = settings.replication_max_bytes
         self.link_enabled = settings.replication_link
+        self.confirm_reads = settings.confirm_reads
         self.stopped = False
         self._wakes = {replica: asyncio.Event() for replica in self.state.replicas if replica != me}
+        # Per follower, the number of the last push sent to it; the fence last woken for.
+        self._sent = dict.fromkeys(self._wakes, self.state.push_seq)
+        self._woken_fence = -1
+        if self.confirm_reads:
+            owner._deliver(owner.runtime.on_confirmed(self.state.confirmed_seq))
         self._isr_wake = asyncio.Event()
         self._links: dict[str, FollowerLink] = {}
 
@@ -174,6 +193,19 @@ class LeaderReplication:
         hwm = self.state.high_watermark
         if hwm > runtime.durable_end and runtime.state in (RuntimeState.ACTIVE, RuntimeState.CLOSED):
             self.owner._deliver(runtime.on_durable(hwm, runtime.incarnation))
+        if self.confirm_reads:
+            confirmed = self.state.confirmed_seq
+            if confirmed != runtime.confirmed_seq:
+                self.owner._deliver(runtime.on_confirmed(confirmed))
+
+    def wake_for_reads(self) -> None:
+        """Responses wait for a push newer than the last one sent: wake the senders
+        now rather than at the next heartbeat (module rules)."""
+        wanted = self.owner.runtime.fence_wanted
+        if wanted > self._woken_fence and not self.stopped:
+            self._woken_fence = wanted
+            for wake in self._wakes.values():
+                wake.set()
 
     def _after_change(self) -> None:
         if self.stopped:
@@ -216,7 +248,8 @@ class LeaderReplication:
         """One push to `replica` (new batches or a heartbeat) and the truncations it calls for."""
         wake, state = self._wakes[replica], self.state
         offset = state.next_fetch_offset(replica)
-        if offset is not None and offset >= state.durable_end:
+        reads_wait = self.owner.runtime.fence_wanted >= self._sent[replica]
+        if offset is not None and offset >= state.durable_end and not reads_wait:
             wake.clear()
             try:
                 await asyncio.wait_for(wake.wait(), self.heartbeat_s)
@@ -226,15 +259,16 @@ class LeaderReplication:
         batches = b""
         if offset is not None and offset < state.durable_end:
             batches = await self.owner._on_io(self.owner.log.read_raw, offset, self.max_bytes)
-        answer = await self._call(
-            link, "replicate", state.leader_epoch, self.me, offset, batches, state.high_watermark
+        answer, seq = await self._call(
+            link, replica, "replicate", state.leader_epoch, self.me, offset, batches, state.high_watermark
         )
         while answer is not None and not self.stopped:
-            diverging = self._on_answer(replica, answer)
+            diverging = self._on_answer(replica, answer, seq)
             if diverging is None:
                 break
-            answer = await self._call(
-                link, "truncate", state.leader_epoch, self.me, diverging, answer.log_end, answer.last_epoch
+            answer, seq = await self._call(
+                link, replica, "truncate", state.leader_epoch, self.me, diverging, answer.log_end,
+                answer.last_epoch,
             )
         if answer is None and not self.stopped:
             await asyncio.sleep(self.heartbeat_s)
@@ -242,29 +276,42 @@ class LeaderReplication:
             # It retries its disk with backoff: ask again soon, so it rejoins soon after.
             await asyncio.sleep(min(self.heartbeat_s, STORAGE_RETRY_S))
 
-    async def _call(self, link: FollowerLink, kind: str, *args: Any) -> PushAnswer | None:
-        """A follower request; None if it failed or did not answer in time (not acknowledging)."""
+    async def _call(
+        self, link: FollowerLink, replica: str, kind: str, *args: Any
+    ) -> tuple[PushAnswer | None, int]:
+        """A follower request and its push number; no answer (None) if it failed or did
+        not answer in time (not acknowledging)."""
+        seq = self.state.on_push_sent()
+        if self.stopped:  # a new epoch's LeaderReplication numbers the pushes now
+            return None, seq
+        self.owner.runtime.on_push_sent(seq)
+        self._sent[replica] = seq
         try:
-            return await asyncio.wait_for(link.request(kind, *args), self.push_timeout_s)
+            return await asyncio.wait_for(link.request(kind, *args), self.push_timeout_s), seq
         except Exception as exc:  # a dead, hung (TimeoutError) or failing follower: no ack
             link.close()  # its answer, if one comes, must not be read as the next request's
             logger.debug("partition %d: push failed: %r", self.owner.partition, exc)
-            return None
+            return None, seq
 
-    def _on_answer(self, replica: str, answer: PushAnswer) -> tuple[int, int] | None:
+    def _on_answer(self, replica: str, answer: PushAnswer, seq: int) -> tuple[int, int] | None:
         """Feed one answer to LeaderState; the DivergingEpoch to send, if any."""
         state = self.state
         if answer.error is Errors.FENCED_LEADER_EPOCH and answer.leader_epoch > state.leader_epoch:
             self._depose(answer.leader_epoch)
             return None
         now = self.owner.clock.now_ms()
-        if answer.error is Errors.KAFKA_STORAGE_ERROR:
+        if answer.error is Errors.KAFKA_STORAGE_ERROR and not self.stopped:
             state.on_follower_failed(replica, now)  # out of sync now, not after the lag time
             self._after_change()
             return None
-        if answer.error is not Errors.NONE:
+        if answer.error is not Errors.NONE or self.stopped:
             return None
-        result = state.on_follower_ack(replica, state.leader_epoch, answer.log_end, answer.last_epoch, now)
+        # The follower may have learnt a newer epoch while appending this push (a
+        # replica's own new epoch): its log end counts, as a confirmation it does not.
+        confirms = seq if answer.leader_epoch == state.leader_epoch else None
+        result = state.on_follower_ack(
+            replica, state.leader_epoch, answer.log_end, answer.last_epoch, now, push_seq=confirms
+        )
         self._after_change()
         return result.diverging if result.error is Errors.NONE else None
 

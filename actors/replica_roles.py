@@ -174,6 +174,8 @@ class ReplicaRoles:
             # Recorded before the followers hear of this epoch where the log is
             # (forgotten_logs refuses a directory that saw a newer epoch than any
             # state file), else by the load once it created the log.
+            # What the controller saw committed is committed in this ISR member's log too.
+            leadership.high_watermark = max(leadership.high_watermark, known_end)
             self.epoch, self._leadership = leader_epoch, leadership
             await self._on_io(self._record_leadership, False)
             if self.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log

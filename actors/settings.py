@@ -94,6 +94,12 @@ class ServiceSettings:
     # (`actors.replica_link`); False: every push is a Ray call, for nodes
     # that reach each other only on Ray's own ports.
     replication_link: bool = True
+    # A leader with other ISR members answers a read (any response without
+    # records of its own) only once each of them answered a push sent after
+    # it (`coordinator.runtime`, read confirmation): a deposed leader resuming
+    # from a pause never serves stale offsets. False: reads are answered from
+    # the leader's state at once (the benchmark's baseline; Kafka's behaviour).
+    confirm_reads: bool = True
     # A node gone this long has its replicas recreated on other live nodes
     # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
     replica_reassign_delay_s: float = 300.0
@@ -119,7 +125,7 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for flag in ("replication_link", "shared_data_dir"):
+        for flag in ("replication_link", "shared_data_dir", "confirm_reads"):
             if type(getattr(self, flag)) is not bool:
                 raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         min_isr = self.min_insync_replicas

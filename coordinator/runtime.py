@@ -18,43 +18,72 @@ Rules:
   never reaches the shard; the partition goes on serving everyone else.
 - Write path: the shard decides and applies in memory; its records join the
   pending batch (`take_batch`), and its responses are held until every
-  record decided before them is durable (`on_durable`). Reads wait the same
-  way, so nothing is observed that a failure could take back.
+  record that could have affected them is durable (`on_durable`), so
+  nothing is observed that a failure could take back. That BARRIER is the
+  written end for a Result that wrote records (its own are the last
+  written). A response of a Result without records (a read, a heartbeat, an
+  error) waits only for the records of the groups its request names
+  (`REQUEST_GROUPS`; a record's key carries its group): the runtime keeps,
+  per group, the written end after that group's last record. ListGroups and
+  any request not in the table wait for the written end. So a read of a
+  group whose records are all committed is answered at once even while
+  another group's write waits for a commit that cannot happen yet (Kafka's
+  new coordinator reads at the last committed offset from a snapshot of its
+  timeline state; without such snapshots a read waits for its own group's
+  writes, as Kafka's OffsetFetch with require_stable does).
 - Failures are inputs (`on_append_failed`, `on_task_failed`, a shard that
   raises, a log that reports an unexpected offset): the runtime moves to
   FAILED, drops the shard and the pending records, and answers every
   request in flight NOT_COORDINATOR. The driver then reloads from the log,
   which holds only durable records.
 
-Replication (DESIGN 5b) adds three inputs, all free for a partition without
+Replication (DESIGN 5b) adds these inputs, all free for a partition without
 followers (its driver releases at its own durable end, as before):
 - `on_durable` receives the high watermark, not the local fsync. A promoted
   follower's log may hold an uncommitted suffix, so `on_loaded` takes a
-  committed end and a written end that may differ; every response waits
-  for the written end, so a read that observed that suffix waits for it.
+  committed end and a written end that may differ, and the groups whose
+  records are in that suffix (`suffix_groups`): their responses wait for
+  the written end. Unknown suffix groups (None): every response waits for
+  it, as a read that observed the suffix must.
 - `writable` False (the ISR is below min.insync.replicas): requests that
   write (`WRITE_REQUESTS`) are answered at submit COORDINATOR_NOT_AVAILABLE
   (Kafka's NOT_ENOUGH_REPLICAS, `coordinator.replication.outcomes`) and
   never reach the shard; reads and heartbeats go on.
+- READ CONFIRMATION (`on_push_sent`, `on_confirmed`; the sequence numbers
+  are `coordinator.replication.leader`'s): while other replicas could be
+  elected in this leader's place (`confirmed_seq` not None), a response of
+  a Result without records is released only once every follower of the
+  maximal ISR answered, in this leader epoch, a push sent after the
+  response was decided (its FENCE is the last push number sent by then):
+  a deposed leader that resumes from a pause answers no read from its
+  stale state, since its next push meets the new epoch and `step_down`
+  answers NOT_COORDINATOR. A response released at the high watermark past
+  its own records needs nothing more: those records were acknowledged by
+  every ISR follower after they were written. `fence_wanted` tells the
+  driver to push at once (one round trip, shared by every waiting read).
 - `expire_held(now_ms, timeout_ms)`: a response held longer than
-  offsets.commit.timeout.ms is answered as REQUEST_TIMED_OUT maps
-  (COORDINATOR_NOT_AVAILABLE, OffsetFetch NOT_COORDINATOR), once: the
-  high watermark reaching it later finds it answered. `step_down` answers
-  everything in flight NOT_COORDINATOR at once: a deposed leader's held
-  records may never be committed, so none of them may be acknowledged.
+  offsets.commit.timeout.ms (for a commit, or for a confirmation) is
+  answered as REQUEST_TIMED_OUT maps (COORDINATOR_NOT_AVAILABLE, OffsetFetch
+  NOT_COORDINATOR), once: the high watermark reaching it later finds it
+  answered. `step_down` answers everything in flight NOT_COORDINATOR at
+  once: a deposed leader's held records may never be committed, so none of
+  them may be acknowledged.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
 from enum import Enum
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.errors import Errors
 from coordinator.messages import (
     DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     OffsetCommitRequest,
@@ -84,6 +113,32 @@ WRITE_REQUESTS: frozenset[type] = frozenset(
         DeleteGroupsRequest,
     }
 )
+
+
+
+def _group_of(request: Any) -> tuple[str, ...]:
+    return (request.group_id,)
+
+
+def _groups_of(request: Any) -> tuple[str, ...]:
+    return tuple(request.group_ids)
+
+
+# The groups whose records a request's response may depend on (module rules);
+# a request type not here (ListGroups) depends on every group.
+REQUEST_GROUPS: dict[type, Callable[[Any], tuple[str, ...]]] = {
+    JoinGroupRequest: _group_of,
+    SyncGroupRequest: _group_of,
+    HeartbeatRequest: _group_of,
+    LeaveGroupRequest: _group_of,
+    OffsetCommitRequest: _group_of,
+    OffsetFetchRequest: _group_of,
+    OffsetDeleteRequest: _group_of,
+    DescribeGroupsRequest: _groups_of,
+    DeleteGroupsRequest: _groups_of,
+}
+# Group ends kept before those already committed are dropped (then twice the survivors).
+GROUP_ENDS_PRUNE_AT = 65_536
 
 
 class RuntimeState(Enum):
@@ -166,8 +221,26 @@ class PartitionRuntime:
         # Join phases completed (their durations, ms), for the driver's metrics.
         self.rebalances: list[int] = []
         self._inflight: dict[Token, Request] = {}
-        # (barrier offset, token, response, held since ms): held until the barrier is durable.
-        self._held: deque[tuple[int, Token, Any, int]] = deque()
+        # Held responses (`_Held`): in the order they were decided (for expiry), by
+        # barrier until it is durable, then by fence until it is confirmed. Heap
+        # entries are (key, order, held); an entry answered meanwhile is skipped.
+        self._held: deque[_Held] = deque()
+        self._by_barrier: list[tuple[int, int, _Held]] = []
+        self._by_fence: list[tuple[int, int, _Held]] = []
+        self._held_order = 0
+        self._expired_in_heaps = 0
+        # Group id -> the written end after its last record (only ends above the
+        # committed end matter); every response waits at least for `_floor` (a
+        # loaded suffix whose groups are unknown).
+        self._group_ends: dict[str, int] = {}
+        self._group_ends_prune_at = GROUP_ENDS_PRUNE_AT
+        self._floor = 0
+        # Read confirmation (module rules): the last push number sent, how far every
+        # maximal-ISR follower confirmed (None: reads need no confirmation), and the
+        # newest fence a held response waits on (-1: none yet).
+        self.push_seq = 0
+        self.confirmed_seq: int | None = None
+        self.fence_wanted = -1
         self._pending: list[Record] = []
 
     # ------------------------------------------------------------ lifecycle
@@ -184,16 +257,24 @@ class PartitionRuntime:
         return self.incarnation
 
     def on_loaded(
-        self, shard: Shard, durable_end: int, now_ms: int, written_end: int | None = None
+        self,
+        shard: Shard,
+        durable_end: int,
+        now_ms: int,
+        written_end: int | None = None,
+        suffix_groups: Iterable[str] | None = None,
     ) -> Released:
         """LOADING -> ACTIVE with a shard replayed from a log durable (committed) up to
-        `durable_end` and written up to `written_end` (default: the same)."""
+        `durable_end` and written up to `written_end` (default: the same), the
+        records in between being of `suffix_groups` (None: unknown)."""
         written = durable_end if written_end is None else written_end
         if written < durable_end:
             raise ValueError(f"written end {written} is below the committed end {durable_end}")
         self._transition(RuntimeState.ACTIVE)
         self.shard = shard
         self.durable_end, self.written_end = durable_end, written
+        self._group_ends = {} if suffix_groups is None else dict.fromkeys(suffix_groups, written)
+        self._floor = written if suffix_groups is None else durable_end
         self.failure, self.refused = None, False
         return self._run(lambda: shard.on_loaded(now_ms), "starting the loaded partition's timers", now_ms)
 
@@ -230,6 +311,8 @@ class PartitionRuntime:
         """Answer every request still in flight NOT_COORDINATOR (after unload's drain, or on failure)."""
         inflight, self._inflight = self._inflight, {}
         self._held.clear()
+        self._by_barrier, self._by_fence = [], []
+        self._expired_in_heaps = 0
         self._pending = []
         return [(token, _error_response(request)) for token, request in inflight.items()]
 
@@ -304,21 +387,72 @@ class PartitionRuntime:
         return self._apply(result, now_ms)
 
     def _apply(self, result: Result, now_ms: int) -> Released:
-        """Queue a Result's records; release its responses now or hold them until durable."""
-        if result.records:
-            self._pending.extend(result.records)
-            self.written_end += len(result.records)
+        """Queue a Result's records; release its responses now or hold them (module rules)."""
+        records = result.records
+        if records:
+            self._pending.extend(records)
+            end = self.written_end = self.written_end + len(records)
+            ends = self._group_ends
+            for record in records:
+                ends[record.key.group_id] = end
+            if len(ends) > self._group_ends_prune_at:
+                self._prune_group_ends()
         if result.rebalances:
             self.rebalances.extend(result.rebalances)
         released: Released = []
-        barrier = self.written_end
-        inflight = self._inflight
+        inflight, durable_end = self._inflight, self.durable_end
+        confirming = self.confirmed_seq is not None and self.state is RuntimeState.ACTIVE
         for token, response in result.responses:
-            if barrier > self.durable_end:
-                self._held.append((barrier, token, response, now_ms))
+            if records:
+                barrier, fence = self.written_end, None
+            else:
+                request = inflight.get(token, _MISSING)
+                if request is _MISSING:
+                    continue
+                barrier = self._barrier(request)
+                fence = self.push_seq if confirming else None
+            if barrier > durable_end or fence is not None:
+                self._hold(_Held(barrier, fence, token, response, now_ms))
             elif inflight.pop(token, _MISSING) is not _MISSING:
                 released.append((token, response))
         return released
+
+    def _barrier(self, request: Any) -> int:
+        """The end of the last record a response to `request` may depend on."""
+        groups_of = REQUEST_GROUPS.get(type(request))
+        if groups_of is None:
+            return self.written_end
+        ends, barrier = self._group_ends, self._floor
+        for group in groups_of(request):
+            end = ends.get(group, 0)
+            if end > barrier:
+                barrier = end
+        return barrier
+
+    def _prune_group_ends(self) -> None:
+        durable_end = self.durable_end
+        self._group_ends = {g: end for g, end in self._group_ends.items() if end > durable_end}
+        self._group_ends_prune_at = max(GROUP_ENDS_PRUNE_AT, 2 * len(self._group_ends))
+
+    def _hold(self, held: _Held) -> None:
+        self._held.append(held)
+        self._held_order += 1
+        if held.barrier > self.durable_end:
+            heappush(self._by_barrier, (held.barrier, self._held_order, held))
+        else:
+            self._await_fence(held)
+
+    def _await_fence(self, held: _Held) -> None:
+        fence = held.fence
+        assert fence is not None
+        heappush(self._by_fence, (fence, self._held_order, held))
+        if fence > self.fence_wanted:
+            self.fence_wanted = fence
+
+    def _release(self, held: _Held, released: Released) -> None:
+        held.done = True
+        if self._inflight.pop(held.token, _MISSING) is not _MISSING:
+            released.append((held.token, held.response))
 
     # ------------------------------------------------------------ durability
 
@@ -340,12 +474,38 @@ class PartitionRuntime:
                 f"the log reported durable end {end_offset}, outside [{self.durable_end}, {self.written_end}]"
             )
         self.durable_end = end_offset
+        if end_offset == self.written_end and self._group_ends:
+            self._group_ends = {}  # every group's records are committed
         released: Released = []
-        held, inflight = self._held, self._inflight
-        while held and held[0][0] <= end_offset:
-            _, token, response, _ = held.popleft()
-            if inflight.pop(token, _MISSING) is not _MISSING:
-                released.append((token, response))
+        heap, confirmed = self._by_barrier, self.confirmed_seq
+        while heap and heap[0][0] <= end_offset:
+            held = heappop(heap)[2]
+            if held.done:
+                continue
+            if held.fence is None or confirmed is None or confirmed > held.fence:
+                self._release(held, released)
+            else:
+                self._await_fence(held)
+        self._trim()
+        return released
+
+    def on_push_sent(self, push_seq: int) -> None:
+        """The driver sent push number `push_seq`: responses decided from now on wait for a later one."""
+        self.push_seq = max(self.push_seq, push_seq)
+
+    def on_confirmed(self, confirmed_seq: int | None) -> Released:
+        """Every follower of the maximal ISR answered push `confirmed_seq` or a later
+        one in this leader epoch (None: no follower needs to): release the
+        responses decided before it was sent whose barrier is durable."""
+        self.confirmed_seq = confirmed_seq
+        heap = self._by_fence
+        released: Released = []
+        while heap and (confirmed_seq is None or heap[0][0] < confirmed_seq):
+            held = heappop(heap)[2]
+            if not held.done:
+                self._release(held, released)
+        if released:
+            self._trim()
         return released
 
     def expire_held(self, now_ms: int, timeout_ms: int) -> Released:
@@ -354,25 +514,61 @@ class PartitionRuntime:
         Held responses are in the order they were decided, so the oldest lead."""
         released: Released = []
         held, inflight = self._held, self._inflight
-        while held and now_ms - held[0][3] >= timeout_ms:
-            _, token, _, _ = held.popleft()
-            request = inflight.pop(token, _MISSING)
+        while held and (held[0].done or now_ms - held[0].since_ms >= timeout_ms):
+            entry = held.popleft()
+            if entry.done:
+                continue
+            entry.done = True
+            request = inflight.pop(entry.token, _MISSING)
             if request is not _MISSING:
                 fetch = type(request) is OffsetFetchRequest
                 error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
-                released.append((token, error_response(request, error)))  # type: ignore[arg-type]
+                released.append((entry.token, error_response(request, error)))  # type: ignore[arg-type]
+            self._expired_in_heaps += 1
+        if self._expired_in_heaps > max(1024, (len(self._by_barrier) + len(self._by_fence)) // 2):
+            self._drop_expired()
         return released
+
+    def _drop_expired(self) -> None:
+        """Rebuild the heaps without expired entries: below min ISR a stuck barrier
+        would otherwise keep every read that timed out on it."""
+        self._by_barrier = [entry for entry in self._by_barrier if not entry[2].done]
+        self._by_fence = [entry for entry in self._by_fence if not entry[2].done]
+        heapify(self._by_barrier)
+        heapify(self._by_fence)
+        self._expired_in_heaps = 0
+
+    def _trim(self) -> None:
+        """Drop answered entries from the front of the decision order."""
+        held = self._held
+        while held and held[0].done:
+            held.popleft()
 
     @property
     def oldest_held_ms(self) -> int | None:
         """When the oldest held response was decided, or None."""
-        return self._held[0][3] if self._held else None
+        self._trim()
+        return self._held[0].since_ms if self._held else None
 
     # ------------------------------------------------------------ inspection
 
     @property
     def inflight(self) -> int:
         return len(self._inflight)
+
+
+class _Held:
+    """A response held until its barrier is durable and its fence (if any) confirmed."""
+
+    __slots__ = ("barrier", "fence", "token", "response", "since_ms", "done")
+
+    def __init__(self, barrier: int, fence: int | None, token: Token, response: Any, since_ms: int) -> None:
+        self.barrier = barrier
+        self.fence = fence
+        self.token = token
+        self.response = response
+        self.since_ms = since_ms
+        self.done = False
 
 
 def _error_response(request: Request) -> Any:

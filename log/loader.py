@@ -32,6 +32,7 @@ from log.codec import (
     PayloadError,
     decode_load_runs,
     decode_payload,
+    decode_records,
     offset_records,
     stage_offsets,
 )
@@ -41,6 +42,7 @@ from log.gcpause import gc_paused
 from log.partition import PartitionLog
 from log.scan import iter_log_batches
 from log.segment import list_dir, seek_offset
+from log.shipping import parse_raw
 from log.snapshot import Snapshot, load_latest_snapshot
 
 logger = logging.getLogger(__name__)
@@ -125,6 +127,19 @@ def materialize(source: LoadSource, *, use_snapshot: bool = True) -> dict[Record
     state = MaterializedState()
     load_into(state, source, use_snapshot=use_snapshot)
     return state.state
+
+
+def groups_from(log: PartitionLog, from_offset: int, max_bytes: int) -> set[str] | None:
+    """The groups whose records lie between `from_offset` and the durable end (with
+    the rest of the batch holding `from_offset`); None if those batches take more
+    than about `max_bytes` (a caller then treats every group as touched)."""
+    end = log.high_watermark
+    if from_offset >= end:
+        return set()
+    batches = parse_raw(log.read_raw(from_offset, max_bytes))
+    if batches[-1][0].next_offset < end:
+        return None
+    return {record.key.group_id for batch, _ in batches for record in decode_records(batch.payload)}
 
 
 @dataclass(slots=True)

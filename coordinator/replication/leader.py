@@ -5,10 +5,11 @@ and 4), for one leader epoch: a new epoch, on this replica or another, is a
 new `LeaderState` (the new leader's `makeLeader`).
 
 Inputs: the leader's own log end (`on_local_append`) and durable end
-(`on_local_durable`), each follower's answer to a push (`on_follower_ack`),
-time (`tick`), and the controller's answers (`on_isr_committed`,
-`on_isr_rejected`). Outputs: `high_watermark`, `writable`,
-`pending_isr_change` (to send to the controller) and, per follower,
+(`on_local_durable`), each push it sends (`on_push_sent`), each follower's
+answer to a push (`on_follower_ack`), time (`tick`), and the controller's
+answers (`on_isr_committed`, `on_isr_rejected`). Outputs: `high_watermark`,
+`writable`, `pending_isr_change` (to send to the controller),
+`confirmed_seq` (how far reads are confirmed) and, per follower,
 `next_fetch_offset` (where the next push starts).
 
 Rules:
@@ -29,6 +30,17 @@ Rules:
   followers outside the ISR hold it back too. It does not move while the
   committed ISR is below the effective min ISR, never goes back, and never
   passes the leader's durable end.
+- Read confirmation (Raft's read index, adapted to push replication): every
+  push gets the next number of one sequence (`on_push_sent`), and an answer
+  of this leader epoch to push `s` confirms `s` for its follower, whether it
+  acknowledges records or diverges (it proves the follower knew no newer
+  epoch after the push was sent). `confirmed_seq` is the lowest confirmed
+  push over the followers of the maximal ISR. Once it reaches `s`, no
+  successor had served when this leader sent push `s`: a successor is
+  elected only from that ISR (the controller's ISR is within the maximal
+  one) and leads before it serves, and every member still answered this
+  epoch after `s` was sent. So whatever the leader observed before sending
+  `s` was no stale state. None: no other ISR member, no successor possible.
 
 Departures: "never caught up" is None where Kafka uses time 0 (our clocks
 may start at 0); a follower at the leader's log end is caught up only if it
@@ -107,6 +119,9 @@ class FollowerState:
     last_ack_ms: int | None = None
     last_ack_leader_end: int | None = None
     diverged: bool = False
+    # The newest push it answered in this leader epoch; 0 until it answers one
+    # (a push of this epoch is numbered above every earlier push of this leader).
+    confirmed_seq: int = 0
 
 
 class LeaderState:
@@ -126,11 +141,14 @@ class LeaderState:
         replica_lag_time_max_ms: int,
         now_ms: int,
         high_watermark: int = 0,
+        push_seq: int = 0,
     ) -> None:
         """`epoch_start_offset` is the leader's log end at promotion, all of it durable
         (a follower answers only after fsync). The leader's epoch cache gets
         (leader_epoch, epoch_start_offset) here, as in `makeLeader`; the log
-        layer persists the same entry (`epoch_cache.entries`).
+        layer persists the same entry (`epoch_cache.entries`). `push_seq` is the
+        last push number already used (a new epoch of the same leader goes on
+        from its predecessor's, so reads held across it keep their numbers).
         """
         if leader not in isr or not set(isr) <= set(replicas):
             raise ValueError(f"leader {leader} and ISR {tuple(isr)} must be within {tuple(replicas)}")
@@ -150,6 +168,7 @@ class LeaderState:
         self._log_end = epoch_start_offset
         self._durable_end = epoch_start_offset
         self._hwm = high_watermark
+        self._push_seq = push_seq
         self._followers = {
             r: FollowerState(last_caught_up_ms=now_ms if r in self._isr else None)
             for r in self.replicas
@@ -200,6 +219,19 @@ class LeaderState:
     def durable_end(self) -> int:
         return self._durable_end
 
+    @property
+    def push_seq(self) -> int:
+        """The number of the newest push sent."""
+        return self._push_seq
+
+    @property
+    def confirmed_seq(self) -> int | None:
+        """The lowest push number every follower of the maximal ISR answered in this
+        epoch; None when the maximal ISR is the leader alone (module rules)."""
+        followers = self._followers
+        confirmed = [followers[r].confirmed_seq for r in self.maximal_isr if r != self.leader]
+        return min(confirmed) if confirmed else None
+
     def follower(self, replica: Replica) -> FollowerState:
         return self._followers[replica]
 
@@ -236,17 +268,32 @@ class LeaderState:
         self._log_end = max(self._log_end, self._durable_end)
         self._maybe_advance_hwm(now_ms)
 
+    def on_push_sent(self) -> int:
+        """A push is being sent now: its number (module rules, read confirmation)."""
+        self._push_seq += 1
+        return self._push_seq
+
     def on_follower_ack(
-        self, replica: Replica, leader_epoch: int, durable_leo: int, last_epoch: int, now_ms: int
+        self,
+        replica: Replica,
+        leader_epoch: int,
+        durable_leo: int,
+        last_epoch: int,
+        now_ms: int,
+        push_seq: int | None = None,
     ) -> AckResult:
-        """A follower answered a push of `leader_epoch`: its durable log end and the epoch
-        of its last batch (Kafka's next Fetch)."""
+        """A follower answered push number `push_seq` of `leader_epoch`: its durable log
+        end and the epoch of its last batch (Kafka's next Fetch)."""
         error = check_leader_epoch(self.leader_epoch, leader_epoch)
         if error is not Errors.NONE:
             return AckResult(error)
         if replica not in self._followers:
             return AckResult(Errors.NOT_LEADER_OR_FOLLOWER)
         state = self._followers[replica]
+        if push_seq is not None:
+            if push_seq > self._push_seq:
+                raise ValueError(f"an answer to push {push_seq}, but the last push sent is {self._push_seq}")
+            state.confirmed_seq = max(state.confirmed_seq, push_seq)
         diverging = diverging_epoch(self._cache, self._log_end, durable_leo, last_epoch)
         if diverging is not None:
             state.diverged = True

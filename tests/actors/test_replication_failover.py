@@ -37,8 +37,10 @@ def test_a_promoted_follower_serves_the_committed_offsets_at_once_without_loadin
         assert (probe["state"], probe["role"], probe["leader_epoch"]) == ("ACTIVE", "leader", 2)
         assert b.loaded_records == 0 and b.progress == 0  # the hot shard, not a load
         assert (probe["high_watermark"], probe["log_end"]) == (end, end)
-        for offset in range(5):  # answered inside submit: nothing to wait for
-            assert answers.one(answers.send(b, fetch(f"g{offset}"))).offsets() == {("t", 0): offset}
+        # Nothing to load or commit: answered once c confirms b still leads (one push).
+        reads = [answers.send(b, fetch(f"g{offset}")) for offset in range(5)]
+        for offset, read in enumerate(reads):
+            assert (await answers.wait(read)).offsets() == {("t", 0): offset}
         after = answers.send(b, commit("g0", 100))
         assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
         assert cluster.replicas["c"].follower.log.high_watermark == end + 1
@@ -147,7 +149,7 @@ def test_a_leader_given_a_new_epoch_serves_on_from_its_shard_without_loading(tmp
         assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
         assert a.log.epoch_entries()[-1] == (2, end + 1), "the new epoch starts where the log ended"
         await until(lambda: cluster.replicas["c"].follower.log.high_watermark == end + 2, "c to have both")
-        assert answers.one(answers.send(a, fetch("g0"))).offsets() == {("t", 0): 50}
+        assert (await answers.wait(answers.send(a, fetch("g0")))).offsets() == {("t", 0): 50}
         answers.all_once()
         await cluster.close()
 

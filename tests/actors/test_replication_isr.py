@@ -120,7 +120,7 @@ def test_a_commit_the_isr_never_gets_times_out_once_and_is_never_acknowledged_la
             cluster.handles[name].resume()
         await cluster.until_isr("a", NAMES)
         await until(lambda: leader.runtime.durable_end == leader.runtime.written_end, "the HWM to pass it")
-        assert answers.one(answers.send(leader, fetch("g"))).offsets() == {("t", 0): 1}  # committed after all
+        assert (await answers.wait(answers.send(leader, fetch("g")))).offsets() == {("t", 0): 1}  # committed
         answers.all_once()
         await cluster.close()
 
@@ -183,7 +183,7 @@ def test_a_follower_whose_disk_fills_leaves_the_isr_and_the_leader_goes_on(tmp_p
         await cluster.until_isr("a", ("a", "b"))
         assert (await answers.wait(pending)).errors() == {("t", 0): Errors.NONE}
         assert (await answers.wait(answers.send(leader, commit("g", 3)))).errors()[("t", 0)] is Errors.NONE
-        assert answers.one(answers.send(leader, fetch("g"))).offsets() == {("t", 0): 3}
+        assert (await answers.wait(answers.send(leader, fetch("g")))).offsets() == {("t", 0): 3}
         answers.all_once()
         await cluster.close()
 

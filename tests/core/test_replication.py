@@ -12,6 +12,7 @@ from coordinator.errors import Errors
 from coordinator.replication import (
     UNDEFINED,
     UNDEFINED_EPOCH,
+    AckResult,
     EpochCache,
     IsrChangeKind,
     LeaderState,
@@ -374,6 +375,72 @@ def test_a_diverging_answer_is_not_an_acknowledgement() -> None:
     assert state.next_fetch_offset("b") is None
     ack(state, "b", 100, now_ms=2, epoch=3)
     assert state.next_fetch_offset("b") == 100
+
+
+def confirm(state: LeaderState, replica: str, seq: int, leo: int = 100, epoch: int = 5) -> AckResult:
+    """An answer of `replica` to push `seq`, its log ending at `leo` with epoch-3 records."""
+    return state.on_follower_ack(replica, epoch, leo, 3, now_ms=1, push_seq=seq)
+
+
+def test_reads_are_confirmed_by_every_maximal_isr_follower_answering_a_later_push() -> None:
+    """Issue 24 item 3, the leader's side: push numbers and confirmation."""
+    state = leader_state(isr=("a", "b"))  # c is outside the ISR
+    assert state.confirmed_seq == 0 and state.push_seq == 0
+    fence = state.push_seq  # a read decided now waits for push 1 or later
+    first = state.on_push_sent()  # to b, before a pause, say
+    assert first == 1
+    confirm(state, "c", first, leo=90)  # behind the HWM: not proposed for the ISR
+    assert state.pending_isr_change is None
+    assert state.confirmed_seq == 0  # c is no ISR member: it cannot be elected
+    confirm(state, "b", first)
+    assert state.confirmed_seq == 1 > fence
+    # A later read waits for a push after its own decision, not a late answer to an earlier one.
+    fence = state.push_seq
+    second = state.on_push_sent()
+    confirm(state, "b", first)
+    assert state.confirmed_seq == 1 == fence
+    confirm(state, "b", second)
+    assert state.confirmed_seq == 2 > fence
+    with pytest.raises(ValueError):
+        confirm(state, "b", 3)  # never sent
+
+
+def test_answers_of_another_epoch_confirm_nothing_and_a_diverging_one_does() -> None:
+    state = leader_state()
+    seq = state.on_push_sent()
+    assert confirm(state, "b", seq, epoch=6).error is Errors.UNKNOWN_LEADER_EPOCH
+    assert confirm(state, "b", seq, epoch=4).error is Errors.FENCED_LEADER_EPOCH
+    assert state.follower("b").confirmed_seq == 0
+    state.on_local_durable(105, now_ms=0)
+    diverging = state.on_follower_ack("b", 5, 102, 3, now_ms=1, push_seq=seq)
+    assert diverging.diverging is not None  # not an acknowledgement of records, but of the epoch
+    confirm(state, "c", seq)
+    assert state.confirmed_seq == seq
+
+
+def test_the_maximal_isr_decides_who_must_confirm() -> None:
+    state = leader_state(isr=("a", "c"))
+    state.on_local_durable(130, now_ms=0)
+    seq = state.on_push_sent()
+    confirm(state, "c", seq)
+    assert state.confirmed_seq == seq
+    ack(state, "b", 110, now_ms=1)  # a pending expand: b counts from now on
+    assert state.pending_isr_change is not None and state.confirmed_seq == 0
+    confirm(state, "b", seq, leo=110)
+    assert state.confirmed_seq == seq
+    alone = leader_state(isr=("a",))
+    assert alone.confirmed_seq is None  # no other ISR member: nothing to confirm
+    assert leader_state(replicas=("a",), isr=("a",)).confirmed_seq is None
+
+
+def test_a_new_epoch_of_the_leader_numbers_its_pushes_on() -> None:
+    state = LeaderState(
+        replicas=("a", "b"), isr=("a", "b"), leader="a", leader_epoch=6, partition_epoch=8,
+        epoch_cache=EpochCache(), epoch_start_offset=0, min_insync_replicas=1,
+        replica_lag_time_max_ms=LAG_MS, now_ms=0, push_seq=41,
+    )
+    assert state.confirmed_seq == 0  # nothing of the earlier epoch counts as confirmed
+    assert state.on_push_sent() == 42
 
 
 def test_the_leader_log_never_shrinks_within_an_epoch() -> None:

@@ -9,9 +9,11 @@ import pytest
 from coordinator import CoordinatorConfig, Errors, Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.messages import (
+    DescribeGroupsRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
+    ListGroupsRequest,
     OffsetCommitPartition,
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -245,10 +247,10 @@ def test_unload_answers_parked_requests_and_releases_held_ones_once_durable() ->
     held = d.send(commit("h", 3))
     d.take(d.runtime.unload(d.now))
     assert d.runtime.state is RuntimeState.CLOSED
-    # Both wait behind the commit's record, as every answer does.
-    assert parked not in d.answers and held not in d.answers
-    d.flush()  # the drain
+    # The parked join is answered at once: no record of its group waits (h's does not affect it).
     assert d.answer(parked).error is Errors.NOT_COORDINATOR
+    assert held not in d.answers
+    d.flush()  # the drain
     assert d.answer(held).errors() == {("t", 0): Errors.NONE}
     late = d.send(commit("h", 4))
     assert d.answer(late).errors() == {("t", 0): Errors.NOT_COORDINATOR}
@@ -394,3 +396,149 @@ def test_a_deposed_leader_answers_everything_not_coordinator_at_once() -> None:
     assert d.runtime.step_down(d.now) == []
     late = d.send(commit("h", 4))
     assert d.answer(late).errors() == {("t", 0): Errors.NOT_COORDINATOR}
+
+
+# ------------------------------------------- reads wait only for their groups
+
+
+def fetch(group: str) -> OffsetFetchRequest:
+    return OffsetFetchRequest(group, (("t", 0),))
+
+
+def test_a_read_of_a_committed_group_is_answered_at_once_below_min_isr() -> None:
+    """Issue 24 item 2: a write of another group that cannot commit (the ISR is below
+    min ISR, the high watermark stays) holds no read of a committed group."""
+    d = Driver()
+    d.send(commit("g", 1))
+    d.flush()
+    stuck = d.send(commit("h", 7))
+    d.runtime.take_batch()  # written, never committed
+    d.runtime.writable = False
+    assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 1}
+    described = d.answer(d.send(DescribeGroupsRequest(("g", "absent"))))
+    assert [group.group_id for group in described.groups] == ["g", "absent"]
+    # A read of h observed its uncommitted offset: it waits, bounded, then the retriable error.
+    h_read = d.send(fetch("h"))
+    several = d.send(DescribeGroupsRequest(("g", "h")))
+    listed = d.send(ListGroupsRequest())  # about every group
+    assert {h_read, several, listed}.isdisjoint(d.answers)
+    d.take(d.runtime.expire_held(d.now + 5_000, 5_000))
+    assert d.answer(h_read).error is Errors.NOT_COORDINATOR
+    assert d.answer(stuck).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
+    assert d.answer(several).groups[0].error is Errors.COORDINATOR_NOT_AVAILABLE
+    assert d.runtime.inflight == 0
+
+
+def test_a_read_waits_for_its_groups_records_and_no_others() -> None:
+    d = Driver()
+    d.send(commit("g", 1))
+    d.runtime.take_batch()  # offset 0: g
+    d.send(commit("h", 2))
+    d.runtime.take_batch()  # offset 1: h
+    g_read, h_read = d.send(fetch("g")), d.send(fetch("h"))
+    d.take(d.runtime.on_durable(1, d.runtime.incarnation))
+    assert d.answer(g_read).offsets() == {("t", 0): 1} and h_read not in d.answers
+    d.take(d.runtime.on_durable(2, d.runtime.incarnation))
+    assert d.answer(h_read).offsets() == {("t", 0): 2}
+
+
+def test_a_loaded_suffix_holds_the_reads_of_its_groups_only() -> None:
+    d = promoted(committed=1, written=3)  # offsets 1 and 2 are g's, uncommitted
+    d.runtime = PartitionRuntime(0)
+    d.runtime.begin_load()
+    shard = Shard(CONFIG, member_id_seed=3)
+    shard.replay_many(d.log.durable)
+    d.take(d.runtime.on_loaded(shard, 1, d.now, written_end=3, suffix_groups=["g"]))
+    assert d.answer(d.send(fetch("other"))).offsets() == {("t", 0): -1}
+    g_read = d.send(fetch("g"))
+    assert g_read not in d.answers
+    d.take(d.runtime.on_durable(3, d.runtime.incarnation))
+    assert d.answer(g_read).offsets() == {("t", 0): 2}
+    # Unknown suffix groups: every read waits for the suffix (`promoted` passes none).
+    unknown = promoted(committed=1, written=3)
+    assert unknown.send(fetch("other")) not in unknown.answers
+
+
+def test_group_ends_are_dropped_once_everything_is_committed() -> None:
+    d = Driver()
+    for group in ("a", "b", "c"):
+        d.send(commit(group, 1))
+    assert len(d.runtime._group_ends) == 3
+    d.flush()
+    assert d.runtime._group_ends == {}
+
+
+# ----------------------------------------------------------- read confirmation
+
+
+def confirming() -> Driver:
+    """A leader with followers in its ISR: pushes up to 4 sent, every one answered."""
+    d = Driver()
+    d.runtime.on_push_sent(4)
+    d.take(d.runtime.on_confirmed(4))
+    return d
+
+
+def test_a_read_waits_for_a_push_sent_after_it_to_be_confirmed() -> None:
+    """Issue 24 item 3: a read decided after push 4 is answered only once every ISR
+    follower answered push 5 or later in this epoch."""
+    d = confirming()
+    d.send(commit("g", 1))
+    d.flush()  # a write is released at the high watermark: its records were acknowledged
+    assert d.answer(1).errors() == {("t", 0): Errors.NONE}
+    read = d.send(fetch("g"))
+    beat = d.send(HeartbeatRequest("g", 1, "m"))
+    assert {read, beat}.isdisjoint(d.answers)
+    assert d.runtime.fence_wanted == 4  # the driver pushes at once
+    d.runtime.on_push_sent(5)
+    late = d.send(fetch("g"))  # decided after push 5 was sent
+    d.take(d.runtime.on_confirmed(4))  # a late answer to an older push proves nothing
+    assert {read, beat, late}.isdisjoint(d.answers)
+    d.take(d.runtime.on_confirmed(5))
+    assert d.answer(read).offsets() == {("t", 0): 1}
+    assert isinstance(d.answer(beat), HeartbeatResponse)
+    assert late not in d.answers and d.runtime.fence_wanted == 5
+    d.runtime.on_push_sent(6)
+    d.take(d.runtime.on_confirmed(6))
+    assert d.answer(late).offsets() == {("t", 0): 1}
+
+
+def test_a_confirmed_read_still_waits_for_its_groups_records() -> None:
+    d = confirming()
+    d.send(commit("g", 1))
+    d.runtime.take_batch()
+    read = d.send(fetch("g"))
+    d.runtime.on_push_sent(5)
+    d.take(d.runtime.on_confirmed(5))
+    assert read not in d.answers  # confirmed, but g's record is not committed
+    d.take(d.runtime.on_durable(1, d.runtime.incarnation))
+    assert d.answer(read).offsets() == {("t", 0): 1}
+
+
+def test_a_read_held_for_confirmation_of_a_deposed_leader_is_not_coordinator() -> None:
+    d = confirming()
+    d.send(commit("g", 1))
+    d.flush()
+    read = d.send(fetch("g"))  # decided, e.g., by a leader resuming from a pause
+    d.take(d.runtime.step_down(d.now))  # its next push met a newer epoch
+    assert d.answer(read).error is Errors.NOT_COORDINATOR
+    assert d.runtime.on_confirmed(9) == []
+
+
+def test_an_unconfirmed_read_times_out_retriably_once() -> None:
+    d = confirming()
+    read = d.send(fetch("g"))
+    d.take(d.runtime.expire_held(d.now + 5_000, 5_000))
+    assert d.answer(read).error is Errors.NOT_COORDINATOR
+    d.runtime.on_push_sent(5)
+    d.take(d.runtime.on_confirmed(5))
+    assert len(d.answers[read]) == 1
+
+
+def test_a_leader_alone_in_its_isr_confirms_nothing() -> None:
+    d = confirming()
+    read = d.send(fetch("g"))
+    assert read not in d.answers
+    d.take(d.runtime.on_confirmed(None))  # the ISR shrank to the leader: no successor possible
+    assert d.answer(read).offsets() == {("t", 0): -1}
+    assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): -1}

@@ -19,6 +19,12 @@ a process with the test session's cluster):
   truncated to the new leader's log and catches up: its log on disk equals
   the new leader's, A's unacknowledged records are gone, every acknowledged
   commit is there (Kafka's KIP-101 truncation, replication notes section 5).
+- `zombie-read` (issue 24 item 3): a group commits 1 and partition 0's
+  leader A answers a read of it; A is stopped (SIGSTOP) until a follower is
+  elected, a fresh client commits 2 there, and a read is sent to A while it
+  is stopped (a client whose routing still names it). A, resumed, answers it
+  NOT_COORDINATOR, never the stale 1: a read is answered only once A's
+  followers confirmed its epoch after the read arrived.
 Exits non-zero if a check fails.
 """
 
@@ -46,6 +52,7 @@ from actors.sim_cluster import fully_replicated, quick_failover_settings, wait_f
 from actors.sim_cluster import status_rows as rows
 from actors.wire import loads_response
 from coordinator import Errors
+from coordinator.messages import OffsetFetchRequest
 from log import LogReader, replica_dir
 
 from tests.ray.cluster_support import simulated_cluster
@@ -275,6 +282,40 @@ def divergent_tail(cluster: Cluster, data_dir: str) -> None:
           flush=True)
 
 
+def zombie_read(cluster: Cluster, data_dir: str) -> None:
+    client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
+    wait_for("every partition fully replicated", lambda: fully_replicated(client))
+    a = rows(client)[0]["leader_node"]
+    handle, pid = replica_actor(data_dir, 0, a)
+    group = groups_on(client, 0, 1)[0]
+    assert committed(client, group, 1)
+    assert DirectRead(handle, group).answer().offsets() == {("t", 0): 1}
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for("a follower elected", lambda: rows(client)[0]["leader_node"] not in (None, a))
+        fresh = actors.connect(namespace=NAMESPACE, timeout_s=20.0)
+        assert committed(fresh, group, 2)
+        stale = DirectRead(handle, group)  # queued at the stopped A
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    answer = stale.answer()
+    assert answer.error is Errors.NOT_COORDINATOR, f"the deposed leader answered {answer}"
+    assert fresh.fetch_offsets(group).offsets() == {("t", 0): 2}
+    print("the deposed leader, resumed, answered its queued read NOT_COORDINATOR, not the stale "
+          "offset; the new leader answers the new one", flush=True)
+
+
+class DirectRead:
+    """An OffsetFetch sent straight to one replica's actor, bypassing the client's
+    routing and retries: its answer is that replica's own."""
+
+    def __init__(self, handle: Any, group: str) -> None:
+        self._answer = handle.handle_wire.remote(OffsetFetchRequest(group, (("t", 0),)))
+
+    def answer(self, timeout_s: float = 60.0) -> Any:
+        return loads_response(ray.get(self._answer, timeout=timeout_s))
+
+
 def refused_below_min_isr(group: str) -> bool:
     """A commit that gives up after 2 s is not acknowledged (the committers' client retries for 20)."""
     impatient = actors.connect(namespace=NAMESPACE, timeout_s=2.0)
@@ -395,6 +436,7 @@ CASES = {
     "controller-node": controller_node,
     "restart": restart,
     "divergent-tail": divergent_tail,
+    "zombie-read": zombie_read,
 }
 
 

@@ -13,6 +13,7 @@ CASES = {
     "controller-node": "none lost",
     "restart": "recovered from the replicas' disks",
     "divergent-tail": "its log equal to the new leader's",
+    "zombie-read": "answered its queued read NOT_COORDINATOR",
 }
 
 
