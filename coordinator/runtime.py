@@ -79,6 +79,7 @@ from heapq import heapify, heappop, heappush
 from typing import Any
 
 from coordinator.checks import InvalidRequestError, validate_request
+from coordinator.committed import CommittedOffsets, offset_writes
 from coordinator.errors import Errors
 from coordinator.messages import (
     DeleteGroupsRequest,
@@ -233,6 +234,11 @@ class PartitionRuntime:
         # committed end matter); every response waits at least for `_floor` (a
         # loaded suffix whose groups are unknown).
         self._group_ends: dict[str, int] = {}
+        # The groups whose records the loaded log held above its committed end, with
+        # that written end: their earlier values are unknown, so OffsetFetch waits.
+        self._suffix_ends: dict[str, int] = {}
+        # Offsets before their uncommitted writes: OffsetFetch answers the committed ones.
+        self._committed = CommittedOffsets()
         self._group_ends_prune_at = GROUP_ENDS_PRUNE_AT
         self._floor = 0
         # Read confirmation (module rules): the last push number sent, how far every
@@ -274,6 +280,8 @@ class PartitionRuntime:
         self.shard = shard
         self.durable_end, self.written_end = durable_end, written
         self._group_ends = {} if suffix_groups is None else dict.fromkeys(suffix_groups, written)
+        self._suffix_ends = dict(self._group_ends)
+        self._committed.clear()
         self._floor = written if suffix_groups is None else durable_end
         self.failure, self.refused = None, False
         return self._run(lambda: shard.on_loaded(now_ms), "starting the loaded partition's timers", now_ms)
@@ -311,6 +319,7 @@ class PartitionRuntime:
         """Answer every request still in flight NOT_COORDINATOR (after unload's drain, or on failure)."""
         inflight, self._inflight = self._inflight, {}
         self._held.clear()
+        self._committed.clear()
         self._by_barrier, self._by_fence = [], []
         self._expired_in_heaps = 0
         self._pending = []
@@ -391,6 +400,9 @@ class PartitionRuntime:
         records = result.records
         if records:
             self._pending.extend(records)
+            if result.offsets_before:
+                writes = offset_writes(records, self.written_end + 1, result.offsets_before)
+                self._committed.on_written(writes)
             end = self.written_end = self.written_end + len(records)
             ends = self._group_ends
             for record in records:
@@ -409,7 +421,11 @@ class PartitionRuntime:
                 request = inflight.get(token, _MISSING)
                 if request is _MISSING:
                     continue
-                barrier = self._barrier(request)
+                if type(request) is OffsetFetchRequest:
+                    response = self._committed.rewrite(request, response)
+                    barrier = self._suffix_barrier(request.group_id)
+                else:
+                    barrier = self._barrier(request)
                 fence = self.push_seq if confirming else None
             if barrier > durable_end or fence is not None:
                 self._hold(_Held(barrier, fence, token, response, now_ms))
@@ -428,6 +444,10 @@ class PartitionRuntime:
             if end > barrier:
                 barrier = end
         return barrier
+
+    def _suffix_barrier(self, group: str) -> int:
+        """What an OffsetFetch of `group` waits for: its records in the loaded suffix."""
+        return max(self._floor, self._suffix_ends.get(group, 0))
 
     def _prune_group_ends(self) -> None:
         durable_end = self.durable_end
@@ -474,8 +494,10 @@ class PartitionRuntime:
                 f"the log reported durable end {end_offset}, outside [{self.durable_end}, {self.written_end}]"
             )
         self.durable_end = end_offset
+        self._committed.on_committed(end_offset)
         if end_offset == self.written_end and self._group_ends:
             self._group_ends = {}  # every group's records are committed
+            self._suffix_ends = {}
         released: Released = []
         heap, confirmed = self._by_barrier, self.confirmed_seq
         while heap and heap[0][0] <= end_offset:

@@ -69,6 +69,9 @@ class Result:
     # Join phases completed here (a new generation with members), each as
     # its duration in ms: the driver's rebalance metrics.
     rebalances: list[int] = field(default_factory=list)
+    # The value each offset record of `records` replaced, in their order (None: none):
+    # the runtime answers OffsetFetch from the committed values (coordinator.committed).
+    offsets_before: list[OffsetCommitValue | None] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.records or self.responses or self.rebalances)
@@ -212,6 +215,8 @@ class Shard:
 
     def write_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """`write` for an offset record, without the dispatch on the key type."""
+        group = self.groups.get(key.group_id)
+        self._out.offsets_before.append(None if group is None else group.offsets.get(key))
         self._out.records.append(Record(key, value))
         offsets.apply_offset_record(self, key, value)
 
@@ -219,6 +224,7 @@ class Shard:
         self, group: Group, keys: list[OffsetCommitKey], values: list[OffsetCommitValue]
     ) -> None:
         """`write_offset` for many commits (not tombstones) of one live group."""
+        self._out.offsets_before.extend(map(group.offsets.get, keys))
         self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
         offsets.apply_offset_commits(group, keys, values)
 

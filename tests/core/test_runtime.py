@@ -9,6 +9,7 @@ import pytest
 from coordinator import CoordinatorConfig, Errors, Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.messages import (
+    DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -111,16 +112,20 @@ def test_a_commit_is_answered_only_once_durable() -> None:
     assert d.answer(token).errors() == {("t", 0): Errors.NONE}
 
 
-def test_a_read_waits_for_the_records_it_observed() -> None:
+def test_a_read_answers_the_committed_offsets_at_once_never_an_uncommitted_one() -> None:
     d = Driver()
     d.send(commit("g", 5))
     fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
-    assert fetch not in d.answers  # it saw offset 5, which is not durable yet
+    assert d.answer(fetch).offsets() == {("t", 0): -1}  # 5 is not durable yet: never seen
     d.flush()
-    assert d.answer(fetch).offsets() == {("t", 0): 5}
-    # With nothing pending, a read is answered at once.
     again = d.send(OffsetFetchRequest("g", (("t", 0),)))
     assert d.answer(again).offsets() == {("t", 0): 5}
+    d.send(commit("g", 6))
+    d.send(OffsetCommitRequest("g", (OffsetCommitPartition("u", 1, 7),)))
+    every = d.send(OffsetFetchRequest("g", None))  # all partitions: u-1 is not there yet
+    assert d.answer(every).offsets() == {("t", 0): 5}
+    d.flush()
+    assert d.answer(d.send(OffsetFetchRequest("g", None))).offsets() == {("t", 0): 6, ("u", 1): 7}
 
 
 def test_append_failure_answers_everything_in_flight_once_and_reload_keeps_only_durable() -> None:
@@ -367,7 +372,7 @@ def test_held_responses_time_out_once_and_the_high_watermark_then_releases_nothi
     d = Driver()
     first = d.send(commit("g", 1))
     d.now += 2_000
-    fetch = d.send(OffsetFetchRequest("g", (("t", 0),)))
+    fetch = d.send(DescribeGroupsRequest(("g",)))  # it observed g's uncommitted record
     d.runtime.take_batch()
     assert d.runtime.oldest_held_ms == d.now - 2_000
     assert d.runtime.expire_held(d.now + 2_999, 5_000) == []
@@ -375,7 +380,7 @@ def test_held_responses_time_out_once_and_the_high_watermark_then_releases_nothi
     assert d.answer(first).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
     assert fetch not in d.answers
     d.take(d.runtime.expire_held(d.now + 5_000, 5_000))
-    assert d.answer(fetch).error is Errors.NOT_COORDINATOR  # OffsetFetch's mapping of a timeout
+    assert d.answer(fetch).groups[0].error is Errors.COORDINATOR_NOT_AVAILABLE
     assert d.runtime.oldest_held_ms is None and d.runtime.inflight == 0
     d.take(d.runtime.on_durable(1, d.runtime.incarnation))
     d.take(d.runtime.expire_held(d.now + 60_000, 5_000))
@@ -417,13 +422,13 @@ def test_a_read_of_a_committed_group_is_answered_at_once_below_min_isr() -> None
     assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 1}
     described = d.answer(d.send(DescribeGroupsRequest(("g", "absent"))))
     assert [group.group_id for group in described.groups] == ["g", "absent"]
-    # A read of h observed its uncommitted offset: it waits, bounded, then the retriable error.
-    h_read = d.send(fetch("h"))
+    # OffsetFetch of h answers what is committed (nothing yet), at once; the reads that
+    # observed h's uncommitted record wait, bounded, then get the retriable error.
+    assert d.answer(d.send(fetch("h"))).offsets() == {("t", 0): -1}
     several = d.send(DescribeGroupsRequest(("g", "h")))
     listed = d.send(ListGroupsRequest())  # about every group
-    assert {h_read, several, listed}.isdisjoint(d.answers)
+    assert {several, listed}.isdisjoint(d.answers)
     d.take(d.runtime.expire_held(d.now + 5_000, 5_000))
-    assert d.answer(h_read).error is Errors.NOT_COORDINATOR
     assert d.answer(stuck).errors() == {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}
     assert d.answer(several).groups[0].error is Errors.COORDINATOR_NOT_AVAILABLE
     assert d.runtime.inflight == 0
@@ -435,11 +440,16 @@ def test_a_read_waits_for_its_groups_records_and_no_others() -> None:
     d.runtime.take_batch()  # offset 0: g
     d.send(commit("h", 2))
     d.runtime.take_batch()  # offset 1: h
-    g_read, h_read = d.send(fetch("g")), d.send(fetch("h"))
+    g_read, h_read = d.send(DescribeGroupsRequest(("g",))), d.send(DescribeGroupsRequest(("h",)))
+    g_fetch, h_fetch = d.send(fetch("g")), d.send(fetch("h"))  # the committed offsets, at once
+    assert d.answer(g_fetch).offsets() == d.answer(h_fetch).offsets() == {("t", 0): -1}
     d.take(d.runtime.on_durable(1, d.runtime.incarnation))
-    assert d.answer(g_read).offsets() == {("t", 0): 1} and h_read not in d.answers
+    assert d.answer(g_read).groups[0].group_id == "g" and h_read not in d.answers
+    assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 1}
+    assert d.answer(d.send(fetch("h"))).offsets() == {("t", 0): -1}
     d.take(d.runtime.on_durable(2, d.runtime.incarnation))
-    assert d.answer(h_read).offsets() == {("t", 0): 2}
+    assert d.answer(h_read).groups[0].group_id == "h"
+    assert d.answer(d.send(fetch("h"))).offsets() == {("t", 0): 2}
 
 
 def test_a_loaded_suffix_holds_the_reads_of_its_groups_only() -> None:
@@ -507,12 +517,12 @@ def test_a_confirmed_read_still_waits_for_its_groups_records() -> None:
     d = confirming()
     d.send(commit("g", 1))
     d.runtime.take_batch()
-    read = d.send(fetch("g"))
+    read = d.send(DescribeGroupsRequest(("g",)))
     d.runtime.on_push_sent(5)
     d.take(d.runtime.on_confirmed(5))
     assert read not in d.answers  # confirmed, but g's record is not committed
     d.take(d.runtime.on_durable(1, d.runtime.incarnation))
-    assert d.answer(read).offsets() == {("t", 0): 1}
+    assert d.answer(read).groups[0].group_id == "g"
 
 
 def test_a_read_held_for_confirmation_of_a_deposed_leader_is_not_coordinator() -> None:
@@ -542,3 +552,26 @@ def test_a_leader_alone_in_its_isr_confirms_nothing() -> None:
     d.take(d.runtime.on_confirmed(None))  # the ISR shrank to the leader: no successor possible
     assert d.answer(read).offsets() == {("t", 0): -1}
     assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): -1}
+
+
+def test_a_read_below_min_isr_answers_the_offsets_committed_before_a_stuck_write_or_deletion() -> None:
+    """Issue 24 item 2: a group's own write that cannot commit (below min ISR) holds no
+    read of it: OffsetFetch answers what is committed, as Kafka's reads at the last
+    committed offset do, and the stuck write's values appear only once committed."""
+    d = Driver()
+    d.send(commit("g", 5))
+    d.send(commit("g", 9, partition=1))
+    d.flush()
+    d.send(commit("g", 6))  # written, stuck: the ISR fell below min ISR
+    d.runtime.take_batch()
+    d.runtime.writable = False
+    assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 5}
+    assert d.answer(d.send(OffsetFetchRequest("g", None))).offsets() == {("t", 0): 5, ("t", 1): 9}
+    d.runtime.writable = True
+    d.send(DeleteGroupsRequest(("g",)))  # tombstones, uncommitted
+    d.runtime.take_batch()
+    assert d.answer(d.send(OffsetFetchRequest("g", None))).offsets() == {("t", 0): 5, ("t", 1): 9}
+    d.take(d.runtime.on_durable(d.runtime.written_end - 2, d.runtime.incarnation))  # 6, not the 2 tombstones
+    assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 6}
+    d.take(d.runtime.on_durable(d.runtime.written_end, d.runtime.incarnation))  # the deletion
+    assert d.answer(d.send(OffsetFetchRequest("g", None))).offsets() == {}
