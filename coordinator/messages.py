@@ -175,6 +175,9 @@ class OffsetCommitRequest(_Checked):
     group_instance_id: str | None = None
     # OffsetCommit v2-v4 retention_time_ms; -1 lets KIP-211 retention decide.
     retention_time_ms: int = -1
+    # The OffsetCommit API version where it changes the answer: v9+ is required from
+    # members of consumer groups (KIP-848) and answers GROUP_ID_NOT_FOUND for a missing group.
+    version: int = 8
 
 
 class PartitionResult(NamedTuple):
@@ -240,6 +243,9 @@ class OffsetFetchRequest(_Checked):
     # None asks for every committed offset of the group.
     partitions: tuple[tuple[str, int], ...] | None = None
     require_stable: bool = True
+    # OffsetFetch v9+ (KIP-848): checked against a consumer group's member.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,10 @@ Commit size limits count UTF-8 bytes, what the log stores:
 for the whole commit. Kafka checks the metadata's Java `String.length()`
 (UTF-16 code units), so non-ASCII metadata that Kafka accepts can be
 refused here; ASCII metadata gets the same answer from both.
+
+A consumer group (KIP-848) commits and fetches through the same offsets, after
+its member checks (`coordinator/consumer/offsets_check.py`); an OffsetCommit
+v9+ to a group that does not exist is GROUP_ID_NOT_FOUND, as in Kafka.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from coordinator import rebalance
+from coordinator.consumer import offsets_check as consumer_offsets
+from coordinator.consumer.group import ConsumerGroup
 from coordinator.errors import Errors
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Token
 from coordinator.messages import (
@@ -41,6 +47,7 @@ from coordinator.records import (
     Record,
 )
 from coordinator.state import GroupState
+from coordinator.status import error_response
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -83,17 +90,35 @@ def apply_offset_commits(group: Group, keys: list[OffsetCommitKey], values: list
 
 
 def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Token) -> OffsetCommitResponse:
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        return _commit_to_consumer_group(shard, consumer_group, request)
     group = shard.groups.get(request.group_id)
     if group is not None:
         return _commit(shard, group, request)
     if request.generation_id >= 0:
-        # The group failed over or the request comes from an old generation.
-        return commit_error_response(request, Errors.ILLEGAL_GENERATION)
+        # The group failed over or the request comes from an old generation;
+        # from v9 on Kafka says the group is not there.
+        missing = Errors.GROUP_ID_NOT_FOUND if request.version >= 9 else Errors.ILLEGAL_GENERATION
+        return commit_error_response(request, missing)
     # A simple consumer group, created as Kafka does; unlike Kafka it is kept
     # only if the commit stores an offset, so a refused commit leaves no
     # empty group behind for ListGroups to show.
     group = shard.get_or_create_group(request.group_id)
     response = _commit(shard, group, request)
+    rebalance.discard_if_unused(shard, group)
+    return response
+
+
+def _commit_to_consumer_group(
+    shard: Shard, consumer_group: ConsumerGroup, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    """A KIP-848 group's commit: its member checks, then the offsets of the group id."""
+    error = consumer_offsets.commit_error(consumer_group, request)
+    if error is not None:
+        return commit_error_response(request, error)
+    group = shard.get_or_create_group(request.group_id)
+    response = _store_offsets(shard, group, request)
     rebalance.discard_if_unused(shard, group)
     return response
 
@@ -198,6 +223,11 @@ def _expire_timestamp_ms(shard: Shard, request: OffsetCommitRequest) -> int:
 
 
 def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token) -> OffsetFetchResponse:
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        error = consumer_offsets.fetch_error(consumer_group, request)
+        if error is not None:
+            return error_response(request, error)  # type: ignore[return-value]
     group = shard.groups.get(request.group_id)
     stored = group.offsets if group is not None and not group.is_(DEAD) else {}
     if request.partitions is None:

@@ -65,11 +65,15 @@ class Driver:
         self.absorb_records(self.shard.update_topics(counts, self.now).records)
         return self.last
 
-    def send(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    def handle(self, request: Any) -> Any:
+        """Any request, answered at once; its records join the log."""
         result = self.shard.handle(request, self.now, "token")
         assert len(result.responses) == 1 and result.responses[0][0] == "token"
         self.absorb_records(result.records)
-        response = result.responses[0][1]
+        return result.responses[0][1]
+
+    def send(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+        response = self.handle(request)
         assert isinstance(response, ConsumerGroupHeartbeatResponse)
         return response
 
