@@ -7,6 +7,13 @@ responses to release, each response tagged with the token of the request it
 answers. A parked request (a JoinGroup waiting for the join phase, a
 follower's SyncGroup waiting for the leader) is answered in a later Result.
 
+Two group types live side by side: classic groups (`groups`) and KIP-848
+consumer groups (`consumer_groups`, driven by ConsumerGroupHeartbeat through
+`coordinator/consumer/`); one group id is never both in use. Consumer groups
+read the topics the driver gives with `update_topics(partition_counts,
+now_ms)` (volatile: set again after a load), which also bumps the group
+epoch of every group whose subscribed topics changed.
+
 Rules:
 - Offset records and tombstones change state only by being applied, through
   the same functions that replay uses. A group metadata record is derived

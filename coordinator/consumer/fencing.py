@@ -17,8 +17,9 @@ Rules, as Kafka:
 - Timers are keyed ("consumer-session", group, member) and
   ("consumer-rebalance", group, member); a timer of a member or group that
   is gone does nothing.
-Departure: Kafka 4.0 also tombstones a regex whose last subscriber leaves;
-so does this (Kafka's 1eb7644349cb had no regexes).
+Also from later Kafka: a regex whose last subscriber leaves is tombstoned
+(Kafka 4.0); the last member leaving writes the target epoch = the new group
+epoch too (KAFKA-20442, apache/kafka#22045).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def fence_member(shard: Shard, group: ConsumerGroup, member: ConsumerGroupMember
     if metadata != group.subscription_metadata:
         records.append(helpers.subscription_metadata_record(group_id, metadata))
     records.append(helpers.epoch_record(group_id, group.group_epoch + 1))
+    if len(group.members) == 1:
+        # KAFKA-20442: the last member gone, the target epoch catches up with the group's.
+        records.append(helpers.target_assignment_epoch_record(group_id, group.group_epoch + 1))
     for record in records:
         shard.write(record)
     shard.timers.cancel(session_key(group_id, member_id))

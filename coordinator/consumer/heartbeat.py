@@ -7,6 +7,10 @@ Follows `GroupMetadataManager.java` at apache/kafka 1eb7644349cb (2024-10-25):
 and `consumerGroupLeave`; Kafka 4.0 for regex subscriptions. Fencing and the
 timers are in `fencing.py`.
 
+Also from later Kafka: KAFKA-19233 (apache/kafka#21305, 2026-01): a known
+member sending epoch 0 rejoins (its epoch is not checked) instead of being
+fenced.
+
 Rules, as Kafka: the handler reads the group as it was before the request,
 collects every record, and writes them at the end (each applied by replay,
 the loading path); a failure answers the member alone and writes nothing.
@@ -25,8 +29,6 @@ Departures:
   shard keeps the group's committed offsets.
 - A member id generated for a v0 join comes from the shard's seeded random
   source (`Shard.random_uuid`), in Kafka's base64 form.
-- A known member rejoining with epoch 0 is judged by the epoch check of this
-  version (Kafka's KAFKA-19233 later accepts it as a rejoin).
 - No lazy metadata refresh: `Shard.update_topics` refreshes groups eagerly.
 """
 
@@ -237,7 +239,8 @@ class _Heartbeat:
             if found is None and not self.join:
                 raise _unknown_member(group, member_id)
             member = found or ConsumerGroupMember(member_id)
-            check_member_epoch(member.assignment_state, request.member_epoch, owned)
+            if not self.join:  # KAFKA-19233: epoch 0 from a known member is a rejoin
+                check_member_epoch(member.assignment_state, request.member_epoch, owned)
             return member
         if not self.join:
             member = _known_static_member(group, member_id, request.instance_id)

@@ -202,3 +202,26 @@ def test_a_topic_created_after_the_subscription_is_assigned() -> None:
     assert driver.ok(join("A", "foo")).assignment == ()
     driver.topics({"foo": 1})
     assert driver.ok(beat("A", 1, ())).assignment == (tp("foo", 0),)
+
+
+def test_the_last_member_leaving_brings_the_target_epoch_along() -> None:
+    driver = Driver({"foo": 1})
+    driver.ok(join("A", "foo"))
+    driver.ok(beat("A", -1))
+    assert driver.last[-2:] == [
+        helpers.epoch_record(GROUP, 2),
+        helpers.target_assignment_epoch_record(GROUP, 2),
+    ]
+    group = driver.shard.consumer_groups[GROUP]
+    assert (group.group_epoch, group.assignment_epoch, group.state.value) == (2, 2, "Empty")
+    driver.assert_replay_equals_live()
+
+
+def test_a_known_member_rejoining_with_epoch_zero_is_not_fenced() -> None:
+    driver = Driver({"foo": 2})
+    driver.ok(join("A", "foo"))
+    driver.ok(join("B", "foo"))
+    driver.ok(beat("A", 1, (tp("foo", 0, 1),)))  # A now owes a revocation
+    again = driver.ok(join("A", "foo"))  # KAFKA-19233: A lost its state and rejoins
+    assert again.member_epoch == 2 and len(owned(again.assignment)[FOO]) == 1
+    driver.assert_replay_equals_live()
