@@ -43,6 +43,8 @@ class CoordinatorConfig:
             raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
         if self.group_max_size < 1:
             raise ValueError("group_max_size must be >= 1")
+        if self.group_consumer_max_size < 1:
+            raise ValueError("group_consumer_max_size must be >= 1")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets_topic_num_partitions must be >= 1")
 

@@ -21,6 +21,8 @@ Departures:
 - A topic change refreshes every subscribed group at once (Kafka marks them
   and refreshes on their next heartbeat), writing its records in the Result
   of `update_topics`.
+- A regex record's Version counts the `update_topics` calls since the shard
+  was loaded (Kafka: the metadata image's offset); only informative.
 - Topic ids: the driver may give them; otherwise a topic's id is the
   name-based UUID `uuid5(TOPIC_ID_NAMESPACE, name)`, the same in every shard
   (Kafka assigns a random id at creation).

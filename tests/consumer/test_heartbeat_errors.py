@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator import InvalidRequestError, validate_request
 from coordinator.consumer import records as helpers
 from coordinator.consumer.group import ResolvedRegularExpression
 from coordinator.consumer.subscriptions import topic_id_for
@@ -179,3 +180,19 @@ def test_crash_and_replay_rebuilds_the_live_groups_and_their_timers() -> None:
     rebuilt.on_loaded(driver.now)
     live = {key for key in driver.shard.timers._live if key[0] != "expire-offsets"}
     assert {key for key in rebuilt.timers._live if key[0] != "expire-offsets"} == live
+
+
+def test_field_types_are_checked_at_construction_and_at_the_partition_entry() -> None:
+    validate_request(request(topic_partitions=(tp("foo", 0),), member_epoch=3))
+    with pytest.raises(TypeError):
+        request(topic_partitions=(("foo", (0,)),))
+    with pytest.raises(TypeError):
+        request(subscribed_topic_names=["foo"])
+    # A request rebuilt without its constructor (as from the wire) is checked where it enters.
+    good = request()
+    forged = object.__new__(ConsumerGroupHeartbeatRequest)
+    for name in ConsumerGroupHeartbeatRequest.__dataclass_fields__:
+        object.__setattr__(forged, name, getattr(good, name))
+    object.__setattr__(forged, "topic_partitions", (("not-a-uuid", (0,)),))
+    with pytest.raises(InvalidRequestError):
+        validate_request(forged)
