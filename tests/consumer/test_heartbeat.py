@@ -11,7 +11,7 @@ from __future__ import annotations
 from coordinator.consumer import MemberState
 from coordinator.consumer import records as helpers
 from coordinator.consumer.assignors.spec import TopicMetadata
-from coordinator.consumer.member import ConsumerGroupMember
+from coordinator.consumer.member import ConsumerGroupMember, assignment_from_topic_partitions
 from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.errors import Errors
 
@@ -225,3 +225,39 @@ def test_a_known_member_rejoining_with_epoch_zero_is_not_fenced() -> None:
     again = driver.ok(join("A", "foo"))  # KAFKA-19233: A lost its state and rejoins
     assert again.member_epoch == 2 and len(owned(again.assignment)[FOO]) == 1
     driver.assert_replay_equals_live()
+
+
+def test_updating_the_subscription_triggers_a_new_target_assignment() -> None:
+    """Kafka's testUpdatingSubscriptionTriggersNewTargetAssignment."""
+    driver = Driver({"foo": 2, "bar": 1})
+    driver.ok(join("A", "foo"))
+    response = driver.ok(beat("A", 1, subscribed_topic_names=("foo", "bar")))
+    bar = topic_id_for("bar")
+    full = {FOO: frozenset({0, 1}), bar: frozenset({0})}
+    a = ConsumerGroupMember(
+        "A",
+        member_epoch=2,
+        previous_member_epoch=1,
+        rebalance_timeout_ms=REBALANCE_MS,
+        subscribed_topic_names=frozenset({"foo", "bar"}),
+        assigned_partitions=full,
+    )
+    metadata = {"bar": TopicMetadata(bar, "bar", 1), "foo": TopicMetadata(FOO, "foo", 2)}
+    assert driver.last[0] == helpers.member_subscription_record(
+        GROUP,
+        ConsumerGroupMember(
+            "A", rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=frozenset({"foo", "bar"})
+        ),
+    )
+    assert driver.last[1:3] == [
+        helpers.subscription_metadata_record(GROUP, metadata),
+        helpers.epoch_record(GROUP, 2),
+    ]
+    target_key, target_value = driver.last[3]
+    assert target_key == helpers.target_assignment_record(GROUP, "A", full).key
+    assert assignment_from_topic_partitions(target_value.topic_partitions) == full  # type: ignore[union-attr]
+    assert driver.last[4:] == [
+        helpers.target_assignment_epoch_record(GROUP, 2),
+        helpers.current_assignment_record(GROUP, a),
+    ]
+    assert response.member_epoch == 2 and owned(response.assignment) == full
