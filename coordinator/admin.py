@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator import offsets
+from coordinator.consumer.group_types import delete_consumer_group
 from coordinator.errors import Errors
 from coordinator.group import Group, Token
 from coordinator.messages import (
@@ -79,6 +80,8 @@ def _delete_one(shard: Shard, request: DeleteGroupsRequest, group_id: str) -> Er
     if not is_valid_group_id(group_id, request):
         return Errors.INVALID_GROUP_ID
     group = shard.groups.get(group_id)
+    if group_id in shard.consumer_groups:
+        return delete_consumer_group(shard, shard.consumer_groups[group_id], group)
     if group is None or group.is_(GroupState.DEAD):
         return Errors.GROUP_ID_NOT_FOUND
     if not group.is_(GroupState.EMPTY):

@@ -17,6 +17,7 @@ v9+ to a group that does not exist is GROUP_ID_NOT_FOUND, as in Kafka.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -251,23 +252,33 @@ def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token)
 
 def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Token) -> OffsetDeleteResponse:
     group = shard.groups.get(request.group_id)
-    if group is None or group.is_(DEAD):
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    subscribed_to: Callable[[str], bool]
+    if consumer_group is not None:
+        # Kafka's ConsumerGroup.isSubscribedToTopic: by name or through a resolved regex.
+        subscribed_to = consumer_group.subscribed_topic_names.__contains__
+    elif group is None or group.is_(DEAD):
         return OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND)
-    if group.is_(EMPTY):
-        deletable = list(request.partitions)
-        subscribed: list[tuple[str, int]] = []
+    elif group.is_(EMPTY):
+        subscribed_to = _subscribed_to_nothing
     elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-        deletable = [tp for tp in request.partitions if not group.is_subscribed_to(tp[0])]
-        subscribed = [tp for tp in request.partitions if group.is_subscribed_to(tp[0])]
+        subscribed_to = group.is_subscribed_to
     else:
         return OffsetDeleteResponse(Errors.NON_EMPTY_GROUP)
+    deletable = [tp for tp in request.partitions if not subscribed_to(tp[0])]
+    subscribed = [tp for tp in request.partitions if subscribed_to(tp[0])]
+    stored = group.offsets if group is not None else {}
     for topic, partition in deletable:
-        key = OffsetCommitKey(group.group_id, topic, partition)
-        if key in group.offsets:
+        key = OffsetCommitKey(request.group_id, topic, partition)
+        if key in stored:
             shard.write_offset(key, None)
     results = [PartitionResult(t, p, Errors.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in subscribed]
     results += [PartitionResult(t, p, Errors.NONE) for t, p in deletable]
     return OffsetDeleteResponse(Errors.NONE, tuple(results))
+
+
+def _subscribed_to_nothing(topic: str) -> bool:
+    return False
 
 
 # -------------------------------------------------------------- expiration

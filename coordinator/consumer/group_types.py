@@ -4,7 +4,9 @@ Kafka's `classicGroupJoin` and `maybeDeleteEmptyConsumerGroup`
 (GroupMetadataManager.java, apache/kafka 1eb7644349cb): a JoinGroup for the
 id of an empty consumer group deletes that group (its tombstones, in replay's
 order) and creates the classic group; the heartbeat's side of the rule is in
-`heartbeat.py` (GROUP_ID_NOT_FOUND for a classic group in use).
+`heartbeat.py` (GROUP_ID_NOT_FOUND for a classic group in use). DeleteGroups
+deletes an empty consumer group (its offsets, then its tombstones) and answers
+NON_EMPTY_GROUP for one with members, as Kafka.
 
 Departure: Kafka serves a JoinGroup to a non-empty consumer group as a
 classic member inside it (online migration); this answers
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator import join
+from coordinator import join, offsets
+from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.records import group_tombstone_records
 from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest, JoinGroupResponse
 
 if TYPE_CHECKING:
+    from coordinator.group import Group
     from coordinator.shard import Response, Shard, Token
 
 
@@ -34,3 +38,14 @@ def classic_join_conflict(shard: Shard, request: JoinGroupRequest, token: Token)
     for record in group_tombstone_records(group):
         shard.write(record)
     return join.handle_join_group(shard, request, token)
+
+
+def delete_consumer_group(shard: Shard, group: ConsumerGroup, offsets_group: Group | None) -> Errors:
+    """DeleteGroups for a consumer group (Kafka's `deleteGroups`): only an empty one, offsets first."""
+    if group.members:
+        return Errors.NON_EMPTY_GROUP
+    if offsets_group is not None:
+        offsets.delete_group(shard, offsets_group)
+    for record in group_tombstone_records(group):
+        shard.write(record)
+    return Errors.NONE

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from coordinator.errors import Errors
 from coordinator.messages import (
+    DeleteGroupsRequest,
     OffsetCommitPartition,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -67,3 +69,27 @@ def test_commit_to_a_missing_group_by_version() -> None:
     assert commit(driver, 3, "A", version=9) is Errors.GROUP_ID_NOT_FOUND
     assert commit(driver, 3, "A", version=8) is Errors.ILLEGAL_GENERATION
     assert commit(driver, -1, "", version=9) is Errors.NONE, "a standalone consumer creates a simple group"
+
+
+def test_offset_delete_and_delete_groups_respect_the_consumer_group() -> None:
+    driver = Driver({"foo": 1, "bar": 1})
+    a = driver.ok(join("A", "foo"))
+    assert commit(driver, a.member_epoch, "A") is Errors.NONE
+    bar = OffsetCommitRequest(
+        GROUP, (OffsetCommitPartition("bar", 0, 7),), generation_id=a.member_epoch, member_id="A", version=9
+    )
+    driver.handle(bar)
+    answer = driver.handle(OffsetDeleteRequest(GROUP, (("foo", 0), ("bar", 0))))
+    assert answer.error is Errors.NONE
+    assert {(r.topic, r.error) for r in answer.partitions} == {
+        ("foo", Errors.GROUP_SUBSCRIBED_TO_TOPIC),
+        ("bar", Errors.NONE),
+    }
+    assert fetch(driver, None, -1).offsets() == {("foo", 0): 42}
+
+    assert driver.handle(DeleteGroupsRequest((GROUP,))).errors() == {GROUP: Errors.NON_EMPTY_GROUP}
+    driver.ok(beat("A", -1))
+    assert driver.handle(DeleteGroupsRequest((GROUP,))).errors() == {GROUP: Errors.NONE}
+    assert GROUP not in driver.shard.consumer_groups and GROUP not in driver.shard.groups
+    rebuilt = driver.replayed()
+    assert GROUP not in rebuilt.consumer_groups and GROUP not in rebuilt.groups
