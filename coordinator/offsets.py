@@ -12,7 +12,10 @@ refused here; ASCII metadata gets the same answer from both.
 
 A consumer group (KIP-848) commits and fetches through the same offsets, after
 its member checks (`coordinator/consumer/offsets_check.py`); an OffsetCommit
-v9+ to a group that does not exist is GROUP_ID_NOT_FOUND, as in Kafka.
+v9+ to a group that does not exist is GROUP_ID_NOT_FOUND, as in Kafka. Its
+offsets of subscribed topics never expire, OffsetDelete refuses them
+(GROUP_SUBSCRIBED_TO_TOPIC), and an empty consumer group without offsets is
+deleted by the expiration pass (Kafka's cleanupGroupMetadata).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator import rebalance
 from coordinator.consumer import offsets_check as consumer_offsets
 from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.group_types import delete_consumer_group
 from coordinator.errors import Errors
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Token
 from coordinator.messages import (
@@ -318,12 +322,20 @@ def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
     retention = shard.config.offsets_retention_ms
     for group in list(shard.groups.values()):
         remove_expired(shard, group, now, retention)
+    for consumer_group in list(shard.consumer_groups.values()):
+        # Kafka's maybeDeleteGroup: an empty consumer group whose offsets are all gone is deleted.
+        if not consumer_group.members and consumer_group.group_id not in shard.groups:
+            delete_consumer_group(shard, consumer_group)
     shard.timers.schedule(("expire-offsets",), now + shard.config.offsets_retention_check_interval_ms)
 
 
 def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -> None:
+    consumer_group = shard.consumer_groups.get(group.group_id)
+    # A consumer group keeps the offsets of the topics it subscribes to (Kafka's cleanupExpiredOffsets).
+    keep = consumer_group.subscribed_topic_names if consumer_group is not None else {}
     for key in expired_offsets(group, now_ms, retention_ms):
-        shard.write_offset(key, None)
+        if key.topic not in keep:
+            shard.write_offset(key, None)
     if shard.groups.get(group.group_id) is group and group.is_(EMPTY) and not group.offsets:
         delete_group(shard, group)
 

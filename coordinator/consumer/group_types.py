@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator import join, offsets
+from coordinator import join
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.records import group_tombstone_records
 from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest, JoinGroupResponse
 
 if TYPE_CHECKING:
-    from coordinator.group import Group
     from coordinator.shard import Response, Shard, Token
 
 
@@ -40,12 +39,13 @@ def classic_join_conflict(shard: Shard, request: JoinGroupRequest, token: Token)
     return join.handle_join_group(shard, request, token)
 
 
-def delete_consumer_group(shard: Shard, group: ConsumerGroup, offsets_group: Group | None) -> Errors:
-    """DeleteGroups for a consumer group (Kafka's `deleteGroups`): only an empty one, offsets first."""
+def delete_consumer_group(shard: Shard, group: ConsumerGroup) -> Errors:
+    """DeleteGroups for a consumer group (Kafka's `deleteGroups`): only an empty one.
+
+    The caller tombstones the group's offsets first, as Kafka writes them.
+    """
     if group.members:
         return Errors.NON_EMPTY_GROUP
-    if offsets_group is not None:
-        offsets.delete_group(shard, offsets_group)
     for record in group_tombstone_records(group):
         shard.write(record)
     return Errors.NONE

@@ -93,3 +93,31 @@ def test_offset_delete_and_delete_groups_respect_the_consumer_group() -> None:
     assert GROUP not in driver.shard.consumer_groups and GROUP not in driver.shard.groups
     rebuilt = driver.replayed()
     assert GROUP not in rebuilt.consumer_groups and GROUP not in rebuilt.groups
+
+
+def test_expiry_keeps_subscribed_offsets_and_deletes_an_empty_group_without_offsets() -> None:
+    driver = Driver(
+        {"foo": 1, "bar": 1}, offsets_retention_minutes=1, offsets_retention_check_interval_ms=5_000
+    )
+    a = driver.ok(join("A", "foo"))
+    commit(driver, a.member_epoch, "A")
+    driver.handle(
+        OffsetCommitRequest(
+            GROUP,
+            (OffsetCommitPartition("bar", 0, 7),),
+            generation_id=a.member_epoch,
+            member_id="A",
+            version=9,
+        )
+    )
+    retention_ms = driver.shard.config.offsets_retention_ms
+    for _ in range(8):  # two retention periods, heartbeating
+        driver.advance(15_000)
+        driver.ok(beat("A", a.member_epoch))
+    assert fetch(driver, None, -1).offsets() == {("foo", 0): 42}, "bar expired, foo is subscribed"
+
+    driver.ok(beat("A", -1))
+    driver.advance(retention_ms + driver.shard.config.offsets_retention_check_interval_ms)
+    assert GROUP not in driver.shard.groups and GROUP not in driver.shard.consumer_groups
+    rebuilt = driver.replayed()
+    assert GROUP not in rebuilt.groups and GROUP not in rebuilt.consumer_groups
