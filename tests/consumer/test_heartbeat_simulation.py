@@ -1,5 +1,6 @@
 """A seeded simulation of consumer group members on the Shard: joins, heartbeats with lost
-responses, leaves, silent crashes, growing topics, static members, and coordinator crashes
+responses, leaves, silent crashes, growing and new topics, static members, regex subscriptions
+and coordinator crashes
 (rebuilt from its records). After every step no partition is owned by two members of the group,
 and a rebuilt shard equals the live one. A failure names its seed."""
 
@@ -30,12 +31,14 @@ class Client:
     epoch: int = 0
     owned: dict[UUID, frozenset[int]] = field(default_factory=dict)
     alive: bool = True
+    regex: str | None = None
 
     def request(self, topics: tuple[str, ...]) -> ConsumerGroupHeartbeatRequest:
         owned = tuple(ConsumerGroupTopicPartitions(t, tuple(sorted(p))) for t, p in self.owned.items() if p)
         if self.epoch == 0:
+            names = None if self.regex is not None else topics
             return ConsumerGroupHeartbeatRequest(
-                GROUP, self.member_id, 0, self.instance_id, None, 20_000, topics, None, None, ()
+                GROUP, self.member_id, 0, self.instance_id, None, 20_000, names, self.regex, None, ()
             )
         return ConsumerGroupHeartbeatRequest(
             GROUP, self.member_id, self.epoch, self.instance_id, topic_partitions=owned
@@ -62,7 +65,8 @@ class Simulation:
         if roll < 0.08 and len(self.clients) < 8:
             static = self.rng.random() < 0.3
             n = len(self.clients)
-            self.clients.append(Client(f"m{n}", f"i{n}" if static else None))
+            regex = self.rng.choice([None, None, "a|c", "[a-z]"])
+            self.clients.append(Client(f"m{n}", f"i{n}" if static else None, regex=regex))
         elif roll < 0.70 and self.clients:
             self.heartbeat(self.rng.choice(self.clients))
         elif roll < 0.75 and self.clients:
@@ -70,8 +74,8 @@ class Simulation:
         elif roll < 0.78 and self.clients:
             self.rng.choice(self.clients).alive = False  # crashes silently: the session timer fences it
         elif roll < 0.81:
-            topic = self.rng.choice(sorted(self.counts))
-            self.counts[topic] += 1
+            topic = self.rng.choice(["a", "b", "c"])
+            self.counts[topic] = self.counts.get(topic, 0) + 1
             self.absorb(self.shard.update_topics(self.counts, self.now).records)
         elif roll < 0.83:
             self.reload()
@@ -89,7 +93,11 @@ class Simulation:
         ((_, response),) = result.responses
         if self.rng.random() < 0.1:
             return  # the response is lost
-        if response.error in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
+        if response.error in (
+            Errors.FENCED_MEMBER_EPOCH,
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.GROUP_ID_NOT_FOUND,
+        ):
             client.epoch, client.owned = 0, {}
             return
         if response.error is not Errors.NONE:
