@@ -19,8 +19,8 @@ leaves temporarily (static members). A changed subscription, or subscription
 metadata, bumps the group epoch; a group epoch ahead of the target epoch
 runs the group's preferred server assignor (the default, uniform, when no
 member names one). The response carries the assignment only for a full
-request (epoch 0, or rebalance timeout, names and owned partitions all set)
-or when the assigned partitions changed.
+request (epoch 0, or rebalance timeout, names or regex, and owned partitions
+all set: Kafka 4.0's rule) or when the assigned partitions changed.
 
 Departures:
 - A group id held by a classic group that has members (or a rebalance in
@@ -29,7 +29,11 @@ Departures:
   shard keeps the group's committed offsets.
 - A member id generated for a v0 join comes from the shard's seeded random
   source (`Shard.random_uuid`), in Kafka's base64 form.
-- No lazy metadata refresh: `Shard.update_topics` refreshes groups eagerly.
+- No lazy metadata refresh: `Shard.update_topics` refreshes groups eagerly,
+  and a new regex is resolved in the heartbeat that brings it
+  (`subscriptions.py`).
+- No classic-protocol members inside a consumer group, no per-group
+  session/heartbeat overrides, no throttle time.
 """
 
 from __future__ import annotations
