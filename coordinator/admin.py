@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator import offsets
+from coordinator.consumer.group_types import delete_consumer_group
 from coordinator.errors import Errors
 from coordinator.group import Group, Token
 from coordinator.messages import (
@@ -79,6 +80,13 @@ def _delete_one(shard: Shard, request: DeleteGroupsRequest, group_id: str) -> Er
     if not is_valid_group_id(group_id, request):
         return Errors.INVALID_GROUP_ID
     group = shard.groups.get(group_id)
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        if consumer_group.members:
+            return Errors.NON_EMPTY_GROUP
+        if group is not None:
+            offsets.delete_group(shard, group)
+        return delete_consumer_group(shard, consumer_group)
     if group is None or group.is_(GroupState.DEAD):
         return Errors.GROUP_ID_NOT_FOUND
     if not group.is_(GroupState.EMPTY):

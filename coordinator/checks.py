@@ -7,7 +7,7 @@ What a field of each type hint accepts:
   string on Kafka's wire; the log's encoder fails on anything else.
 - `int`: exactly an int (not a bool) within int64, Kafka's widest integer
   and the log's.
-- `bool`, `bytes`: exactly those types.
+- `bool`, `bytes`, `UUID` (a topic id): exactly those types.
 - `X | None`: None or an X. `tuple[X, ...]`: exactly a tuple of Xs;
   `tuple[X, Y]`: exactly a tuple of two.
 - a nested message (`MemberIdentity`, `OffsetCommitPartition`): exactly that
@@ -42,6 +42,7 @@ from dataclasses import fields, is_dataclass
 from functools import partial
 from operator import attrgetter, call, is_not
 from typing import Any, Union, get_args, get_origin, get_type_hints
+from uuid import UUID
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # A column of at most this many items is checked item by item: below it,
@@ -304,7 +305,9 @@ class _Message(Rule):
 
 
 _UNSET = object()
-_SCALARS: dict[Any, Rule] = {str: _Str(), int: _Int(), bool: _Exact(bool), bytes: _Exact(bytes)}
+_SCALARS: dict[Any, Rule] = {
+    str: _Str(), int: _Int(), bool: _Exact(bool), bytes: _Exact(bytes), UUID: _Exact(UUID),
+}
 _MESSAGES: dict[type, _Message] = {}
 
 

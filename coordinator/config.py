@@ -27,6 +27,10 @@ class CoordinatorConfig:
     # Kafka's message.max.bytes: a commit whose records exceed it is refused
     # with INVALID_COMMIT_OFFSET_SIZE, as Kafka maps MESSAGE_TOO_LARGE.
     offsets_max_commit_bytes: int = 1_048_588
+    # KIP-848 consumer groups (GroupCoordinatorConfig's group.consumer.*).
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = INT32_MAX
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -39,6 +43,8 @@ class CoordinatorConfig:
             raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
         if self.group_max_size < 1:
             raise ValueError("group_max_size must be >= 1")
+        if self.group_consumer_max_size < 1:
+            raise ValueError("group_consumer_max_size must be >= 1")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets_topic_num_partitions must be >= 1")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
 from typing import NamedTuple, get_args
+from uuid import UUID
 
 from coordinator.checks import check_fields, register_requests
 from coordinator.errors import Errors
@@ -174,6 +175,9 @@ class OffsetCommitRequest(_Checked):
     group_instance_id: str | None = None
     # OffsetCommit v2-v4 retention_time_ms; -1 lets KIP-211 retention decide.
     retention_time_ms: int = -1
+    # The OffsetCommit API version where it changes the answer: v9+ is required from
+    # members of consumer groups (KIP-848) and answers GROUP_ID_NOT_FOUND for a missing group.
+    version: int = 8
 
 
 class PartitionResult(NamedTuple):
@@ -239,6 +243,9 @@ class OffsetFetchRequest(_Checked):
     # None asks for every committed offset of the group.
     partitions: tuple[tuple[str, int], ...] | None = None
     require_stable: bool = True
+    # OffsetFetch v9+ (KIP-848): checked against a consumer group's member.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +344,52 @@ class OffsetDeleteResponse:
     partitions: tuple[PartitionResult, ...] = ()
 
 
+# ---------------------------------------------------- ConsumerGroupHeartbeat
+
+
+class ConsumerGroupTopicPartitions(NamedTuple):
+    """One topic's partitions, by topic id: ConsumerGroupHeartbeat's TopicPartitions."""
+
+    topic_id: UUID
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatRequest(_Checked):
+    """ConsumerGroupHeartbeat v0-1 (KIP-848). A None field means "unchanged since the last heartbeat".
+
+    `version` is the request's API version (v1 adds the regex and makes the
+    client generate its member id); `client_id`/`client_host` come from the
+    request context, as in Kafka.
+    """
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[ConsumerGroupTopicPartitions, ...] | None = None
+    version: int = 1
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatResponse:
+    """`assignment` is None when the member's assignment did not change (Kafka omits it)."""
+
+    error: Errors
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[ConsumerGroupTopicPartitions, ...] | None = None
+
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -348,6 +401,7 @@ Request = (
     | ListGroupsRequest
     | DeleteGroupsRequest
     | OffsetDeleteRequest
+    | ConsumerGroupHeartbeatRequest
 )
 
 # The classes a partition actor accepts (coordinator.checks.validate_request).

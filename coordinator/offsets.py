@@ -9,14 +9,25 @@ Commit size limits count UTF-8 bytes, what the log stores:
 for the whole commit. Kafka checks the metadata's Java `String.length()`
 (UTF-16 code units), so non-ASCII metadata that Kafka accepts can be
 refused here; ASCII metadata gets the same answer from both.
+
+A consumer group (KIP-848) commits and fetches through the same offsets, after
+its member checks (`coordinator/consumer/offsets_check.py`); an OffsetCommit
+v9+ to a group that does not exist is GROUP_ID_NOT_FOUND, as in Kafka. Its
+offsets of subscribed topics never expire, OffsetDelete refuses them
+(GROUP_SUBSCRIBED_TO_TOPIC), and an empty consumer group without offsets is
+deleted by the expiration pass (Kafka's cleanupGroupMetadata).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from coordinator import rebalance
+from coordinator.consumer import offsets_check as consumer_offsets
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.group_types import delete_consumer_group
 from coordinator.errors import Errors
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Token
 from coordinator.messages import (
@@ -41,6 +52,7 @@ from coordinator.records import (
     Record,
 )
 from coordinator.state import GroupState
+from coordinator.status import error_response
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -83,17 +95,35 @@ def apply_offset_commits(group: Group, keys: list[OffsetCommitKey], values: list
 
 
 def handle_offset_commit(shard: Shard, request: OffsetCommitRequest, token: Token) -> OffsetCommitResponse:
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        return _commit_to_consumer_group(shard, consumer_group, request)
     group = shard.groups.get(request.group_id)
     if group is not None:
         return _commit(shard, group, request)
     if request.generation_id >= 0:
-        # The group failed over or the request comes from an old generation.
-        return commit_error_response(request, Errors.ILLEGAL_GENERATION)
+        # The group failed over or the request comes from an old generation;
+        # from v9 on Kafka says the group is not there.
+        missing = Errors.GROUP_ID_NOT_FOUND if request.version >= 9 else Errors.ILLEGAL_GENERATION
+        return commit_error_response(request, missing)
     # A simple consumer group, created as Kafka does; unlike Kafka it is kept
     # only if the commit stores an offset, so a refused commit leaves no
     # empty group behind for ListGroups to show.
     group = shard.get_or_create_group(request.group_id)
     response = _commit(shard, group, request)
+    rebalance.discard_if_unused(shard, group)
+    return response
+
+
+def _commit_to_consumer_group(
+    shard: Shard, consumer_group: ConsumerGroup, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    """A KIP-848 group's commit: its member checks, then the offsets of the group id."""
+    error = consumer_offsets.commit_error(consumer_group, request)
+    if error is not None:
+        return commit_error_response(request, error)
+    group = shard.get_or_create_group(request.group_id)
+    response = _store_offsets(shard, group, request)
     rebalance.discard_if_unused(shard, group)
     return response
 
@@ -198,6 +228,11 @@ def _expire_timestamp_ms(shard: Shard, request: OffsetCommitRequest) -> int:
 
 
 def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token) -> OffsetFetchResponse:
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    if consumer_group is not None:
+        error = consumer_offsets.fetch_error(consumer_group, request)
+        if error is not None:
+            return error_response(request, error)  # type: ignore[return-value]
     group = shard.groups.get(request.group_id)
     stored = group.offsets if group is not None and not group.is_(DEAD) else {}
     if request.partitions is None:
@@ -221,23 +256,33 @@ def handle_offset_fetch(shard: Shard, request: OffsetFetchRequest, token: Token)
 
 def handle_offset_delete(shard: Shard, request: OffsetDeleteRequest, token: Token) -> OffsetDeleteResponse:
     group = shard.groups.get(request.group_id)
-    if group is None or group.is_(DEAD):
+    consumer_group = shard.consumer_groups.get(request.group_id)
+    subscribed_to: Callable[[str], bool]
+    if consumer_group is not None:
+        # Kafka's ConsumerGroup.isSubscribedToTopic: by name or through a resolved regex.
+        subscribed_to = consumer_group.subscribed_topic_names.__contains__
+    elif group is None or group.is_(DEAD):
         return OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND)
-    if group.is_(EMPTY):
-        deletable = list(request.partitions)
-        subscribed: list[tuple[str, int]] = []
+    elif group.is_(EMPTY):
+        subscribed_to = _subscribed_to_nothing
     elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-        deletable = [tp for tp in request.partitions if not group.is_subscribed_to(tp[0])]
-        subscribed = [tp for tp in request.partitions if group.is_subscribed_to(tp[0])]
+        subscribed_to = group.is_subscribed_to
     else:
         return OffsetDeleteResponse(Errors.NON_EMPTY_GROUP)
+    deletable = [tp for tp in request.partitions if not subscribed_to(tp[0])]
+    subscribed = [tp for tp in request.partitions if subscribed_to(tp[0])]
+    stored = group.offsets if group is not None else {}
     for topic, partition in deletable:
-        key = OffsetCommitKey(group.group_id, topic, partition)
-        if key in group.offsets:
+        key = OffsetCommitKey(request.group_id, topic, partition)
+        if key in stored:
             shard.write_offset(key, None)
     results = [PartitionResult(t, p, Errors.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in subscribed]
     results += [PartitionResult(t, p, Errors.NONE) for t, p in deletable]
     return OffsetDeleteResponse(Errors.NONE, tuple(results))
+
+
+def _subscribed_to_nothing(topic: str) -> bool:
+    return False
 
 
 # -------------------------------------------------------------- expiration
@@ -277,12 +322,20 @@ def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
     retention = shard.config.offsets_retention_ms
     for group in list(shard.groups.values()):
         remove_expired(shard, group, now, retention)
+    for consumer_group in list(shard.consumer_groups.values()):
+        # Kafka's maybeDeleteGroup: an empty consumer group whose offsets are all gone is deleted.
+        if not consumer_group.members and consumer_group.group_id not in shard.groups:
+            delete_consumer_group(shard, consumer_group)
     shard.timers.schedule(("expire-offsets",), now + shard.config.offsets_retention_check_interval_ms)
 
 
 def remove_expired(shard: Shard, group: Group, now_ms: int, retention_ms: int) -> None:
+    consumer_group = shard.consumer_groups.get(group.group_id)
+    # A consumer group keeps the offsets of the topics it subscribes to (Kafka's cleanupExpiredOffsets).
+    keep = consumer_group.subscribed_topic_names if consumer_group is not None else {}
     for key in expired_offsets(group, now_ms, retention_ms):
-        shard.write_offset(key, None)
+        if key.topic not in keep:
+            shard.write_offset(key, None)
     if shard.groups.get(group.group_id) is group and group.is_(EMPTY) and not group.offsets:
         delete_group(shard, group)
 

@@ -7,6 +7,13 @@ responses to release, each response tagged with the token of the request it
 answers. A parked request (a JoinGroup waiting for the join phase, a
 follower's SyncGroup waiting for the leader) is answered in a later Result.
 
+Two group types live side by side: classic groups (`groups`) and KIP-848
+consumer groups (`consumer_groups`, driven by ConsumerGroupHeartbeat through
+`coordinator/consumer/`); one group id is never both in use. Consumer groups
+read the topics the driver gives with `update_topics(partition_counts,
+now_ms)` (volatile: set again after a load), which also bumps the group
+epoch of every group whose subscribed topics changed.
+
 Rules:
 - Offset records and tombstones change state only by being applied, through
   the same functions that replay uses. A group metadata record is derived
@@ -21,7 +28,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from random import Random
@@ -30,9 +37,17 @@ from uuid import UUID
 
 from coordinator import admin, join, offsets, rebalance
 from coordinator.config import CoordinatorConfig
+from coordinator.consumer import fencing
+from coordinator.consumer.assignors.spec import TopicMetadata
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.group_types import classic_join_conflict
+from coordinator.consumer.heartbeat import handle_consumer_group_heartbeat
+from coordinator.consumer.replay import replay as replay_consumer_record
+from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
 from coordinator.group import Group
 from coordinator.messages import (
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -46,6 +61,7 @@ from coordinator.messages import (
     SyncGroupRequest,
 )
 from coordinator.records import (
+    CONSUMER_GROUP_KEY_TYPES,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -88,6 +104,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     DescribeGroupsRequest: admin.handle_describe_groups,
     ListGroupsRequest: admin.handle_list_groups,
     DeleteGroupsRequest: admin.handle_delete_groups,
+    ConsumerGroupHeartbeatRequest: handle_consumer_group_heartbeat,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -96,6 +113,8 @@ TIMER_HANDLERS: dict[str, Callable[..., None]] = {
     "join": rebalance.on_join_timer,
     "sync": rebalance.on_sync_expired,
     "expire-offsets": offsets.on_expire_offsets,
+    fencing.SESSION_TIMER: fencing.on_session_timeout,
+    fencing.REBALANCE_TIMER: fencing.on_rebalance_timeout,
 }
 
 
@@ -110,6 +129,11 @@ class Shard:
         self.config = config or CoordinatorConfig()
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        # KIP-848 consumer groups, beside the classic ones (one id is never both in use).
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # The topics the driver gives (`update_topics`): volatile, set again after a load.
+        self.topics: dict[str, TopicMetadata] = {}
+        self.topics_version = 0
         self.timers = TimerQueue()
         self.now_ms = 0
         self._ids = Random(member_id_seed)
@@ -127,6 +151,8 @@ class Shard:
         group_id = getattr(request, "group_id", None)
         if group_id is not None and not is_valid_group_id(group_id, request):
             response = error_response(request, Errors.INVALID_GROUP_ID)
+        elif type(request) is JoinGroupRequest and group_id in self.consumer_groups:
+            response = classic_join_conflict(self, request, token)
         else:
             response = handler(self, request, token)
         if response is not None:
@@ -159,6 +185,8 @@ class Shard:
             offsets.apply_offset_record(self, key, record.value)  # type: ignore[arg-type]
         elif type(key) is GroupMetadataKey:
             self.apply_group_record(key.group_id, record.value)  # type: ignore[arg-type]
+        elif type(key) in CONSUMER_GROUP_KEY_TYPES:
+            replay_consumer_record(self.consumer_groups, record)
         else:
             raise TypeError(f"unknown record key {key!r}")
 
@@ -184,7 +212,24 @@ class Shard:
                 rebalance.schedule_heartbeat(self, group, member)
             if group.size > self.config.group_max_size:
                 rebalance.prepare_rebalance(self, group)
+        fencing.schedule_loaded_timers(self)
         self.timers.schedule(EXPIRE_OFFSETS_KEY, now_ms + self.config.offsets_retention_check_interval_ms)
+        return self._end()
+
+    def update_topics(
+        self, partition_counts: Mapping[str, int], now_ms: int, topic_ids: Mapping[str, UUID] | None = None
+    ) -> Result:
+        """The driver's view of the topics (name -> partition count, optional ids) changed.
+
+        Every consumer group whose subscription metadata or regex topics change
+        gets the records that say so and a bumped group epoch (Kafka's
+        `onNewMetadataImage`, refreshed at once).
+        """
+        self._begin(now_ms)
+        self.topics = topics_from_counts(partition_counts, topic_ids, self.topics)
+        self.topics_version += 1
+        for group in list(self.consumer_groups.values()):
+            refresh_group(self, group, self.topics_version)
         return self._end()
 
     def unload(self, now_ms: int) -> Result:
@@ -197,6 +242,7 @@ class Shard:
                 member.join_token = member.sync_token = None
             group.state = GroupState.DEAD
         self.groups.clear()
+        self.consumer_groups.clear()
         self.timers.clear()
         return self._end()
 
@@ -241,6 +287,10 @@ class Shard:
         if group is None:
             group = self.groups[group_id] = Group(group_id, self.now_ms)
         group.load_record_value(value)
+
+    def random_uuid(self) -> UUID:
+        """A UUID from the shard's seeded random source (deterministic per seed)."""
+        return UUID(int=self._ids.getrandbits(128), version=4)
 
     def new_member_id(self, prefix: str) -> str:
         return f"{prefix}-{UUID(int=self._ids.getrandbits(128), version=4)}"

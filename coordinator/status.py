@@ -16,6 +16,8 @@ from typing import Any
 
 from coordinator.errors import Errors
 from coordinator.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -61,7 +63,12 @@ STATUS_ERRORS = {
 
 # Requests that accept the empty group id, as Kafka's isValidGroupId allows
 # for offset storage without group management and for admin calls.
-EMPTY_GROUP_ID_ALLOWED = (OffsetCommitRequest, OffsetFetchRequest, DescribeGroupsRequest, DeleteGroupsRequest)
+# ConsumerGroupHeartbeat answers an empty group id INVALID_REQUEST itself, as Kafka's
+# throwIfConsumerGroupHeartbeatRequestIsInvalid does.
+EMPTY_GROUP_ID_ALLOWED = (
+    OffsetCommitRequest, OffsetFetchRequest, DescribeGroupsRequest, DeleteGroupsRequest,
+    ConsumerGroupHeartbeatRequest,
+)
 
 
 def is_valid_group_id(group_id: str, request: Request) -> bool:
@@ -95,6 +102,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     ListGroupsRequest: lambda r, e: ListGroupsResponse(e),
     DeleteGroupsRequest: lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids)),
     OffsetDeleteRequest: _offset_delete_error,
+    ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
 }
 
 

@@ -1,14 +1,21 @@
 """The consumer group type of KIP-848 (ConsumerGroupHeartbeat), beside the classic group.
 
-Kafka keeps it in `coordinator/group/modern/consumer/`. This package holds its
-pure layer so far: the server-side assignors (`assignors/`), the target
-assignment (`target.py`), per-member reconciliation (`reconciliation.py`),
-the group and its members as their records describe them (`group.py`,
-`member.py`), replaying those records (`replay.py`: `replay(groups, record)`)
-and building them (`records.py`, Kafka's record helpers).
-It imports nothing from the classic group's modules, only shared ones
-(`coordinator.routing.java_string_hash`, `coordinator.errors`,
-`coordinator.records`), so the classic code can move without touching it. No I/O, no clock, no randomness.
+Kafka keeps it in `coordinator/group/modern/consumer/`. The pure model: the
+server-side assignors (`assignors/`), the target assignment (`target.py`),
+per-member reconciliation (`reconciliation.py`), the group and its members as
+their records describe them (`group.py`, `member.py`), replaying those records
+(`replay.py`: `replay(groups, record)`) and building them (`records.py`,
+Kafka's record helpers). These import only shared modules
+(`coordinator.routing`, `coordinator.errors`, `coordinator.records`).
+
+The protocol on the Shard: the ConsumerGroupHeartbeat handler
+(`heartbeat.py`), its request checks (`validation.py`), fencing and the
+session and rebalance timers (`fencing.py`), topics and regex subscriptions
+(`subscriptions.py`, RE2 through `google-re2`), the OffsetCommit/OffsetFetch
+member checks (`offsets_check.py`) and the one-id-one-type rule against the
+classic JoinGroup (`group_types.py`). These may import `coordinator.messages`,
+`coordinator.state`, `coordinator.join` and, for types only, `coordinator.shard`.
+No I/O, no clock; randomness only through the shard's seeded source.
 """
 
 from coordinator.consumer.assignors import (
