@@ -221,10 +221,13 @@ class PartitionRuntime:
         # Join phases completed (their durations, ms), for the driver's metrics.
         self.rebalances: list[int] = []
         self._inflight: dict[Token, Request] = {}
-        # Held responses (`_Held`): in the order they were decided (for expiry), by
-        # barrier until it is durable, then by fence until it is confirmed. Heap
-        # entries are (key, order, held); an entry answered meanwhile is skipped.
-        self._held: deque[_Held] = deque()
+        # Held responses (`_Held`). Those of Results with records, in the order they
+        # were decided, which is their barriers' order too (the written end grows).
+        # The others (reads) in that order (for expiry), and in heaps by barrier until
+        # it is committed, then by fence until it is confirmed: heap entries are (key,
+        # order, held), and one answered meanwhile (expired) is skipped.
+        self._writes: deque[_Held] = deque()
+        self._reads: deque[_Held] = deque()
         self._by_barrier: list[tuple[int, int, _Held]] = []
         self._by_fence: list[tuple[int, int, _Held]] = []
         self._held_order = 0
@@ -310,7 +313,8 @@ class PartitionRuntime:
     def abandon(self) -> Released:
         """Answer every request still in flight NOT_COORDINATOR (after unload's drain, or on failure)."""
         inflight, self._inflight = self._inflight, {}
-        self._held.clear()
+        self._writes.clear()
+        self._reads.clear()
         self._by_barrier, self._by_fence = [], []
         self._expired_in_heaps = 0
         self._pending = []
@@ -404,16 +408,17 @@ class PartitionRuntime:
         confirming = self.confirmed_seq is not None and self.state is RuntimeState.ACTIVE
         for token, response in result.responses:
             if records:
-                barrier, fence = self.written_end, None
-            else:
-                request = inflight.get(token, _MISSING)
-                if request is _MISSING:
-                    continue
-                barrier = self._barrier(request)
-                fence = self.push_seq if confirming else None
+                self._writes.append(_Held(self.written_end, None, token, response, now_ms))
+                continue
+            request = inflight.get(token, _MISSING)
+            if request is _MISSING:
+                continue
+            barrier = self._barrier(request)
+            fence = self.push_seq if confirming else None
             if barrier > durable_end or fence is not None:
-                self._hold(_Held(barrier, fence, token, response, now_ms))
-            elif inflight.pop(token, _MISSING) is not _MISSING:
+                self._hold_read(_Held(barrier, fence, token, response, now_ms))
+            else:
+                del inflight[token]
                 released.append((token, response))
         return released
 
@@ -434,8 +439,8 @@ class PartitionRuntime:
         self._group_ends = {g: end for g, end in self._group_ends.items() if end > durable_end}
         self._group_ends_prune_at = max(GROUP_ENDS_PRUNE_AT, 2 * len(self._group_ends))
 
-    def _hold(self, held: _Held) -> None:
-        self._held.append(held)
+    def _hold_read(self, held: _Held) -> None:
+        self._reads.append(held)
         self._held_order += 1
         if held.barrier > self.durable_end:
             heappush(self._by_barrier, (held.barrier, self._held_order, held))
@@ -477,6 +482,11 @@ class PartitionRuntime:
         if end_offset == self.written_end and self._group_ends:
             self._group_ends = {}  # every group's records are committed
         released: Released = []
+        writes = self._writes
+        while writes and writes[0].barrier <= end_offset:
+            held = writes.popleft()
+            if not held.done:
+                self._release(held, released)
         heap, confirmed = self._by_barrier, self.confirmed_seq
         while heap and heap[0][0] <= end_offset:
             held = heappop(heap)[2]
@@ -512,8 +522,16 @@ class PartitionRuntime:
         """Answer responses held `timeout_ms` or longer as a timed-out write (module rules).
 
         Held responses are in the order they were decided, so the oldest lead."""
+        released = self._expire(self._writes, now_ms, timeout_ms)
+        expired_reads = self._expire(self._reads, now_ms, timeout_ms)
+        self._expired_in_heaps += len(expired_reads)
+        if self._expired_in_heaps > max(1024, (len(self._by_barrier) + len(self._by_fence)) // 2):
+            self._drop_expired()
+        return released + expired_reads
+
+    def _expire(self, held: deque[_Held], now_ms: int, timeout_ms: int) -> Released:
         released: Released = []
-        held, inflight = self._held, self._inflight
+        inflight = self._inflight
         while held and (held[0].done or now_ms - held[0].since_ms >= timeout_ms):
             entry = held.popleft()
             if entry.done:
@@ -524,9 +542,6 @@ class PartitionRuntime:
                 fetch = type(request) is OffsetFetchRequest
                 error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
                 released.append((entry.token, error_response(request, error)))  # type: ignore[arg-type]
-            self._expired_in_heaps += 1
-        if self._expired_in_heaps > max(1024, (len(self._by_barrier) + len(self._by_fence)) // 2):
-            self._drop_expired()
         return released
 
     def _drop_expired(self) -> None:
@@ -539,16 +554,17 @@ class PartitionRuntime:
         self._expired_in_heaps = 0
 
     def _trim(self) -> None:
-        """Drop answered entries from the front of the decision order."""
-        held = self._held
-        while held and held[0].done:
-            held.popleft()
+        """Drop answered reads from the front of their decision order."""
+        reads = self._reads
+        while reads and reads[0].done:
+            reads.popleft()
 
     @property
     def oldest_held_ms(self) -> int | None:
         """When the oldest held response was decided, or None."""
         self._trim()
-        return self._held[0].since_ms if self._held else None
+        fronts = [held[0].since_ms for held in (self._writes, self._reads) if held]
+        return min(fronts, default=None)
 
     # ------------------------------------------------------------ inspection
 
