@@ -72,14 +72,13 @@ followers (its driver releases at its own durable end, as before):
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from enum import Enum
-from heapq import heapify, heappop, heappush
 from typing import Any
 
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.errors import Errors
+from coordinator.held import Held, HeldResponses
 from coordinator.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -221,29 +220,17 @@ class PartitionRuntime:
         # Join phases completed (their durations, ms), for the driver's metrics.
         self.rebalances: list[int] = []
         self._inflight: dict[Token, Request] = {}
-        # Held responses (`_Held`). Those of Results with records, in the order they
-        # were decided, which is their barriers' order too (the written end grows).
-        # The others (reads) in that order (for expiry), and in heaps by barrier until
-        # it is committed, then by fence until it is confirmed: heap entries are (key,
-        # order, held), and one answered meanwhile (expired) is skipped.
-        self._writes: deque[_Held] = deque()
-        self._reads: deque[_Held] = deque()
-        self._by_barrier: list[tuple[int, int, _Held]] = []
-        self._by_fence: list[tuple[int, int, _Held]] = []
-        self._held_order = 0
-        self._expired_in_heaps = 0
+        self._held = HeldResponses()
         # Group id -> the written end after its last record (only ends above the
         # committed end matter); every response waits at least for `_floor` (a
         # loaded suffix whose groups are unknown).
         self._group_ends: dict[str, int] = {}
         self._group_ends_prune_at = GROUP_ENDS_PRUNE_AT
         self._floor = 0
-        # Read confirmation (module rules): the last push number sent, how far every
-        # maximal-ISR follower confirmed (None: reads need no confirmation), and the
-        # newest fence a held response waits on (-1: none yet).
+        # Read confirmation (module rules): the last push number sent, and how far every
+        # maximal-ISR follower confirmed (None: reads need no confirmation).
         self.push_seq = 0
         self.confirmed_seq: int | None = None
-        self.fence_wanted = -1
         self._pending: list[Record] = []
 
     # ------------------------------------------------------------ lifecycle
@@ -313,10 +300,7 @@ class PartitionRuntime:
     def abandon(self) -> Released:
         """Answer every request still in flight NOT_COORDINATOR (after unload's drain, or on failure)."""
         inflight, self._inflight = self._inflight, {}
-        self._writes.clear()
-        self._reads.clear()
-        self._by_barrier, self._by_fence = [], []
-        self._expired_in_heaps = 0
+        self._held.clear()
         self._pending = []
         return [(token, _error_response(request)) for token, request in inflight.items()]
 
@@ -408,7 +392,7 @@ class PartitionRuntime:
         confirming = self.confirmed_seq is not None and self.state is RuntimeState.ACTIVE
         for token, response in result.responses:
             if records:
-                self._writes.append(_Held(self.written_end, None, token, response, now_ms))
+                self._held.hold_write(self.written_end, token, response, now_ms)
                 continue
             request = inflight.get(token, _MISSING)
             if request is _MISSING:
@@ -416,7 +400,7 @@ class PartitionRuntime:
             barrier = self._barrier(request)
             fence = self.push_seq if confirming else None
             if barrier > durable_end or fence is not None:
-                self._hold_read(_Held(barrier, fence, token, response, now_ms))
+                self._held.hold_read(barrier, fence, token, response, now_ms, durable_end)
             else:
                 del inflight[token]
                 released.append((token, response))
@@ -439,25 +423,10 @@ class PartitionRuntime:
         self._group_ends = {g: end for g, end in self._group_ends.items() if end > durable_end}
         self._group_ends_prune_at = max(GROUP_ENDS_PRUNE_AT, 2 * len(self._group_ends))
 
-    def _hold_read(self, held: _Held) -> None:
-        self._reads.append(held)
-        self._held_order += 1
-        if held.barrier > self.durable_end:
-            heappush(self._by_barrier, (held.barrier, self._held_order, held))
-        else:
-            self._await_fence(held)
-
-    def _await_fence(self, held: _Held) -> None:
-        fence = held.fence
-        assert fence is not None
-        heappush(self._by_fence, (fence, self._held_order, held))
-        if fence > self.fence_wanted:
-            self.fence_wanted = fence
-
-    def _release(self, held: _Held, released: Released) -> None:
-        held.done = True
-        if self._inflight.pop(held.token, _MISSING) is not _MISSING:
-            released.append((held.token, held.response))
+    def _answer(self, ready: list[Held]) -> Released:
+        """The responses of `ready` entries whose requests still wait for them."""
+        inflight = self._inflight
+        return [(h.token, h.response) for h in ready if inflight.pop(h.token, _MISSING) is not _MISSING]
 
     # ------------------------------------------------------------ durability
 
@@ -481,23 +450,7 @@ class PartitionRuntime:
         self.durable_end = end_offset
         if end_offset == self.written_end and self._group_ends:
             self._group_ends = {}  # every group's records are committed
-        released: Released = []
-        writes = self._writes
-        while writes and writes[0].barrier <= end_offset:
-            held = writes.popleft()
-            if not held.done:
-                self._release(held, released)
-        heap, confirmed = self._by_barrier, self.confirmed_seq
-        while heap and heap[0][0] <= end_offset:
-            held = heappop(heap)[2]
-            if held.done:
-                continue
-            if held.fence is None or confirmed is None or confirmed > held.fence:
-                self._release(held, released)
-            else:
-                self._await_fence(held)
-        self._trim()
-        return released
+        return self._answer(self._held.on_committed(end_offset, self.confirmed_seq))
 
     def on_push_sent(self, push_seq: int) -> None:
         """The driver sent push number `push_seq`: responses decided from now on wait for a later one."""
@@ -508,83 +461,38 @@ class PartitionRuntime:
         one in this leader epoch (None: no follower needs to): release the
         responses decided before it was sent whose barrier is durable."""
         self.confirmed_seq = confirmed_seq
-        heap = self._by_fence
-        released: Released = []
-        while heap and (confirmed_seq is None or heap[0][0] < confirmed_seq):
-            held = heappop(heap)[2]
-            if not held.done:
-                self._release(held, released)
-        if released:
-            self._trim()
-        return released
+        return self._answer(self._held.on_confirmed(confirmed_seq))
 
     def expire_held(self, now_ms: int, timeout_ms: int) -> Released:
         """Answer responses held `timeout_ms` or longer as a timed-out write (module rules).
 
         Held responses are in the order they were decided, so the oldest lead."""
-        released = self._expire(self._writes, now_ms, timeout_ms)
-        expired_reads = self._expire(self._reads, now_ms, timeout_ms)
-        self._expired_in_heaps += len(expired_reads)
-        if self._expired_in_heaps > max(1024, (len(self._by_barrier) + len(self._by_fence)) // 2):
-            self._drop_expired()
-        return released + expired_reads
-
-    def _expire(self, held: deque[_Held], now_ms: int, timeout_ms: int) -> Released:
         released: Released = []
         inflight = self._inflight
-        while held and (held[0].done or now_ms - held[0].since_ms >= timeout_ms):
-            entry = held.popleft()
-            if entry.done:
-                continue
-            entry.done = True
-            request = inflight.pop(entry.token, _MISSING)
+        for held in self._held.expire(now_ms, timeout_ms):
+            request = inflight.pop(held.token, _MISSING)
             if request is not _MISSING:
                 fetch = type(request) is OffsetFetchRequest
                 error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
-                released.append((entry.token, error_response(request, error)))  # type: ignore[arg-type]
+                released.append((held.token, error_response(request, error)))  # type: ignore[arg-type]
         return released
-
-    def _drop_expired(self) -> None:
-        """Rebuild the heaps without expired entries: below min ISR a stuck barrier
-        would otherwise keep every read that timed out on it."""
-        self._by_barrier = [entry for entry in self._by_barrier if not entry[2].done]
-        self._by_fence = [entry for entry in self._by_fence if not entry[2].done]
-        heapify(self._by_barrier)
-        heapify(self._by_fence)
-        self._expired_in_heaps = 0
-
-    def _trim(self) -> None:
-        """Drop answered reads from the front of their decision order."""
-        reads = self._reads
-        while reads and reads[0].done:
-            reads.popleft()
 
     @property
     def oldest_held_ms(self) -> int | None:
         """When the oldest held response was decided, or None."""
-        self._trim()
-        fronts = [held[0].since_ms for held in (self._writes, self._reads) if held]
-        return min(fronts, default=None)
+        return self._held.oldest_ms
+
+    @property
+    def fence_wanted(self) -> int:
+        """The newest fence a held response waited on (-1: none): the driver pushes at
+        once while its last push to a follower is not newer."""
+        return self._held.fence_wanted
 
     # ------------------------------------------------------------ inspection
 
     @property
     def inflight(self) -> int:
         return len(self._inflight)
-
-
-class _Held:
-    """A response held until its barrier is durable and its fence (if any) confirmed."""
-
-    __slots__ = ("barrier", "fence", "token", "response", "since_ms", "done")
-
-    def __init__(self, barrier: int, fence: int | None, token: Token, response: Any, since_ms: int) -> None:
-        self.barrier = barrier
-        self.fence = fence
-        self.token = token
-        self.response = response
-        self.since_ms = since_ms
-        self.done = False
 
 
 def _error_response(request: Request) -> Any:

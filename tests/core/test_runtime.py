@@ -542,3 +542,17 @@ def test_a_leader_alone_in_its_isr_confirms_nothing() -> None:
     d.take(d.runtime.on_confirmed(None))  # the ISR shrank to the leader: no successor possible
     assert d.answer(read).offsets() == {("t", 0): -1}
     assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): -1}
+
+
+def test_reads_that_time_out_behind_a_commit_that_never_comes_are_not_kept() -> None:
+    d = Driver()
+    d.send(commit("h", 1))
+    d.runtime.take_batch()  # never committed (below min ISR, say)
+    held = d.runtime._held
+    for _ in range(5):
+        reads = [d.send(fetch("h")) for _read in range(1_000)]
+        d.now += 5_000
+        d.take(d.runtime.expire_held(d.now, 5_000))
+        assert all(d.answer(read).error is Errors.NOT_COORDINATOR for read in reads)
+    assert len(held._by_barrier) <= 2_000 and d.runtime.oldest_held_ms is None
+    assert d.runtime.inflight == 0
