@@ -138,11 +138,12 @@ class ReplicaRoles:
                 await self._on_io(self._record_state, self._leadership_state(leadership))
                 await self._promote(self.follower, leadership)
             else:
+                # What the controller saw committed is committed in this ISR member's
+                # log too: the load serves it at once (issue 24), not from a HWM of 0.
+                leadership.high_watermark = max(leadership.high_watermark, known_end)
                 # Recorded before the followers hear of this epoch where the log is
                 # (forgotten_logs refuses a directory that saw a newer epoch than any
                 # state file), else by the load once it created the log.
-                # What the controller saw committed is committed in this ISR member's log too.
-                leadership.high_watermark = max(leadership.high_watermark, known_end)
                 self.epoch, self._leadership = leader_epoch, leadership
                 await self._on_io(self._record_leadership, False)
                 await self.activate(known_end)
