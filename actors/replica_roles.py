@@ -28,7 +28,8 @@ KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
   nothing is loaded. A serving leader given a newer epoch (a replica moved)
   keeps its shard and serves on. Any other replica loads its log first (as
   `activate(known_end)`: `known_end` is the committed end the controller
-  knows, so a missing or shorter log is refused, never served empty).
+  knows, so a missing or shorter log is refused, never served empty, and
+  the leader starts with it as its high watermark).
   Every leader records the state it leads with in its directory
   (`partition-state.json`, `log.replica_state`) before it serves: see
   `actors/replica_leader.py` for when it is rewritten and why it is safe.

@@ -9,6 +9,11 @@ against a baseline taken in the same run:
   1-partition commits, coalesced client) against two services started side
   by side, their rounds alternating so a drifting host slows both alike
   (target: factor 3 >= 0.5 of factor 1's throughput);
+- the cost of read confirmation (issue 24: a leader answers a read only once
+  its ISR followers answered a push sent after it): OffsetFetch throughput
+  and p50/p99 latency at factor 3 with `confirm_reads` against the same
+  service without it, side by side and alternating as above, with 64 async
+  readers; and the p50 of one reader alone, where no read shares a round;
 - failover, on 4 nodes (a 4th so that a spare node can take the lost
   replica): partition 0 holds `--groups` groups, its leader is moved to a
   worker without the controller, and that node crashes with its disk (its
@@ -169,6 +174,81 @@ def bench_throughput(cluster: Cluster, data_dir: str, args: argparse.Namespace) 
         rows.append(Row(f"commit latency {name}, factor 1", base, "ms", 1.0, "baseline"))
         value = percentile(three.latencies_ms, q)
         rows.append(Row(f"commit latency {name}, factor 3", value, "ms", value / base, "x factor 1"))
+    return rows
+
+
+# -------------------------------------------------------------------- reads
+
+# Service name -> its confirm_reads setting; the first is the baseline.
+READ_SERVICES = {"unconfirmed": False, "confirmed": True}
+
+
+async def fetch_round(client: actors.Client, groups: list[str], per_group: int, into: Pooled) -> None:
+    """Each group's offset is fetched `per_group` times, one after the other, all groups at once."""
+
+    async def reader(group: str) -> None:
+        for _ in range(per_group):
+            started = time.perf_counter()
+            response = await client.fetch_offsets_async(group, [("t", 0)])
+            into.latencies_ms.append((time.perf_counter() - started) * 1000)
+            if response.error is not Errors.NONE or response.offsets() != {("t", 0): 1}:
+                raise RuntimeError(f"{group}: fetch refused: {response}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*map(reader, groups))
+    into.seconds += time.perf_counter() - started
+    into.commits += per_group * len(groups)
+
+
+async def alternate_reads(
+    clients: dict[str, actors.Client], args: argparse.Namespace
+) -> tuple[dict[str, Pooled], dict[str, Pooled]]:
+    """(64 readers, one reader) per service, rounds alternating between the services."""
+    groups = [f"rd-{w}" for w in range(args.committers)]
+    per_group = max(1, args.calls // args.rounds // args.committers)
+    many = {name: Pooled() for name in clients}
+    alone = {name: Pooled() for name in clients}
+    for client in clients.values():
+        await commit_round(client, groups, 2, Pooled())  # offsets 0, then 1: what the reads expect
+        await fetch_round(client, groups, 2, Pooled())  # warm up
+    for _ in range(args.rounds):
+        for name, client in clients.items():
+            await fetch_round(client, groups, per_group, many[name])
+            await fetch_round(client, groups[:1], per_group, alone[name])
+    return many, alone
+
+
+def bench_reads(cluster: Cluster, data_dir: str, args: argparse.Namespace) -> list[Row]:
+    clients = {}
+    for name, confirm in READ_SERVICES.items():
+        namespace = f"{NAMESPACE}-reads-{name}"
+        settings = replace(service_settings(data_dir, namespace, 3, args.partitions), confirm_reads=confirm)
+        clients[name] = actors.start(settings=settings, address=cluster.address)
+    for client in clients.values():
+        wait_for("both services serving", lambda client=client: serving(client))  # type: ignore[misc]
+    try:
+        many, alone = asyncio.run(alternate_reads(clients, args))
+    finally:
+        for name in clients:
+            actors.stop(f"{NAMESPACE}-reads-{name}")
+    base, checked = many["unconfirmed"], many["confirmed"]
+    readers = f"{args.committers} async readers, factor 3 (min ISR 2), {args.partitions} partitions, 3 nodes"
+    rows = [
+        Row("OffsetFetch/s, reads unconfirmed", base.rate, "fetches/s", 1.0, f"baseline; {readers}"),
+        Row("OffsetFetch/s, reads confirmed", checked.rate, "fetches/s", checked.rate / base.rate,
+            "confirm_reads (the default)"),
+    ]
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        value, reference = percentile(checked.latencies_ms, q), percentile(base.latencies_ms, q)
+        rows.append(Row(f"OffsetFetch latency {name}, unconfirmed", reference, "ms", 1.0, "baseline"))
+        rows.append(
+            Row(f"OffsetFetch latency {name}, confirmed", value, "ms", value / reference, "x unconfirmed")
+        )
+    value = percentile(alone["confirmed"].latencies_ms, 0.5)
+    reference = percentile(alone["unconfirmed"].latencies_ms, 0.5)
+    rows.append(Row("OffsetFetch latency p50, one reader, unconfirmed", reference, "ms", 1.0, "baseline"))
+    rows.append(Row("OffsetFetch latency p50, one reader, confirmed", value, "ms", value / reference,
+                    f"adds {value - reference:.2f} ms: one push round trip"))
     return rows
 
 
@@ -435,8 +515,12 @@ def run(args: argparse.Namespace) -> list[Row]:
     with simulated_cluster(
         2, NAMESPACE, "raygroups-bench-replication-", system_config=FAST_NODE_FAILURE
     ) as (cluster, data_dir):
+        if args.reads_only:
+            return bench_reads(cluster, data_dir, args)
         rows = bench_throughput(cluster, data_dir, args)
         print("throughput done", flush=True)
+        rows += bench_reads(cluster, data_dir, args)
+        print("reads done", flush=True)
         cluster.add_node(num_cpus=1)  # the failover runs on 4 nodes: one is a spare
         cluster.wait_for_nodes()
         rows += failover_rows(bench_failover(cluster, data_dir, args))
@@ -446,6 +530,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes")
+    parser.add_argument("--reads-only", action="store_true", help="only the read confirmation figures")
     parser.add_argument("--calls", type=int, default=12_000, help="commits per service, all rounds")
     parser.add_argument("--committers", type=int, default=64, help="concurrent async committers")
     parser.add_argument("--rounds", type=int, default=6, help="alternations of the two services")

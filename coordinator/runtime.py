@@ -72,16 +72,16 @@ followers (its driver releases at its own durable end, as before):
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from enum import Enum
-from heapq import heapify, heappop, heappush
 from typing import Any
 
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.committed import CommittedOffsets, offset_writes
 from coordinator.errors import Errors
+from coordinator.held import Held, HeldResponses
 from coordinator.messages import (
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -106,6 +106,7 @@ _MISSING = object()
 # min.insync.replicas (Kafka's appendRecordsToLeader check, before writing).
 WRITE_REQUESTS: frozenset[type] = frozenset(
     {
+        ConsumerGroupHeartbeatRequest,
         JoinGroupRequest,
         SyncGroupRequest,
         LeaveGroupRequest,
@@ -128,6 +129,7 @@ def _groups_of(request: Any) -> tuple[str, ...]:
 # The groups whose records a request's response may depend on (module rules);
 # a request type not here (ListGroups) depends on every group.
 REQUEST_GROUPS: dict[type, Callable[[Any], tuple[str, ...]]] = {
+    ConsumerGroupHeartbeatRequest: _group_of,
     JoinGroupRequest: _group_of,
     SyncGroupRequest: _group_of,
     HeartbeatRequest: _group_of,
@@ -222,14 +224,7 @@ class PartitionRuntime:
         # Join phases completed (their durations, ms), for the driver's metrics.
         self.rebalances: list[int] = []
         self._inflight: dict[Token, Request] = {}
-        # Held responses (`_Held`): in the order they were decided (for expiry), by
-        # barrier until it is durable, then by fence until it is confirmed. Heap
-        # entries are (key, order, held); an entry answered meanwhile is skipped.
-        self._held: deque[_Held] = deque()
-        self._by_barrier: list[tuple[int, int, _Held]] = []
-        self._by_fence: list[tuple[int, int, _Held]] = []
-        self._held_order = 0
-        self._expired_in_heaps = 0
+        self._held = HeldResponses()
         # Group id -> the written end after its last record (only ends above the
         # committed end matter); every response waits at least for `_floor` (a
         # loaded suffix whose groups are unknown).
@@ -241,12 +236,10 @@ class PartitionRuntime:
         self._committed = CommittedOffsets()
         self._group_ends_prune_at = GROUP_ENDS_PRUNE_AT
         self._floor = 0
-        # Read confirmation (module rules): the last push number sent, how far every
-        # maximal-ISR follower confirmed (None: reads need no confirmation), and the
-        # newest fence a held response waits on (-1: none yet).
+        # Read confirmation (module rules): the last push number sent, and how far every
+        # maximal-ISR follower confirmed (None: reads need no confirmation).
         self.push_seq = 0
         self.confirmed_seq: int | None = None
-        self.fence_wanted = -1
         self._pending: list[Record] = []
 
     # ------------------------------------------------------------ lifecycle
@@ -320,8 +313,6 @@ class PartitionRuntime:
         inflight, self._inflight = self._inflight, {}
         self._held.clear()
         self._committed.clear()
-        self._by_barrier, self._by_fence = [], []
-        self._expired_in_heaps = 0
         self._pending = []
         return [(token, _error_response(request)) for token, request in inflight.items()]
 
@@ -416,20 +407,21 @@ class PartitionRuntime:
         confirming = self.confirmed_seq is not None and self.state is RuntimeState.ACTIVE
         for token, response in result.responses:
             if records:
-                barrier, fence = self.written_end, None
+                self._held.hold_write(self.written_end, token, response, now_ms)
+                continue
+            request = inflight.get(token, _MISSING)
+            if request is _MISSING:
+                continue
+            if type(request) is OffsetFetchRequest:
+                response = self._committed.rewrite(request, response)
+                barrier = self._suffix_barrier(request.group_id)
             else:
-                request = inflight.get(token, _MISSING)
-                if request is _MISSING:
-                    continue
-                if type(request) is OffsetFetchRequest:
-                    response = self._committed.rewrite(request, response)
-                    barrier = self._suffix_barrier(request.group_id)
-                else:
-                    barrier = self._barrier(request)
-                fence = self.push_seq if confirming else None
+                barrier = self._barrier(request)
+            fence = self.push_seq if confirming else None
             if barrier > durable_end or fence is not None:
-                self._hold(_Held(barrier, fence, token, response, now_ms))
-            elif inflight.pop(token, _MISSING) is not _MISSING:
+                self._held.hold_read(barrier, fence, token, response, now_ms, durable_end)
+            else:
+                del inflight[token]
                 released.append((token, response))
         return released
 
@@ -454,25 +446,10 @@ class PartitionRuntime:
         self._group_ends = {g: end for g, end in self._group_ends.items() if end > durable_end}
         self._group_ends_prune_at = max(GROUP_ENDS_PRUNE_AT, 2 * len(self._group_ends))
 
-    def _hold(self, held: _Held) -> None:
-        self._held.append(held)
-        self._held_order += 1
-        if held.barrier > self.durable_end:
-            heappush(self._by_barrier, (held.barrier, self._held_order, held))
-        else:
-            self._await_fence(held)
-
-    def _await_fence(self, held: _Held) -> None:
-        fence = held.fence
-        assert fence is not None
-        heappush(self._by_fence, (fence, self._held_order, held))
-        if fence > self.fence_wanted:
-            self.fence_wanted = fence
-
-    def _release(self, held: _Held, released: Released) -> None:
-        held.done = True
-        if self._inflight.pop(held.token, _MISSING) is not _MISSING:
-            released.append((held.token, held.response))
+    def _answer(self, ready: list[Held]) -> Released:
+        """The responses of `ready` entries whose requests still wait for them."""
+        inflight = self._inflight
+        return [(h.token, h.response) for h in ready if inflight.pop(h.token, _MISSING) is not _MISSING]
 
     # ------------------------------------------------------------ durability
 
@@ -498,18 +475,7 @@ class PartitionRuntime:
         if end_offset == self.written_end and self._group_ends:
             self._group_ends = {}  # every group's records are committed
             self._suffix_ends = {}
-        released: Released = []
-        heap, confirmed = self._by_barrier, self.confirmed_seq
-        while heap and heap[0][0] <= end_offset:
-            held = heappop(heap)[2]
-            if held.done:
-                continue
-            if held.fence is None or confirmed is None or confirmed > held.fence:
-                self._release(held, released)
-            else:
-                self._await_fence(held)
-        self._trim()
-        return released
+        return self._answer(self._held.on_committed(end_offset, self.confirmed_seq))
 
     def on_push_sent(self, push_seq: int) -> None:
         """The driver sent push number `push_seq`: responses decided from now on wait for a later one."""
@@ -520,77 +486,38 @@ class PartitionRuntime:
         one in this leader epoch (None: no follower needs to): release the
         responses decided before it was sent whose barrier is durable."""
         self.confirmed_seq = confirmed_seq
-        heap = self._by_fence
-        released: Released = []
-        while heap and (confirmed_seq is None or heap[0][0] < confirmed_seq):
-            held = heappop(heap)[2]
-            if not held.done:
-                self._release(held, released)
-        if released:
-            self._trim()
-        return released
+        return self._answer(self._held.on_confirmed(confirmed_seq))
 
     def expire_held(self, now_ms: int, timeout_ms: int) -> Released:
         """Answer responses held `timeout_ms` or longer as a timed-out write (module rules).
 
         Held responses are in the order they were decided, so the oldest lead."""
         released: Released = []
-        held, inflight = self._held, self._inflight
-        while held and (held[0].done or now_ms - held[0].since_ms >= timeout_ms):
-            entry = held.popleft()
-            if entry.done:
-                continue
-            entry.done = True
-            request = inflight.pop(entry.token, _MISSING)
+        inflight = self._inflight
+        for held in self._held.expire(now_ms, timeout_ms):
+            request = inflight.pop(held.token, _MISSING)
             if request is not _MISSING:
                 fetch = type(request) is OffsetFetchRequest
                 error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
-                released.append((entry.token, error_response(request, error)))  # type: ignore[arg-type]
-            self._expired_in_heaps += 1
-        if self._expired_in_heaps > max(1024, (len(self._by_barrier) + len(self._by_fence)) // 2):
-            self._drop_expired()
+                released.append((held.token, error_response(request, error)))  # type: ignore[arg-type]
         return released
-
-    def _drop_expired(self) -> None:
-        """Rebuild the heaps without expired entries: below min ISR a stuck barrier
-        would otherwise keep every read that timed out on it."""
-        self._by_barrier = [entry for entry in self._by_barrier if not entry[2].done]
-        self._by_fence = [entry for entry in self._by_fence if not entry[2].done]
-        heapify(self._by_barrier)
-        heapify(self._by_fence)
-        self._expired_in_heaps = 0
-
-    def _trim(self) -> None:
-        """Drop answered entries from the front of the decision order."""
-        held = self._held
-        while held and held[0].done:
-            held.popleft()
 
     @property
     def oldest_held_ms(self) -> int | None:
         """When the oldest held response was decided, or None."""
-        self._trim()
-        return self._held[0].since_ms if self._held else None
+        return self._held.oldest_ms
+
+    @property
+    def fence_wanted(self) -> int:
+        """The newest fence a held response waited on (-1: none): the driver pushes at
+        once while its last push to a follower is not newer."""
+        return self._held.fence_wanted
 
     # ------------------------------------------------------------ inspection
 
     @property
     def inflight(self) -> int:
         return len(self._inflight)
-
-
-class _Held:
-    """A response held until its barrier is durable and its fence (if any) confirmed."""
-
-    __slots__ = ("barrier", "fence", "token", "response", "since_ms", "done")
-
-    def __init__(self, barrier: int, fence: int | None, token: Token, response: Any, since_ms: int) -> None:
-        self.barrier = barrier
-        self.fence = fence
-        self.token = token
-        self.response = response
-        self.since_ms = since_ms
-        self.done = False
 
 
 def _error_response(request: Request) -> Any:

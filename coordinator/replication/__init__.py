@@ -9,7 +9,8 @@ the notes' section and the Kafka source it follows, and its departures:
   (section 4).
 - `follower`: what a follower accepts from a push, and its HWM (sections 2, 4).
 - `leader`: the leader's view of its replicas: caught-up tracking, ISR
-  shrink/expand proposals, the high watermark (sections 1 and 2).
+  shrink/expand proposals, the high watermark (sections 1 and 2), and the
+  push numbers that confirm its reads (Raft's read index, adapted).
 - `controller`: elections from the ISR and ISR-change validation with
   Kafka's epoch bumps (sections 1 and 4).
 - `health`: a replica's disk health and its retry backoff (section 5b of

@@ -575,3 +575,17 @@ def test_a_read_below_min_isr_answers_the_offsets_committed_before_a_stuck_write
     assert d.answer(d.send(fetch("g"))).offsets() == {("t", 0): 6}
     d.take(d.runtime.on_durable(d.runtime.written_end, d.runtime.incarnation))  # the deletion
     assert d.answer(d.send(OffsetFetchRequest("g", None))).offsets() == {}
+
+
+def test_reads_that_time_out_behind_a_commit_that_never_comes_are_not_kept() -> None:
+    d = Driver()
+    d.send(commit("h", 1))
+    d.runtime.take_batch()  # never committed (below min ISR, say)
+    held = d.runtime._held
+    for _ in range(5):
+        reads = [d.send(DescribeGroupsRequest(("h",))) for _read in range(1_000)]
+        d.now += 5_000
+        d.take(d.runtime.expire_held(d.now, 5_000))
+        assert all(d.answer(read).groups[0].error is Errors.COORDINATOR_NOT_AVAILABLE for read in reads)
+    assert len(held._by_barrier) <= 2_000 and d.runtime.oldest_held_ms is None
+    assert d.runtime.inflight == 0
