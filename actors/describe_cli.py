@@ -115,7 +115,9 @@ def group_offset_rows(
 ) -> list[list[Any]]:
     """Kafka's `collectGroupsOffsets` for one group: assigned partitions, then unassigned commits."""
     holders = [(m, assigned_partitions(m.assignment)) for m in group.members]
-    holders = sorted((h for h in holders if h[1]), key=lambda h: len(h[1]), reverse=True)
+    # Kafka's order (most partitions first); ties by member id, so the output is the same
+    # whichever member joined first.
+    holders = sorted((h for h in holders if h[1]), key=lambda h: (-len(h[1]), h[0].member_id))
     rows: list[list[Any]] = []
     held: set[tuple[str, int]] = set()
     for member, partitions in holders:
