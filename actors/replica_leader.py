@@ -270,9 +270,11 @@ class LeaderReplication:
                 link, replica, "truncate", state.leader_epoch, self.me, diverging, answer.log_end,
                 answer.last_epoch,
             )
-        if answer is None and not self.stopped:
+        if self.stopped:
+            return
+        if answer is None:
             await asyncio.sleep(self.heartbeat_s)
-        elif answer.error is Errors.KAFKA_STORAGE_ERROR and not self.stopped:
+        elif answer.error is Errors.KAFKA_STORAGE_ERROR:
             # It retries its disk with backoff: ask again soon, so it rejoins soon after.
             await asyncio.sleep(min(self.heartbeat_s, STORAGE_RETRY_S))
 

@@ -6,10 +6,13 @@ every log is byte for byte the new leader's.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
+from coordinator.runtime import RuntimeState
 
 from tests.actors.replication_support import NAMES, Cluster
 from tests.actors.support import Answers, commit, run, until
@@ -150,6 +153,34 @@ def test_a_leader_given_a_new_epoch_serves_on_from_its_shard_without_loading(tmp
         assert a.log.epoch_entries()[-1] == (2, end + 1), "the new epoch starts where the log ended"
         await until(lambda: cluster.replicas["c"].follower.log.high_watermark == end + 2, "c to have both")
         assert (await answers.wait(answers.send(a, fetch("g0")))).offsets() == {("t", 0): 50}
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_new_epoch_of_the_same_leader_keeps_serving_and_no_old_sender_fails(tmp_path: Path) -> None:
+    """A replica move bumps the leader epoch and the leader keeps its shard (`_relead`):
+    the old epoch's senders end quietly (one used to read the answer it never got and
+    fail the partition, which then reloaded: a gap of about a second)."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        a = await cluster.start()
+        answers = Answers()
+        assert (await answers.wait(answers.send(a, commit("g", 1)))).errors() == {("t", 0): Errors.NONE}
+        failures = a.runtime.failures
+        for _ in range(3):  # each new epoch stops senders waiting in their heartbeat
+            state = cluster.controller.state
+            await a.become_leader(
+                state.leader_epoch + 1, state.partition_epoch + 1, NAMES, NAMES,
+                {n: h for n, h in cluster.handles.items() if n != "a"}, cluster.controller_handle,
+            )
+            cluster.controller.state = replace(
+                state, leader_epoch=state.leader_epoch + 1, partition_epoch=state.partition_epoch + 1
+            )
+            await asyncio.sleep(a.leader.heartbeat_s * 2)
+        assert a.runtime.failures == failures and a.runtime.state is RuntimeState.ACTIVE
+        assert (await answers.wait(answers.send(a, commit("g", 2)))).errors() == {("t", 0): Errors.NONE}
         answers.all_once()
         await cluster.close()
 
