@@ -57,7 +57,7 @@ from coordinator.records import Record
 from coordinator.replication import DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
 from log.epoch import read_leader_epoch
-from log.errors import FencedEpochError, LogError, is_storage_error
+from log.errors import FencedEpochError, LogError
 from log.fsutil import check_disk
 from log.loader import groups_from, load_into
 from log.partition import PartitionLog
@@ -189,11 +189,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
                 self.metrics.load_failed(refused=True)
                 return
             except Exception as exc:
-                if is_storage_error(exc) and self.replicated:
-                    self._on_disk_failure(exc, "load")
+                if self._storage_failed(exc, "load"):
                     return
-                if is_storage_error(exc):
-                    self._note_storage_error(f"load: {exc!r}")
                 logger.warning("partition %d: load failed, retry in %.2f s: %r", self.partition, delay, exc)
                 self.runtime.on_load_failed(f"load failed: {exc!r}")
                 self._failures_seen = self.runtime.failures  # this loop retries: nothing to recover
@@ -405,8 +402,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         except Exception as exc:
             logger.exception("partition %d: the %s task failed", self.partition, name)
             self.metrics.task_failed(name)
-            if is_storage_error(exc) and self.replicated:
-                self._on_disk_failure(exc, f"the {name} task")
+            if self._storage_failed(exc, f"the {name} task"):
                 return
             self._deliver(self.runtime.on_task_failed(f"the {name} task failed: {exc!r}"))
 
@@ -443,11 +439,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
                 durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
             except Exception as exc:
                 logger.exception("partition %d: append failed", self.partition)
-                if is_storage_error(exc) and self.replicated:
-                    self._on_disk_failure(exc, "append")
+                if self._storage_failed(exc, "append"):
                     return
-                if is_storage_error(exc):
-                    self._note_storage_error(f"append: {exc!r}")
                 self._deliver(runtime.on_append_failed(repr(exc)))
                 return
             self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)

@@ -43,6 +43,7 @@ from coordinator.errors import Errors
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth
 from coordinator.runtime import PartitionRuntime
 from log.epoch import read_leader_epoch
+from log.errors import is_storage_error
 from log.fsutil import check_disk
 from log.loader import load_into
 from log.partition import PartitionLog
@@ -84,6 +85,18 @@ class DiskRecovery:
     @property
     def replicated(self) -> bool:
         return bool(self.settings.replication_factor > 1)
+
+    def _storage_failed(self, exc: BaseException, where: str) -> bool:
+        """True if `exc` was taken as a disk failure (a replica steps aside: the caller
+        stops); False if the caller goes on with the runtime's failure path (not a
+        storage error, or one of a partition without replicas, shown and counted)."""
+        if not is_storage_error(exc):
+            return False
+        if self.replicated:
+            self._on_disk_failure(exc, where)
+            return True
+        self._note_storage_error(f"{where}: {exc!r}")
+        return False
 
     def _note_storage_error(self, error: str) -> None:
         """A partition without replicas hit a storage error: shown and counted; its

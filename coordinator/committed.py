@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from coordinator.errors import Errors
 from coordinator.messages import INVALID_OFFSET, FetchedOffset, OffsetFetchRequest, OffsetFetchResponse
-from coordinator.records import OffsetCommitKey, OffsetCommitValue
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 
 Before = OffsetCommitValue | None
 
@@ -92,14 +92,14 @@ def _fetched(topic: str, partition: int, value: Before) -> FetchedOffset:
 
 
 def offset_writes(
-    records: Sequence[object], first_end: int, before: Sequence[Before]
+    records: Sequence[Record], first_end: int, before: Sequence[Before]
 ) -> list[tuple[OffsetCommitKey, int, Before]]:
     """Pair a Result's offset records (in order) with their end offsets and earlier values;
     `first_end` is the end offset of the Result's first record."""
     writes = []
     befores = iter(before)
     for index, record in enumerate(records):
-        key = record.key  # type: ignore[attr-defined]
+        key = record.key
         if type(key) is OffsetCommitKey:
             writes.append((key, first_end + index, next(befores)))
     return writes

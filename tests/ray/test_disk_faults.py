@@ -2,7 +2,7 @@
 leader's disk full or read-only, two followers' disks broken in turn, a disk
 broken past the move delay; each a case of tests/ray/disk_fault_scenario.py,
 all run in one process on one simulated cluster with a disk per node
-(tests/ray/disks.py: needs root; fails rather than skips in CI)."""
+(tests/ray/disks.py: needs root; fails, never skips, where it cannot mount)."""
 
 import tempfile
 

@@ -6,7 +6,7 @@ zombie leaders read from, overlapping faults; every partition serves again
 after each fault and is back to a full ISR after its last heal, no group
 goes more than 5 s without a commit after a single fault, no read is stale,
 no acknowledged commit is lost (see tests/ray/replicated_fault_scenario.py).
-Needs root (tests/ray/disks.py): fails rather than skips in CI."""
+Needs root (tests/ray/disks.py): fails, never skips, where it cannot mount."""
 
 import os
 import tempfile
