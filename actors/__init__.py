@@ -5,22 +5,22 @@ Applications use `actors.start()` / `actors.connect()` to get a `Client`, and
 as members of a group.
 """
 
-# First: registers the messages' compact pickled form (actors/wire.py) in
+# First: registers the messages' compact pickled form (actors/core/wire.py) in
 # every process that uses any part of the Ray layer.
-import actors.wire  # noqa: F401  # isort: skip
-from actors.async_member import AsyncGroupMember
-from actors.client import Client
-from actors.member import GroupMember
-from actors.member_types import (
+import actors.core.wire  # noqa: F401  # isort: skip
+from actors.client.client import Client
+from actors.client.retry import CoordinatorUnavailableError
+from actors.client.topics import TopicError
+from actors.core.settings import ServiceSettings
+from actors.member.api import (
     CommitFailedError,
     FencedInstanceError,
     GroupMemberError,
     OffsetAndMetadata,
 )
-from actors.retry import CoordinatorUnavailableError
+from actors.member.async_group_member import AsyncGroupMember
+from actors.member.group_member import GroupMember
 from actors.service import connect, init_local_ray, start, stop
-from actors.settings import ServiceSettings
-from actors.topics import TopicError
 
 __all__ = [
     "AsyncGroupMember",

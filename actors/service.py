@@ -16,15 +16,15 @@ from typing import Any
 
 import ray
 
-from actors import node_names
-from actors.client import Client, controller_handle
-from actors.control_state import saved_replication_factor
-from actors.controller import Controller
-from actors.forgotten_logs import recover_forgotten_logs
-from actors.ray_store import GcsKvStore
-from actors.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, settings_for_cluster
-from actors.singleton import detached_singleton
-from actors.topics import ensure_topic_registry, stop_topic_registry
+from actors.client.client import Client, controller_handle
+from actors.client.topics import ensure_topic_registry, stop_topic_registry
+from actors.controller.actor import Controller
+from actors.controller.forgotten_logs import recover_forgotten_logs
+from actors.controller.ray_store import GcsKvStore
+from actors.controller.state import saved_replication_factor
+from actors.core import node_names
+from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, settings_for_cluster
+from actors.core.singleton import detached_singleton
 from coordinator import CoordinatorConfig
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
@@ -66,13 +66,13 @@ def start(
     started and the partition count defaults to the embedded one. Without
     `settings`, the replication factor is the one given, else the one the
     service's saved metadata has, else by the live nodes: 3 (min ISR 2) from
-    3 nodes, 2 (min ISR 1) on 2, 1 on one (`actors.settings.settings_for_cluster`).
+    3 nodes, 2 (min ISR 1) on 2, 1 on one (`actors.core.settings.settings_for_cluster`).
     `shared_data_dir`: every node sees the same data directory, so a
     single-copy partition may restart on any node (otherwise only on the
     node holding its log).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
-    to start beside them (`actors/forgotten_logs.py`).
+    to start beside them (`actors/controller/forgotten_logs.py`).
     """
     embedded = not ray.is_initialized() and address is None and "RAY_ADDRESS" not in os.environ
     if embedded:

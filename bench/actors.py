@@ -3,7 +3,7 @@
 Starts an embedded local Ray cluster and the service (fsync on, initial
 rebalance delay 0) in a temporary directory and prints, for the async
 client both with one Ray call per request and coalesced (its default; see
-actors/coalesce.py):
+actors/client/coalesce.py):
 - OffsetCommit calls/s, 1 and 100 partitions per call, with many concurrent
   callers, as a ratio to a no-op method of the partition actor called the
   same way: the same request, built and sent the same way, to the same
@@ -27,8 +27,8 @@ import ray
 from rich.console import Console
 from rich.table import Table
 
-from actors.client import Client, commit_request
-from actors.coalesce import Coalescer
+from actors.client.client import Client, commit_request
+from actors.client.coalesce import Coalescer
 from bench.embedded import embedded_service
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription

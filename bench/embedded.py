@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import ray
 
 import actors
-from actors.client import Client
+from actors.client.client import Client
 from coordinator import CoordinatorConfig
 
 PARTITIONS = 4

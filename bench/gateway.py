@@ -34,8 +34,8 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.group import HeartbeatRequest
 
-from actors.client import Client
-from actors.settings import DEFAULT_NAMESPACE
+from actors.client.client import Client
+from actors.core.settings import DEFAULT_NAMESPACE
 from bench.embedded import embedded_service
 from bench.table import Row, print_table
 from coordinator import CoordinatorConfig, Errors

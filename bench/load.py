@@ -9,7 +9,7 @@ is also a ratio to `msgpack.unpackb` of the same payload bytes, timed in
 the same run: "how many times the cost of just parsing the bytes".
 
 Group commit is measured on the partition's real write path: an in-process
-`actors.partition.OffsetPartition` (a plain class until `ray.remote` wraps
+`actors.partition.actor.OffsetPartition` (a plain class until `ray.remote` wraps
 it, so no Ray is started) takes OffsetCommits from concurrent producer
 coroutines through `handle`, and its flush task appends and fsyncs
 everything pending as one batch while the next gathers.
@@ -31,8 +31,8 @@ from typing import Any
 
 import msgpack
 
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings
+from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from bench.table import Row
 from bench.table import print_table as print_table_rows
 from coordinator import Errors

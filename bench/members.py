@@ -31,8 +31,8 @@ from rich.table import Table
 
 import actors
 from actors import GroupMember
-from actors.settings import ServiceSettings
-from actors.topics import ensure_topic_registry
+from actors.client.topics import ensure_topic_registry
+from actors.core.settings import ServiceSettings
 from bench.embedded import PARTITIONS, embedded_service
 from coordinator import CoordinatorConfig
 from coordinator.topic_partition import TopicPartition

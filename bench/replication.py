@@ -50,8 +50,8 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
-from actors.settings import CONTROLLER_NAME, ServiceSettings
-from actors.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
+from actors.demo.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
 from bench.table import Row, print_table
 from coordinator import CoordinatorConfig, Errors, Shard
 from log import load_into, replica_dir

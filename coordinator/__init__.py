@@ -7,11 +7,11 @@ Nothing here imports Ray, asyncio, msgpack or file code, or reads the clock.
 """
 
 from coordinator.checks import InvalidRequestError, validate_request
+from coordinator.classic.state import GroupState
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import Errors
 from coordinator.routing import java_string_hash, partition_for
 from coordinator.shard import Result, Shard
-from coordinator.state import GroupState
 from coordinator.status import CoordinatorStatus, precheck
 
 __all__ = [

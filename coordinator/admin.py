@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator import offsets
-from coordinator.consumer.group_types import delete_consumer_group
+from coordinator.classic.group import Group, Token
+from coordinator.classic.state import STATES_BY_LOWER_NAME, GroupState
 from coordinator.errors import Errors
-from coordinator.group import Group, Token
+from coordinator.group_types import delete_consumer_group
 from coordinator.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -19,7 +20,6 @@ from coordinator.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from coordinator.state import STATES_BY_LOWER_NAME, GroupState
 from coordinator.status import is_valid_group_id
 
 if TYPE_CHECKING:

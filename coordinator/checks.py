@@ -18,7 +18,7 @@ equality inside the shard, and Ray ships classes by value.
 `check_fields(obj)` runs at construction and raises TypeError (wrong type)
 or ValueError (a value the log cannot encode). `validate_request(obj)` runs
 where a request enters a partition actor: a request rebuilt from the wire
-form (actors/wire.py) or made with `object.__new__` skipped its
+form (actors/core/wire.py) or made with `object.__new__` skipped its
 construction, so the actor trusts nothing. It accepts only the classes
 coordinator.messages registers, by exact type, and raises
 InvalidRequestError.

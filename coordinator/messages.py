@@ -5,7 +5,7 @@ the Python types of their fields at construction (coordinator/checks.py) and
 raise TypeError or ValueError with a clear message; protocol-level problems
 (a bad session timeout, an unknown member) are answered with a Kafka error
 code instead. Their compact pickled form lives with the Ray layer, in
-actors/wire.py.
+actors/core/wire.py.
 
 Messages are frozen dataclasses, except the per-partition items of
 OffsetCommit (`OffsetCommitPartition`, `PartitionResult`): a commit carries

@@ -24,12 +24,13 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from coordinator import rebalance
+from coordinator.classic import rebalance
+from coordinator.classic.group import CONSUMER_PROTOCOL_TYPE, Group, Token
+from coordinator.classic.state import GroupState
 from coordinator.consumer import offsets_check as consumer_offsets
 from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.group_types import delete_consumer_group
 from coordinator.errors import Errors
-from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, Token
+from coordinator.group_types import delete_consumer_group
 from coordinator.messages import (
     INVALID_OFFSET,
     UNKNOWN_MEMBER_ID,
@@ -51,7 +52,6 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
-from coordinator.state import GroupState
 from coordinator.status import error_response
 
 if TYPE_CHECKING:

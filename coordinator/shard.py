@@ -35,17 +35,19 @@ from random import Random
 from typing import Any
 from uuid import UUID
 
-from coordinator import admin, join, offsets, rebalance
+from coordinator import admin, offsets
+from coordinator.classic import join, rebalance
+from coordinator.classic.group import Group
+from coordinator.classic.state import GroupState
 from coordinator.config import CoordinatorConfig
 from coordinator.consumer import fencing
 from coordinator.consumer.assignors.spec import TopicMetadata
 from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.group_types import classic_join_conflict
 from coordinator.consumer.heartbeat import handle_consumer_group_heartbeat
 from coordinator.consumer.replay import replay as replay_consumer_record
 from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
-from coordinator.group import Group
+from coordinator.group_types import classic_join_conflict
 from coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
@@ -68,7 +70,6 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
-from coordinator.state import GroupState
 from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
 

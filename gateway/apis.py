@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actors.client import Client
+from actors.client.client import Client
 from gateway.handlers import admin, data, membership, metadata, offsets
 
 # api key -> (min, max) version advertised.

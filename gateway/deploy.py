@@ -30,8 +30,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.client import Client, controller_handle
-from actors.settings import DEFAULT_NAMESPACE
+from actors.client.client import Client, controller_handle
+from actors.core.settings import DEFAULT_NAMESPACE
 from gateway.security import SecurityConfig, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway, Limits
 

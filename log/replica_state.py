@@ -4,14 +4,14 @@ A leader of a replicated offsets partition records here the controller's
 committed state it leads with (replicas, ISR, itself, leader and partition
 epochs, and the service's partition count and replication factor). A full
 restart of the Ray cluster loses the controller's metadata (Ray's GCS);
-these files are what it is rebuilt from (`actors/forgotten_logs.py`).
+these files are what it is rebuilt from (`actors/controller/forgotten_logs.py`).
 
 Rules: one JSON object `{"version": 1, ...}`, replaced atomically
 (`fsutil.atomic_write_json`: temp file, fsync, rename, directory fsync), so a
 reader sees the old state or the new one, never a torn one. A missing file
 is None (no leader wrote here); an unreadable one is refused rather than
 guessed, as the leader-epoch file is. When and why a leader writes it is the
-leader's business (`actors/replica_leader.py`).
+leader's business (`actors/partition/leader.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`raygroups lag` and `raygroups report`: offset analytics from the command line.
 
-Owns the two analytics subcommands; `actors/cli.py` mounts them with
+Owns the two analytics subcommands; `actors/cli/main.py` mounts them with
 `add_parsers` and dispatches to `COMMANDS`. Rules:
 - Importing this module is cheap (no Spark, no Ray): the heavy imports
   happen when a command runs, so other subcommands start fast.
@@ -18,10 +18,10 @@ Owns the two analytics subcommands; `actors/cli.py` mounts them with
   partition, and the output says which (`args.ends_source`).
 - The log is read through the running service's replicas (`replica_reader`:
   no shared filesystem needed), whose handles the caller's `service_log`
-  gives (`actors/cli.py` passes one: spark_bridge never imports actors).
+  gives (`actors/cli/main.py` passes one: spark_bridge never imports actors).
   `--data-dir` reads a directory instead: offline analysis of a copied log.
-- Output: tables through the caller's `print_table` (`actors/cli.py` passes
-  `actors.table_output.print_table`: a terminal table or plain aligned text,
+- Output: tables through the caller's `print_table` (`actors/cli/main.py` passes
+  `actors.cli.tables.print_table`: a terminal table or plain aligned text,
   never a cut value); notes such as where lag was measured to go to stderr.
   Spark, its JVMs, Ray Data and py4j print nothing else unless `--verbose`
   (`quiet`); their captured output comes with the error when one fails.
@@ -55,12 +55,12 @@ ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 # The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
 ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
 # A description -> a context that shows progress while it runs (on a terminal) and yields a
-# function replacing the description: actors.table_output.progress (spark_bridge never imports actors).
+# function replacing the description: actors.cli.tables.progress (spark_bridge never imports actors).
 Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
 
 
 class TablePrinter(Protocol):
-    """actors.table_output.print_table (spark_bridge never imports actors)."""
+    """actors.cli.tables.print_table (spark_bridge never imports actors)."""
 
     def __call__(
         self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], as_json: bool

@@ -6,7 +6,7 @@ gives for the same log. The handles come from the caller (the CLI asks the
 controller's `log_sources`): spark_bridge never imports actors. Rules:
 - The replicas are asked, never a path: `log_files()` lists the committed
   segment files of a replica's own log directory, `read_log_file(name,
-  offset, length)` returns their bytes (actors/log_export.py). Only the
+  offset, length)` returns their bytes (actors/partition/export.py). Only the
   committed part is listed, so a live log is read up to its high watermark.
 - Planning lists each partition once (on the driver) and makes one read
   task per segment: the records of `[base, next segment's base)`, the first

@@ -14,8 +14,8 @@ import pytest
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 # Messages pickle in their compact form in every test, whichever tests ran
-# before: importing actors.wire registers it (tests/core/test_wire.py checks).
-import actors.wire  # noqa: E402, F401
+# before: importing actors.core.wire registers it (tests/core/test_wire.py checks).
+import actors.core.wire  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session")

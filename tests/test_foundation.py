@@ -25,7 +25,7 @@ def test_top_level_package_resolves_to_this_repository(name: str) -> None:
 
 
 def test_cli_requires_a_command() -> None:
-    from actors.cli import main
+    from actors.cli.main import main
 
     with pytest.raises(SystemExit) as exc:
         main([])
@@ -46,7 +46,7 @@ def test_cluster_yaml_is_a_launcher_config() -> None:
 
 
 def test_cluster_yaml_detects_a_lost_node_as_fast_as_the_demo_and_benchmark() -> None:
-    from actors.sim_cluster import FAST_NODE_FAILURE
+    from actors.demo.sim_cluster import FAST_NODE_FAILURE
 
     config = yaml.safe_load((REPO_ROOT / "cluster.yaml").read_text(encoding="utf-8"))
     head = " ".join(config["head_start_ray_commands"])

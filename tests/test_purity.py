@@ -155,7 +155,7 @@ def test_checker_reports_each_violation_with_file_and_line(tmp_path: Path) -> No
         "    open('x')\n"
         "    return rnd.random()\n",
     )
-    _write(tmp_path, "log/bad.py", "import actors.cli\nfrom spark_bridge import reader\nimport ray\n")
+    _write(tmp_path, "log/bad.py", "import actors.cli.main\nfrom spark_bridge import reader\nimport ray\n")
     _write(tmp_path, "spark_bridge/bad.py", "\n\nfrom actors import connect\n")
     _write(tmp_path, "coordinator/broken.py", "def (:\n")
 
@@ -170,7 +170,7 @@ def test_checker_reports_each_violation_with_file_and_line(tmp_path: Path) -> No
         "coordinator/assignors/bad.py:8: coordinator/ must not call 'open()'",
         "coordinator/assignors/bad.py:9: coordinator/ must not use 'random.random'",
         "coordinator/broken.py:1: cannot parse: invalid syntax",
-        "log/bad.py:1: log/ must not import 'actors.cli'",
+        "log/bad.py:1: log/ must not import 'actors.cli.main'",
         "log/bad.py:2: log/ must not import 'spark_bridge'",
         "log/bad.py:3: log/ must not import 'ray'",
         "spark_bridge/bad.py:3: spark_bridge/ must not import 'actors'",

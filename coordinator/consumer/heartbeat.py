@@ -42,6 +42,7 @@ import base64
 import dataclasses
 from typing import TYPE_CHECKING
 
+from coordinator.classic.state import GroupState
 from coordinator.consumer import records as helpers
 from coordinator.consumer.assignors import ASSIGNORS, DEFAULT_ASSIGNOR_NAME, PartitionAssignorError
 from coordinator.consumer.assignors.spec import EMPTY_ASSIGNMENT, Assignment, SubscriptionType, TopicMetadata
@@ -85,7 +86,6 @@ from coordinator.messages import (
     ConsumerGroupTopicPartitions,
 )
 from coordinator.records import Record
-from coordinator.state import GroupState
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard, Token

@@ -1,7 +1,7 @@
 """Sending translated requests through the service client, with Kafka's answer when it cannot.
 
 The client retries a coordinator that moves or reloads until its deadline
-(actors/client.py); past it, the Kafka client gets COORDINATOR_NOT_AVAILABLE
+(actors/client/client.py); past it, the Kafka client gets COORDINATOR_NOT_AVAILABLE
 in the request's own response, as a broker answers for a group whose
 offsets partition has no leader, and rediscovers its coordinator. Any other
 exception (a request the coordinator refuses as malformed) propagates, and
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from actors.retry import CoordinatorUnavailableError
+from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
     DeleteGroupsRequest,

@@ -43,7 +43,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from actors import topics as registry
+from actors.client import topics as registry
 from coordinator.errors import Errors
 from coordinator.messages import (
     FetchedOffset,

@@ -1,6 +1,6 @@
 """What the gateway tells Kafka clients about topics: the topic registry, seen as a broker's log.
 
-raygroups holds no topic data; the registry (actors/topics.py) knows each
+raygroups holds no topic data; the registry (actors/client/topics.py) knows each
 topic's partition count and each partition's log start and end offsets as
 producers or adapters report them. Rules:
 - A partition exists when the registry has its topic with more partitions
@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from actors import topics as registry
+from actors.client import topics as registry
 from coordinator.errors import Errors
 
 if TYPE_CHECKING:

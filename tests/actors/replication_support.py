@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings
+from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig, Errors
 from coordinator.replication import IsrChange, PartitionState, validate_isr_change
 from log import replica_dir

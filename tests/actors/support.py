@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings
+from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
 
 WAIT_S = 20.0

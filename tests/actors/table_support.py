@@ -65,10 +65,10 @@ def columns_on_terminal(
 ) -> tuple[list[str], str]:
     """Run a command that prints one table on a terminal `width` wide: it exits 0 and
     no line is cut or wider; each column's text (`column_texts`) and the whole output."""
-    from actors import table_output
+    from actors.cli import tables
 
     console = terminal(width)
-    monkeypatch.setattr(table_output, "console", console)
+    monkeypatch.setattr(tables, "console", console)
     assert run() == 0
     text = output(console)
     assert "…" not in text and all(len(line) <= width for line in text.splitlines())

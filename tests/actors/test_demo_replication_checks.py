@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors.demo_replication import Ack, commits_in_log, longest_gap, missing_from_logs, not_served
+from actors.demo.replicated import Ack, commits_in_log, longest_gap, missing_from_logs, not_served
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from actors.end_history import HISTORY_FILE, EndOffsetHistory, HistoryLimits
-from actors.settings import ServiceSettings
-from actors.topics import TOPICS_FILE, TopicRegistry
+from actors.client.end_history import HISTORY_FILE, EndOffsetHistory, HistoryLimits
+from actors.client.topics import TOPICS_FILE, TopicRegistry
+from actors.core.settings import ServiceSettings
 from coordinator.errors import Errors
 
 MINUTE_MS = 60_000

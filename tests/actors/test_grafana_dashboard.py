@@ -1,6 +1,6 @@
 """The shipped Grafana dashboard (actors/dashboards/raygroups.json) against the metrics the service exports.
 
-Every metric `actors/metrics.py` declares must be drawn, under the name Ray's
+Every metric `actors/core/metrics.py` declares must be drawn, under the name Ray's
 Prometheus endpoint gives it (`ray_` prefix; counters `_total`; histograms
 through their `_bucket` series); the JSON must be a dashboard Grafana loads:
 unique panel ids, a grid position each, Prometheus targets through the
@@ -26,8 +26,8 @@ BUILT_IN_VARIABLES = {"__rate_interval", "__interval", "__all"}
 
 
 def declared_metrics() -> dict[str, str]:
-    """{name: kind} of every metrics.Counter/Gauge/Histogram(name, ...) in actors/metrics.py."""
-    tree = ast.parse((ROOT / "actors" / "metrics.py").read_text(encoding="utf-8"))
+    """{name: kind} of every metrics.Counter/Gauge/Histogram(name, ...) in actors/core/metrics.py."""
+    tree = ast.parse((ROOT / "actors" / "core" / "metrics.py").read_text(encoding="utf-8"))
     found = {}
     for node in ast.walk(tree):
         if (

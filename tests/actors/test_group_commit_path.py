@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import log.partition as log_partition
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings
+from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 

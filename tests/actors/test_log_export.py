@@ -1,4 +1,4 @@
-"""The partition actor's log export (`actors.log_export`) without Ray: it lists the
+"""The partition actor's log export (`actors.partition.export`) without Ray: it lists the
 committed segment files of its own log directory and serves their bytes, and
 refuses bad arguments to the caller alone while it goes on serving."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from actors.log_export import MAX_READ_BYTES, LogNotServed
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings, partition_dir
+from actors.core.settings import ServiceSettings, partition_dir
+from actors.partition.actor import OffsetPartition
+from actors.partition.export import MAX_READ_BYTES, LogNotServed
 from coordinator import Errors
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 from log.config import LogConfig

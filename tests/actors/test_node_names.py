@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from actors.node_names import NODE_LABEL, DuplicateNodeNameError, live_names, node_name
+from actors.core.node_names import NODE_LABEL, DuplicateNodeNameError, live_names, node_name
 
 
 def entry(node_id: str, alive: bool = True, name: str | None = None) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-import actors.log_maintenance as log_maintenance
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings, partition_dir
+import actors.partition.maintenance as log_maintenance
+from actors.core.settings import ServiceSettings, partition_dir
+from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig, Errors
 from coordinator.messages import JoinGroupRequest, OffsetFetchRequest
 
@@ -216,6 +216,6 @@ def test_malformed_input_to_the_entry_points_is_refused_to_that_caller(tmp_path:
 
 
 def partition_module_loads(data: bytes) -> list[tuple[int, Any]]:
-    from actors.wire import loads_response
+    from actors.core.wire import loads_response
 
     return loads_response(data)  # type: ignore[no-any-return]

@@ -1,4 +1,4 @@
-"""The replication link (actors/replica_link.py) on real sockets, without Ray:
+"""The replication link (actors/partition/link.py) on real sockets, without Ray:
 the follower's listener takes only authenticated, well-formed requests and
 closes any other connection alone; the leader's side reconnects after a
 failure and goes through the Ray methods where the link cannot be reached."""
@@ -12,9 +12,9 @@ from typing import Any
 import msgpack
 import pytest
 
-import actors.replica_link as link_module
-from actors.replica_follower import PushAnswer
-from actors.replica_link import FollowerLink, LinkError, LinkServer, encode_request, frame, parse_request
+import actors.partition.link as link_module
+from actors.partition.follower import PushAnswer
+from actors.partition.link import FollowerLink, LinkError, LinkServer, encode_request, frame, parse_request
 from coordinator.errors import Errors
 
 from tests.actors.replication_support import FakeHandle

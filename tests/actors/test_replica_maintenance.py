@@ -1,4 +1,4 @@
-"""Log maintenance on every replica (actors/log_maintenance.py): followers
+"""Log maintenance on every replica (actors/partition/maintenance.py): followers
 snapshot and compact their own logs as the leader does, up to their high
 watermark, and the state their logs load to stays the leader's."""
 

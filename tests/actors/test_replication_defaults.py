@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import actors
-from actors import cli
-from actors.control_replicas import ReplicatedPlane
-from actors.control_state import ControlState, saved_replication_factor
-from actors.metrics import ControllerMetrics
-from actors.settings import (
+from actors.cli.main import main
+from actors.controller.replicas import ReplicatedPlane
+from actors.controller.state import ControlState, saved_replication_factor
+from actors.core.metrics import ControllerMetrics
+from actors.core.settings import (
     CLUSTER_PARTITIONS,
     EMBEDDED_PARTITIONS,
     replication_defaults,
@@ -97,8 +97,8 @@ def test_raygroups_start_hands_the_operator_s_choices_to_actors_start(monkeypatc
         return Started()
 
     monkeypatch.setattr(actors, "start", start)
-    assert cli.main(["start", "--data-dir", "/d", "--shared-data-dir", "--json"]) == 0
-    assert cli.main(["start", "--data-dir", "/d", "--replication-factor", "2", "--min-insync-replicas",
+    assert main(["start", "--data-dir", "/d", "--shared-data-dir", "--json"]) == 0
+    assert main(["start", "--data-dir", "/d", "--replication-factor", "2", "--min-insync-replicas",
                      "2", "--json"]) == 0
     first, second = calls
     assert first["shared_data_dir"] is True

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from actors.settings import ServiceSettings, partition_dir, replication_defaults
+from actors.core.settings import ServiceSettings, partition_dir, replication_defaults
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, OffsetFetchRequest
 

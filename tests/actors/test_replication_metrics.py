@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from actors.metrics import ControllerMetrics, PartitionMetrics
+from actors.core.metrics import ControllerMetrics, PartitionMetrics
 from coordinator import Errors
 
 from tests.actors.replication_support import Cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.settings import ServiceSettings, partition_dir
+from actors.core.settings import ServiceSettings, partition_dir
 from coordinator import CoordinatorConfig, Errors
 from coordinator.messages import OffsetFetchRequest
 

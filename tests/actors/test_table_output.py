@@ -1,4 +1,4 @@
-"""actors.table_output: no value is ever cut, on an 80-column terminal or off a terminal;
+"""actors.cli.tables: no value is ever cut, on an 80-column terminal or off a terminal;
 JSON as it always was; progress only on a terminal. Pure: rich consoles on StringIO."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from actors.table_output import (
+from actors.cli.tables import (
     MIN_COLUMN_WIDTH,
     column_widths,
     fit_widths,

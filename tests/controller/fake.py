@@ -9,8 +9,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.control_cluster import ActorGone, CallFailed, NameTaken, Unreachable
-from actors.control_state import NEVER_LOADED
+from actors.controller.cluster_view import ActorGone, CallFailed, NameTaken, Unreachable
+from actors.controller.state import NEVER_LOADED
 
 
 class ControllerCrash(BaseException):
@@ -57,13 +57,13 @@ class FakeActor:
     hangs: bool = False
     kill_polls_left: int = 0
     killed: bool = False
-    # The replica role contract (actors/replica_roles.py), for the replicated plane.
+    # The replica role contract (actors/partition/roles.py), for the replicated plane.
     role: str = "none"
     partition_epoch: int = 0
     isr: tuple[str, ...] = ()
     followers: dict[str, Any] = field(default_factory=dict)
     leader_node: str | None = None
-    # The probe's `disk` entry (actors/replica_recovery.py): a failed disk when `failed`.
+    # The probe's `disk` entry (actors/partition/recovery.py): a failed disk when `failed`.
     disk: dict[str, Any] = field(default_factory=lambda: {"failed": False})
 
     def fail_disk(self, error: str = "append: [Errno 28] No space left on device") -> None:

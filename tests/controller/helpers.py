@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from actors.control import ControlPlane
-from actors.metrics import ControllerMetrics
-from actors.settings import ServiceSettings
+from actors.controller.plane import ControlPlane
+from actors.core.metrics import ControllerMetrics
+from actors.core.settings import ServiceSettings
 
 from tests.controller.fake import FakeCluster, ManualClock, MemoryStore
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from ray.exceptions import RayTaskError
 
-from actors import admin_cli
-from actors.admin_cli import cmd_elect_leader
-from actors.cli import build_parser
+from actors.cli import admin
+from actors.cli.admin import cmd_elect_leader
+from actors.cli.main import build_parser
 
 N2 = "b2" * 28
 
@@ -37,7 +37,7 @@ class Elections:
 @pytest.fixture
 def elections(monkeypatch: pytest.MonkeyPatch) -> Elections:
     recorder = Elections()
-    monkeypatch.setattr(admin_cli, "request_election", recorder)
+    monkeypatch.setattr(admin, "request_election", recorder)
     return recorder
 
 
@@ -54,7 +54,7 @@ def test_parsing() -> None:
     parsed = (args.command, args.partition, args.unclean, args.yes, args.json)
     assert parsed == ("elect-leader", 3, True, False, True)
     assert (parse("4").unclean, parse("4").yes) == (False, False)
-    assert admin_cli.ADMIN_COMMANDS["elect-leader"] is cmd_elect_leader
+    assert admin.ADMIN_COMMANDS["elect-leader"] is cmd_elect_leader
 
 
 def test_a_clean_election_asks_nothing_and_prints_the_new_leader(

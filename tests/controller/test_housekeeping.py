@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from actors.control_cluster import PARTITION_ACTOR_PREFIX
+from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
 
 from tests.controller.fake import FakeCluster, ManualClock, MemoryStore
 from tests.controller.helpers import make_plane, run

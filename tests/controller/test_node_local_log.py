@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from actors.admin_cli import cmd_status
+from actors.cli.admin import cmd_status
 
 from tests.controller.fake import FakeCluster, ManualClock, MemoryStore
 from tests.controller.helpers import leader_of, make_plane, run, watch

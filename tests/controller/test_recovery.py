@@ -1,4 +1,4 @@
-"""Recovery after a full Ray cluster restart (actors/forgotten_logs.py): the controller's
+"""Recovery after a full Ray cluster restart (actors/controller/forgotten_logs.py): the controller's
 metadata rebuilt from the replicas' state files (the newest wins), the controller electing
 from the recovered ISR among live replicas, and refusals where that is not safe."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from actors.forgotten_logs import ForgottenLogsError, recover_state, scan_replicas
+from actors.controller.forgotten_logs import ForgottenLogsError, recover_state, scan_replicas
 from log import replica_dir
 from log.epoch import write_leader_epoch
 from log.replica_state import ReplicaState, write_replica_state

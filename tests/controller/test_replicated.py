@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from actors.control_replicas import ReplicatedPlane
-from actors.metrics import ControllerMetrics
+from actors.controller.replicas import ReplicatedPlane
+from actors.core.metrics import ControllerMetrics
 from coordinator.errors import Errors
 from coordinator.replication import IsrChange, IsrChangeKind
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from actors.control_state import NEVER_LOADED
+from actors.controller.state import NEVER_LOADED
 
 from tests.controller.fake import FakeCluster, MemoryStore
 from tests.controller.helpers import leader_of, make_plane, run, watch

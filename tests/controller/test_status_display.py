@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from actors.admin_cli import cmd_status
-from actors.status_table import BASE_COLUMNS
+from actors.cli.admin import cmd_status
+from actors.cli.status_table import BASE_COLUMNS
 
 FAILURE = "log directory /data/offsets-2 missing on node abc123: the partition acknowledged up to 12"
 

@@ -163,8 +163,8 @@ def test_protocol_selection_never_raises(seed: int) -> None:
 
 
 def test_group_member_refuses_duplicate_assignors() -> None:
-    from actors.member import GroupMember
-    from actors.member_types import MemberConfig
+    from actors.member.api import MemberConfig
+    from actors.member.group_member import GroupMember
 
     with pytest.raises(ValueError, match="assignors must be distinct.*range"):
         GroupMember("g", ["t"], assignors=("range", "roundrobin", "range"))

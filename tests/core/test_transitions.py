@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from coordinator.group import Group
-from coordinator.state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition, can_rebalance
+from coordinator.classic.group import Group
+from coordinator.classic.state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition, can_rebalance
 
 S = GroupState
 LEGAL = {

@@ -1,8 +1,8 @@
 """Messages cross Ray process boundaries as pickles: the compact wire form of
-the per-partition messages (actors/wire.py) must be in effect wherever
+the per-partition messages (actors/core/wire.py) must be in effect wherever
 messages are pickled, and rebuild equal, frozen, correctly typed values.
 
-This module does not import actors.wire itself: the compact form must be in
+This module does not import actors.core.wire itself: the compact form must be in
 effect because tests/conftest.py imports it, as actors/__init__.py does for
 every process of the Ray layer."""
 
@@ -62,14 +62,14 @@ def test_pickle_round_trip(message: object) -> None:
 def test_the_compact_form_is_in_effect_in_the_tests() -> None:
     request = MESSAGES[0]
     data = pickle.dumps(request, protocol=5)
-    assert b"actors.wire" in data and b"_rebuild_columns" in data
+    assert b"actors.core.wire" in data and b"_rebuild_columns" in data
 
 
 def test_any_module_of_the_ray_layer_registers_the_compact_form() -> None:
     # A fresh interpreter that imports one small module of actors/ and pickles
     # a commit and its answer: both in the compact form, none in the plain one.
     code = (
-        "import pickle, actors.settings\n"
+        "import pickle, actors.core.settings\n"
         "from coordinator.messages import *\n"
         "from coordinator import Errors\n"
         "r = OffsetCommitRequest('g', (OffsetCommitPartition('t', 0, 1),))\n"

@@ -12,7 +12,7 @@ import ray
 from kafka import KafkaAdminClient
 
 from actors import Client
-from actors.cli import main
+from actors.cli.main import main
 from gateway import deploy
 
 from tests.gateway.gateway_support import assert_served, connect

@@ -20,9 +20,9 @@ import tempfile
 import time
 
 import actors
-from actors.ray_store import GcsKvStore
-from actors.sim_cluster import HEAD_NAME, fully_replicated, wait_for, worker_name
-from actors.sim_cluster import status_rows as rows
+from actors.controller.ray_store import GcsKvStore
+from actors.demo.sim_cluster import HEAD_NAME, fully_replicated, wait_for, worker_name
+from actors.demo.sim_cluster import status_rows as rows
 
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.fault_scenario import GroupLoad

@@ -1,5 +1,5 @@
 """A simulated multi-node Ray cluster for the scenario scripts, which run in a
-process of their own: the product's `actors.sim_cluster.simulated_cluster`
+process of their own: the product's `actors.demo.sim_cluster.simulated_cluster`
 (the replicated demo uses it too), here always with a temporary data
 directory, removed afterwards; and `run_scenario`, how a test runs one."""
 
@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from actors.sim_cluster import simulated_cluster
+from actors.demo.sim_cluster import simulated_cluster
 
 __all__ = ["run_scenario", "simulated_cluster"]
 

@@ -46,10 +46,10 @@ from ray.cluster_utils import Cluster
 from ray.experimental.internal_kv import _internal_kv_del
 
 import actors
-from actors.ray_store import KV_NAMESPACE, metadata_key
-from actors.retry import CoordinatorUnavailableError
-from actors.sim_cluster import fully_replicated, quick_failover_settings
-from actors.sim_cluster import status_rows as rows
+from actors.client.retry import CoordinatorUnavailableError
+from actors.controller.ray_store import KV_NAMESPACE, metadata_key
+from actors.demo.sim_cluster import fully_replicated, quick_failover_settings
+from actors.demo.sim_cluster import status_rows as rows
 from coordinator import Errors
 from coordinator.errors import RETRIABLE_COORDINATOR_ERRORS
 

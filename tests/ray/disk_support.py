@@ -24,7 +24,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
-from actors.sim_cluster import HEAD_NAME, simulated_cluster, status_rows, worker_name
+from actors.demo.sim_cluster import HEAD_NAME, simulated_cluster, status_rows, worker_name
 
 from tests.ray.disks import DEFAULT_SIZE_MIB, NodeDisks, node_disks
 from tests.ray.replication_scenario import replica_actor

@@ -1,5 +1,5 @@
 """Disk faults for simulated nodes: each node's directory `<data_dir>/nodes/<name>`
-(actors/sim_cluster.py, `named=True`) is a small filesystem of its own that a
+(actors/demo/sim_cluster.py, `named=True`) is a small filesystem of its own that a
 test fills to ENOSPC, makes read-only, and heals.
 
 Needs root on Linux (mount, loop devices). `disk_rig_missing()` says why the

@@ -35,9 +35,9 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
-from actors.ray_store import GcsKvStore
-from actors.retry import CoordinatorUnavailableError
-from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.client.retry import CoordinatorUnavailableError
+from actors.controller.ray_store import GcsKvStore
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
 from coordinator import Errors
 
 from tests.ray.cluster_support import simulated_cluster

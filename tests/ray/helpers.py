@@ -8,7 +8,7 @@ from typing import Any
 
 import ray
 
-from actors.client import Client
+from actors.client.client import Client
 from coordinator import Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest

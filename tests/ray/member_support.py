@@ -17,7 +17,7 @@ from typing import Any
 import ray
 
 from actors import AsyncGroupMember, GroupMember
-from actors.member import MemberBase
+from actors.member.group_member import MemberBase
 from coordinator.topic_partition import TopicPartition
 
 FAST = {

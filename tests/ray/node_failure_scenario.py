@@ -13,7 +13,7 @@ import time
 import ray
 
 import actors
-from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
 
 from tests.ray.cluster_support import simulated_cluster
 

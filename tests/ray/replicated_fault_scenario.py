@@ -55,10 +55,10 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
-from actors.retry import CoordinatorUnavailableError
-from actors.settings import CONTROLLER_NAME
-from actors.sim_cluster import remove_with_disk
-from actors.wire import loads_response
+from actors.client.retry import CoordinatorUnavailableError
+from actors.core.settings import CONTROLLER_NAME
+from actors.core.wire import loads_response
+from actors.demo.sim_cluster import remove_with_disk
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 

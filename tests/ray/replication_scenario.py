@@ -44,13 +44,13 @@ import ray
 from ray.cluster_utils import Cluster
 
 import actors
-from actors.client import commit_request
-from actors.ray_store import GcsKvStore
-from actors.retry import CoordinatorUnavailableError
-from actors.settings import CONTROLLER_NAME, ServiceSettings
-from actors.sim_cluster import fully_replicated, quick_failover_settings, wait_for
-from actors.sim_cluster import status_rows as rows
-from actors.wire import loads_response
+from actors.client.client import commit_request
+from actors.client.retry import CoordinatorUnavailableError
+from actors.controller.ray_store import GcsKvStore
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
+from actors.core.wire import loads_response
+from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, wait_for
+from actors.demo.sim_cluster import status_rows as rows
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 from log import LogReader, replica_dir
@@ -127,7 +127,7 @@ def leader_node(cluster: Cluster, data_dir: str) -> None:
 
 
 def all_pushed_over_links(client: actors.Client) -> bool:
-    """Every leader pushes to each follower over its TCP link (actors/replica_link.py)."""
+    """Every leader pushes to each follower over its TCP link (actors/partition/link.py)."""
     followers = [follower for row in rows(client).values() for follower in row["followers"].values()]
     return all(follower["transport"] == "tcp" for follower in followers)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 
 import actors
-from actors.node_names import NODE_LABEL
-from actors.settings import ServiceSettings
-from actors.sim_cluster import FAST_NODE_FAILURE, wait_for, worker_name
+from actors.core.node_names import NODE_LABEL
+from actors.core.settings import ServiceSettings
+from actors.demo.sim_cluster import FAST_NODE_FAILURE, wait_for, worker_name
 
 from tests.ray.cluster_support import simulated_cluster
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from actors import table_output
-from actors.cli import main
-from actors.client import Client
+from actors.cli import tables
+from actors.cli.main import main
+from actors.client.client import Client
 
 from tests.actors.table_support import column_texts, output, piped, plain_records, terminal
 
@@ -16,7 +16,7 @@ GROUP = "admin-output-group-with-a-rather-long-name-to-fold"
 
 
 def printed(monkeypatch: pytest.MonkeyPatch, console: object, *argv: str) -> tuple[int, str]:
-    monkeypatch.setattr(table_output, "console", console)
+    monkeypatch.setattr(tables, "console", console)
     code = main(list(argv))
     return code, output(console)  # type: ignore[arg-type]
 

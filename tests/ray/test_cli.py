@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from actors.cli import main
-from actors.client import Client
+from actors.cli.main import main
+from actors.client.client import Client
 from coordinator import Errors
 
 from tests.ray.helpers import form_group

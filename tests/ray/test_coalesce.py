@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from ray.exceptions import ActorDiedError
 
-from actors.client import Client
-from actors.coalesce import Coalescer
-from actors.wire import loads_response
+from actors.client.client import Client
+from actors.client.coalesce import Coalescer
+from actors.core.wire import loads_response
 from coordinator import Errors
 from coordinator.messages import (
     JoinGroupResponse,

@@ -18,11 +18,11 @@ import pytest
 import ray
 
 import actors
-from actors.client import Client
-from actors.control_cluster import PARTITION_ACTOR_PREFIX
-from actors.partition import OffsetPartition
-from actors.ray_store import GcsKvStore
-from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.client.client import Client
+from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
+from actors.controller.ray_store import GcsKvStore
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
+from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig
 
 from tests.ray.helpers import kill_and_wait_dead, wait_until

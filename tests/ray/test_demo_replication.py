@@ -31,7 +31,7 @@ def processes_naming(text: str) -> list[str]:
 def test_replicated_demo_loses_a_leader_node_and_no_commit(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "demo", "--replicated", "--seconds", "4",
+        [sys.executable, "-m", "actors.cli.main", "demo", "--replicated", "--seconds", "4",
          "--data-dir", str(data_dir)],
         cwd=ROOT,
         env={**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "120"},

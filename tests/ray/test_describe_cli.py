@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from actors.cli import main
-from actors.client import Client
+from actors.cli.main import main
+from actors.client.client import Client
 from coordinator import Errors
 from coordinator.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
 from coordinator.messages import JoinGroupRequest, MemberIdentity, SyncGroupRequest

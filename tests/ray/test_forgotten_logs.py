@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.forgotten_logs import ForgottenLogsError, recover_forgotten_logs, scan_replicas
-from actors.node_names import live_nodes
-from actors.ray_store import GcsKvStore
-from actors.settings import ServiceSettings
+from actors.controller.forgotten_logs import ForgottenLogsError, recover_forgotten_logs, scan_replicas
+from actors.controller.ray_store import GcsKvStore
+from actors.core.node_names import live_nodes
+from actors.core.settings import ServiceSettings
 from log import replica_dir
 from log.replica_state import ReplicaState, write_replica_state
 

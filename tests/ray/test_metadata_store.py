@@ -1,4 +1,4 @@
-"""The controller's metadata in the GCS key-value store (actors/ray_store.py),
+"""The controller's metadata in the GCS key-value store (actors/controller/ray_store.py),
 on the session's Ray cluster: a round trip, one key per service namespace,
 migration from a legacy controller.json, a clear error on a corrupt value;
 and the property it exists for: a controller restarted with no file left in
@@ -21,9 +21,9 @@ import ray
 from ray.experimental.internal_kv import _internal_kv_put
 
 import actors
-from actors.client import Client
-from actors.ray_store import KV_NAMESPACE, CorruptMetadataError, GcsKvStore, metadata_key
-from actors.settings import CONTROLLER_NAME, ServiceSettings
+from actors.client.client import Client
+from actors.controller.ray_store import KV_NAMESPACE, CorruptMetadataError, GcsKvStore, metadata_key
+from actors.core.settings import CONTROLLER_NAME, ServiceSettings
 from coordinator import CoordinatorConfig
 
 from tests.ray.helpers import wait_until
@@ -66,7 +66,7 @@ def test_a_legacy_controller_json_is_migrated_until_the_first_save(
     with open(legacy, "w", encoding="utf-8") as f:
         json.dump(METADATA, f)
     store = GcsKvStore(_namespace(), data_dir)
-    with caplog.at_level(logging.WARNING, logger="actors.ray_store"):
+    with caplog.at_level(logging.WARNING, logger="actors.controller.ray_store"):
         assert store.load() == METADATA
     assert any(legacy in record.getMessage() for record in caplog.records)
     # Once saved to the GCS, the KV wins over the file left in place.

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from actors.cli import main
-from actors.client import Client
+from actors.cli.main import main
+from actors.client.client import Client
 from coordinator.messages import MemberIdentity
 
 from tests.actors.table_support import columns_on_terminal, plain_records

@@ -1,4 +1,4 @@
-"""The client's retry loop (actors/retry.py), without a cluster: fake actor
+"""The client's retry loop (actors/client/retry.py), without a cluster: fake actor
 handles whose `.remote()` returns refs that `await` or a fake `ray.get`
 resolves. What is retried and what is not, and that the requests failing
 together after a failover share one refresh of the routing."""
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
-import actors.client
-from actors.client import Client
-from actors.retry import (
+import actors.client.client
+from actors.client.client import ROUTING_WAIT_S, Client
+from actors.client.retry import (
     Backoff,
     CoordinatorUnavailableError,
     Retry,
@@ -25,7 +25,7 @@ from actors.retry import (
     call_with_retry_async,
     coordinator_error,
 )
-from actors.wire import dumps_response
+from actors.core.wire import dumps_response
 from coordinator import Errors, InvalidRequestError
 from coordinator.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitResponse, PartitionResult
 
@@ -118,7 +118,7 @@ class Controller:
 
 @pytest.fixture(autouse=True)
 def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(actors.client, "ray", FakeRay)
+    monkeypatch.setattr(actors.client.client, "ray", FakeRay)
     yield
 
 
@@ -156,7 +156,7 @@ def test_coroutines_failing_together_share_one_routing_refresh(coalesce: bool) -
 
     assert answers == [OK] * 50
     assert len(controller.routing.calls) == 1, "one call at start"
-    assert controller.routing_after.calls == [(0, 1, actors.client.ROUTING_WAIT_S)], (
+    assert controller.routing_after.calls == [(0, 1, ROUTING_WAIT_S)], (
         "one shared refresh, after the epoch that failed"
     )
 
@@ -179,7 +179,7 @@ def test_threads_failing_together_share_one_routing_refresh() -> None:
 
     assert answers == [OK] * 20
     assert len(controller.routing.calls) == 1, "one call at start"
-    assert controller.routing_after.calls == [(0, 1, actors.client.ROUTING_WAIT_S)], "one shared refresh"
+    assert controller.routing_after.calls == [(0, 1, ROUTING_WAIT_S)], "one shared refresh"
 
 
 def test_an_explicit_refresh_always_asks_the_controller() -> None:
@@ -266,7 +266,7 @@ def test_what_is_retried() -> None:
     outcomes: list[object] = [
         RayActorError(),
         ActorUnavailableError("restarting", b"0" * 16),
-        actors.client.NoLeaderError(0),
+        actors.client.client.NoLeaderError(0),
         HeartbeatResponse(Errors.NOT_COORDINATOR),
         OK,
     ]

@@ -12,8 +12,8 @@ import pytest
 import ray
 
 import actors
-from actors.client import Client, controller_handle
-from actors.settings import ServiceSettings
+from actors.client.client import Client, controller_handle
+from actors.core.settings import ServiceSettings
 from coordinator import Errors
 from coordinator.messages import MemberIdentity, SyncGroupRequest
 
@@ -175,7 +175,7 @@ def _controller_answers() -> bool:
 
 
 def test_stale_epoch_actor_refuses_writes(service: Client) -> None:
-    from actors.partition import OffsetPartition
+    from actors.partition.actor import OffsetPartition
 
     partition = service.partition_for("fence")
     service.commit_offsets("fence", {("t", 0): 1})

@@ -13,8 +13,8 @@ import pytest
 import ray
 
 from actors import Client, TopicError
-from actors.settings import ServiceSettings
-from actors.topics import TOPICS_FILE, TopicRegistry, registry_for
+from actors.client.topics import TOPICS_FILE, TopicRegistry, registry_for
+from actors.core.settings import ServiceSettings
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from actors.table_output import print_table
+from actors.cli.tables import print_table
 from spark_bridge import cli
 from spark_bridge.end_offsets import EndOffsetHistory
 from spark_bridge.report_plots import PLOT_FILES

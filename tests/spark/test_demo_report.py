@@ -45,7 +45,7 @@ def span_of(report: Path) -> Span:
 def test_demo_reports_lag_against_recorded_end_offsets_and_ends_with_describe(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "demo", "--data-dir", str(data_dir), "--seconds", "6"],
+        [sys.executable, "-m", "actors.cli.main", "demo", "--data-dir", str(data_dir), "--seconds", "6"],
         cwd=ROOT, env={**os.environ, "RAY_AUTH_MODE": "disabled"}, capture_output=True, text=True,
         timeout=600,
     )

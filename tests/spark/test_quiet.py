@@ -74,7 +74,7 @@ def test_python_loggers_are_quiet_inside_and_restored_after(caplog: pytest.LogCa
 @pytest.mark.slow
 def test_lag_prints_only_its_table_unless_verbose(tmp_path: Path) -> None:
     write_history(str(tmp_path), HISTORY)
-    command = [sys.executable, "-m", "actors.cli", "lag", "--data-dir", str(tmp_path), "--local"]
+    command = [sys.executable, "-m", "actors.cli.main", "lag", "--data-dir", str(tmp_path), "--local"]
     quiet = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
     verbose = subprocess.run([*command, "--verbose"], capture_output=True, text=True, timeout=600, check=True)
     assert quiet.stdout == verbose.stdout and quiet.stdout.split("\n")[0].split()[0] == "GROUP"

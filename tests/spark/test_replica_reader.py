@@ -19,9 +19,9 @@ import ray
 from pyspark.sql import SparkSession
 
 import spark_bridge.replica_reader as replica_reader
-from actors.partition import OffsetPartition
-from actors.settings import ServiceSettings
-from actors.table_output import print_table
+from actors.cli.tables import print_table
+from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig
 from log.config import LogConfig
 from spark_bridge import cli
@@ -150,7 +150,7 @@ def argparse_lag(group: str) -> Any:
 def test_without_a_data_dir_the_commands_ask_the_service_and_say_when_it_is_missing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from actors.cli import build_parser, service_log_sources
+    from actors.cli.main import build_parser, service_log_sources
 
     args = build_parser().parse_args(["lag", "--namespace", "elsewhere"])
     assert args.data_dir is None and args.service_log is service_log_sources

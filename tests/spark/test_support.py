@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.table_output import print_table
+from actors.cli.tables import print_table
 from spark_bridge import cli
 from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
 from spark_bridge.jvm import (

@@ -1,0 +1,420 @@
+"""The client: one method per group protocol request, sync and async.
+
+Requests go to the leader of `partition_for(group_id)` (Kafka's placement).
+The routing table is cached from the controller. When a leader answers
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE,
+or cannot be reached, the client asks the controller for the routing *after*
+that leader's epoch (`routing_after`): the controller checks the partition at
+once and answers when a new leader serves it (or the check found the old one
+sound), so the retry goes straight to the new leader instead of polling
+with backoff. The call is retried with backoff until its deadline, then
+`CoordinatorUnavailableError` is raised (actors/client/retry.py). A request the
+leader refuses as malformed raises `InvalidRequestError` at once.
+After a failover every request in flight fails at about the same time; their
+refreshes share one controller call. Each attempt notes the routing version
+it used, and a refresh is skipped when the routing changed since: threads
+wait on one lock, coroutines await the one refresh in flight.
+The sync methods are for plain processes and threads; inside an async Ray
+actor use the `*_async` methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import ray
+
+from actors.client.coalesce import Coalescer
+from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
+from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
+from actors.core.wire import loads_response
+from coordinator.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    MemberIdentity,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    Request,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from coordinator.routing import partition_for
+
+DEFAULT_TIMEOUT_S = 30.0
+# The longest one retry waits for the controller to name a new leader; a
+# partition left offline is asked again after the next backoff.
+ROUTING_WAIT_S = 1.0
+
+
+class Client:
+    """`coalesce`: the async methods send the requests made in one event-loop
+    turn to one leader as one Ray call (see actors/client/coalesce.py)."""
+
+    def __init__(
+        self,
+        controller: Any,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        backoff: Backoff | None = None,
+        coalesce: bool = True,
+    ):
+        self.controller = controller
+        self.timeout_s = timeout_s
+        self.backoff = backoff or Backoff()
+        self.coalesce = coalesce
+        self.num_partitions = 0
+        self._leaders: list[Any] = []
+        self._epochs: list[int] = []
+        self._coalescers: dict[int, Coalescer] = {}
+        # Bumped by every new routing table; see the module docstring.
+        self._version = 0
+        self._refresh_lock = threading.Lock()
+        self._refreshing: asyncio.Task[None] | None = None
+        self.refresh()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A client sent to another process (captured by a Ray task) is a new
+        client there, with its own routing, locks and coalescers."""
+        return (Client, (self.controller, self.timeout_s, self.backoff, self.coalesce))
+
+    # ------------------------------------------------------------- routing
+
+    def refresh(self) -> None:
+        """Fetch the routing table from the controller."""
+        with self._refresh_lock:
+            self._set_routing(ray.get(self.controller.routing.remote()))
+
+    async def refresh_async(self) -> None:
+        """Fetch the routing table, or await the fetch already in flight."""
+        await self._refresh_shared(None, self.controller.routing.remote)
+
+    def _refresh_after(self, route: _Route) -> None:
+        """The routing after the leader `route` failed on, unless it changed
+        since: a thread that waited for another's refresh does not refresh again."""
+        with self._refresh_lock:
+            if route.version == self._version:
+                self._set_routing(ray.get(self._routing_after(route)))
+
+    async def _refresh_after_async(self, route: _Route) -> None:
+        await self._refresh_shared(route.version, lambda: self._routing_after(route))
+
+    def _routing_after(self, route: _Route) -> Any:
+        wait_s = min(ROUTING_WAIT_S, self.timeout_s)
+        return self.controller.routing_after.remote(route.partition, route.epoch, wait_s)
+
+    async def _refresh_shared(self, version: int | None, fetch: Callable[[], Awaitable[Any]]) -> None:
+        if version is not None and version != self._version:
+            return
+        loop = asyncio.get_running_loop()
+        task = self._refreshing
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = self._refreshing = loop.create_task(self._fetch_routing(fetch))
+        # Shielded: one caller cancelled must not cancel the others' refresh.
+        await asyncio.shield(task)
+
+    async def _fetch_routing(self, fetch: Callable[[], Awaitable[Any]]) -> None:
+        self._set_routing(await fetch())
+
+    def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
+        self.num_partitions, self._leaders, self._epochs = routing
+        self._coalescers = {}
+        self._version += 1
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def leader(self, partition: int) -> Any:
+        return self._leaders[partition]
+
+    # ------------------------------------------------------------- sending
+
+    def send(self, request: Request, partition: int | None = None, timeout_s: float | None = None) -> Any:
+        """Send one request to its group's coordinator; retried as described above."""
+        p = self._partition(request, partition)
+        route = _Route(self, p)
+
+        def attempt(timeout_s: float) -> Any:
+            leader = route.take()
+            return _answer(loads_response(ray.get(leader.handle_wire.remote(request), timeout=timeout_s)))
+
+        def on_retry(last: object) -> None:
+            self._refresh_after(route)
+
+        return call_with_retry(attempt, self._retry(request, timeout_s), on_retry)
+
+    async def send_async(
+        self, request: Request, partition: int | None = None, timeout_s: float | None = None
+    ) -> Any:
+        p = self._partition(request, partition)
+        route = _Route(self, p)
+
+        async def attempt() -> Any:
+            leader = route.take()
+            if self.coalesce:
+                return await self._coalescer(p, leader).submit(request)
+            return _answer(loads_response(await leader.handle_wire.remote(request)))
+
+        async def on_retry(last: object) -> None:
+            await self._refresh_after_async(route)
+
+        return await call_with_retry_async(attempt, self._retry(request, timeout_s), on_retry)
+
+    def _retry(self, request: Request, timeout_s: float | None) -> Retry:
+        what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"
+        return Retry(timeout_s or self.timeout_s, self.backoff, what)
+
+    def _coalescer(self, partition: int, leader: Any) -> Coalescer:
+        loop = asyncio.get_running_loop()
+        coalescer = self._coalescers.get(partition)
+        if coalescer is None or coalescer.leader is not leader or coalescer.loop is not loop:
+            coalescer = self._coalescers[partition] = Coalescer(leader, loop)
+        return coalescer
+
+    def _partition(self, request: Request, partition: int | None) -> int:
+        if partition is not None:
+            return partition
+        return self.partition_for(request.group_id)  # type: ignore[union-attr]
+
+    # ------------------------------------------------------ group requests
+
+    def join_group(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        return self.send(request, timeout_s=max(self.timeout_s, request.rebalance_timeout_ms / 1000 + 5))  # type: ignore[no-any-return]
+
+    async def join_group_async(self, request: JoinGroupRequest) -> JoinGroupResponse:
+        timeout = max(self.timeout_s, request.rebalance_timeout_ms / 1000 + 5)
+        return await self.send_async(request, timeout_s=timeout)  # type: ignore[no-any-return]
+
+    def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        return self.send(request)  # type: ignore[no-any-return]
+
+    async def sync_group_async(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> HeartbeatResponse:
+        return self.send(HeartbeatRequest(group_id, generation_id, member_id, group_instance_id))  # type: ignore[no-any-return]
+
+    async def heartbeat_async(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> HeartbeatResponse:
+        request = HeartbeatRequest(group_id, generation_id, member_id, group_instance_id)
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def leave_group(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResponse:
+        return self.send(LeaveGroupRequest(group_id, tuple(members)))  # type: ignore[no-any-return]
+
+    async def leave_group_async(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResponse:
+        return await self.send_async(LeaveGroupRequest(group_id, tuple(members)))  # type: ignore[no-any-return]
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> OffsetCommitResponse:
+        request = commit_request(
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms
+        )
+        return self.send(request)  # type: ignore[no-any-return]
+
+    async def commit_offsets_async(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> OffsetCommitResponse:
+        request = commit_request(
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_time_ms
+        )
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> OffsetFetchResponse:
+        return self.send(OffsetFetchRequest(group_id, None if partitions is None else tuple(partitions)))  # type: ignore[no-any-return]
+
+    async def fetch_offsets_async(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> OffsetFetchResponse:
+        request = OffsetFetchRequest(group_id, None if partitions is None else tuple(partitions))
+        return await self.send_async(request)  # type: ignore[no-any-return]
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResponse:
+        return self.send(OffsetDeleteRequest(group_id, tuple(partitions)))  # type: ignore[no-any-return]
+
+    async def delete_offsets_async(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> OffsetDeleteResponse:
+        return await self.send_async(OffsetDeleteRequest(group_id, tuple(partitions)))  # type: ignore[no-any-return]
+
+    # ------------------------------------------------- admin, fanned out
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        described: list[DescribedGroup] = []
+        for p, ids in self._by_partition(group_ids).items():
+            response: DescribeGroupsResponse = self.send(DescribeGroupsRequest(tuple(ids)), partition=p)
+            described.extend(response.groups)
+        return described
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        listed: list[ListedGroup] = []
+        for p in range(self.num_partitions):
+            response: ListGroupsResponse = self.send(ListGroupsRequest(tuple(states)), partition=p)
+            listed.extend(response.groups)
+        return sorted(listed, key=lambda g: g.group_id)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+        for p, ids in self._by_partition(group_ids).items():
+            response: DeleteGroupsResponse = self.send(DeleteGroupsRequest(tuple(ids)), partition=p)
+            results.update(response.results)
+        return results
+
+    def _by_partition(self, group_ids: Iterable[str]) -> dict[int, list[str]]:
+        grouped: dict[int, list[str]] = {}
+        for group_id in group_ids:
+            grouped.setdefault(self.partition_for(group_id), []).append(group_id)
+        return grouped
+
+    # --------------------------------------------------------------- admin
+
+    def status(self) -> list[dict[str, Any]]:
+        return ray.get(self.controller.status.remote())  # type: ignore[no-any-return]
+
+    def reassign(self, partition: int, node_id: str | None = None) -> int:
+        """Move a partition's leadership (to `node_id` only, if given); returns its new epoch.
+
+        The call names the epoch it moves away from, so Ray's retry of it on a
+        restarted controller does not move the partition a second time. The
+        routing is refreshed first: a stale epoch would make the move a no-op."""
+        self.refresh()
+        # Out of range: the controller refuses it with its own message.
+        expected = self._epochs[partition] if 0 <= partition < self.num_partitions else None
+        epoch = ray.get(self.controller.reassign.remote(partition, node_id, expected))
+        self.refresh()
+        return epoch  # type: ignore[no-any-return]
+
+    # ------------------------------------------------- topic registry (actors.client.topics)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Kafka's CreateTopics; TopicError TOPIC_ALREADY_EXISTS or INVALID_PARTITIONS."""
+        from actors.client import topics
+        topics.create_topic(self.controller, name, partitions)
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Kafka's CreatePartitions: grow a topic to `total`; subscribed groups rebalance."""
+        from actors.client import topics
+        topics.create_partitions(self.controller, name, total)
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        """Partition count per existing topic (every topic when `names` is None)."""
+        from actors.client import topics
+        return topics.describe_topics(self.controller, names)
+
+    async def describe_topics_async(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        from actors.client import topics
+        return await topics.describe_topics_async(self.controller, names)
+
+    def set_end_offsets(self, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None) -> None:
+        """Record end offsets of existing topic partitions (for lag), as a sample of
+        their history at the registry's clock or at `at_ms` (a producer's time)."""
+        from actors.client import topics
+        topics.set_end_offsets(self.controller, offsets, at_ms)
+
+    def end_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
+        """End offset per TopicPartition of the topics (0 where never set)."""
+        from actors.client import topics
+        return topics.end_offsets(self.controller, names)
+
+    def end_offset_history(
+        self, names: Iterable[str] | None = None, since_ms: int | None = None
+    ) -> list[tuple[str, int, int, int]]:
+        """Recorded end offsets over time: (topic, partition, at_ms, end_offset) rows
+        sorted by topic, partition, at_ms (actors.client.topics.end_offset_history)."""
+        from actors.client import topics
+        return topics.end_offset_history(self.controller, names, since_ms)
+
+    def set_start_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Record log start offsets (Kafka's earliest offset; 0 where never set)."""
+        from actors.client import topics
+        topics.set_start_offsets(self.controller, offsets)
+
+    def start_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
+        """Log start offset per TopicPartition of the topics (0 where never set)."""
+        from actors.client import topics
+        return topics.start_offsets(self.controller, names)
+
+
+class _Route:
+    """The routing one call's last attempt used: its version (to share the
+    refresh) and the leader's epoch (to ask for the routing after it)."""
+
+    def __init__(self, client: Client, partition: int) -> None:
+        self.client = client
+        self.partition = partition
+        self.version = client._version
+        self.epoch = -1
+
+    def take(self) -> Any:
+        """The partition's leader now, noted as this attempt's routing."""
+        client, p = self.client, self.partition
+        self.version, self.epoch = client._version, client._epochs[p]
+        leader = client._leaders[p]
+        if leader is None:
+            raise NoLeaderError(p)
+        return leader
+
+
+def _answer(response: Any) -> Any:
+    """A response, or raise the error a leader answered in its place (as the
+    coalescer does for a batch's entries)."""
+    if isinstance(response, BaseException):
+        raise response
+    return response
+
+
+def commit_request(
+    group_id: str,
+    offsets: Mapping[tuple[str, int], int | OffsetCommitPartition],
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+) -> OffsetCommitRequest:
+    parts = tuple(
+        v if isinstance(v, OffsetCommitPartition) else OffsetCommitPartition(t, p, v)
+        for (t, p), v in offsets.items()
+    )
+    return OffsetCommitRequest(
+        group_id, parts, generation_id, member_id, group_instance_id, retention_time_ms
+    )
+
+
+def controller_handle(namespace: str = DEFAULT_NAMESPACE) -> Any:
+    return ray.get_actor(CONTROLLER_NAME, namespace=namespace)

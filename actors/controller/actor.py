@@ -1,0 +1,118 @@
+"""Controller: the named, detached, restartable actor that owns the cluster metadata.
+
+A shell: the decisions (which actor leads each offsets partition at which
+epoch, failover, resumable moves, liveness, orphan reaping) are
+`actors.controller.plane.ControlPlane`'s (with replication_factor > 1
+`actors.controller.replicas.ReplicatedPlane`'s: replicas, elections, ISR
+changes), the Ray calls `actors.controller.ray_cluster.RayCluster`'s,
+the metadata (`actors.controller.state`) lives in Ray's GCS key-value store
+(`actors.controller.ray_store`), so it survives the controller's restart on any node.
+The shell starts the plane as soon as Ray (re)starts the actor, without
+waiting for a call, so a restarted controller finishes the operations its
+predecessor left and resumes failover at once; every call waits for that
+start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import ray
+
+from actors.controller.plane import ControlPlane, Routing
+from actors.controller.ray_cluster import RayCluster
+from actors.controller.ray_store import GcsKvStore
+from actors.controller.replicas import ReplicatedPlane
+from actors.core.metrics import ControllerMetrics
+from actors.core.settings import ServiceSettings
+
+
+class Controller:
+    def __init__(self, settings: ServiceSettings) -> None:
+        logging.basicConfig(level=logging.INFO)
+        self.settings = settings
+        store = GcsKvStore(settings.namespace, settings.data_dir)
+        self.plane: ControlPlane
+        if settings.replication_factor > 1:
+            me = ray.get_runtime_context().current_actor  # leaders send their ISR changes here
+            self.plane = ReplicatedPlane(settings, RayCluster(settings), store, ControllerMetrics(), me)
+        else:
+            self.plane = ControlPlane(settings, RayCluster(settings), store, ControllerMetrics())
+        self._startup: asyncio.Task[None] | None = None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: the first call starts the plane
+        self._startup = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        await self.plane.start()
+        self.plane.run_loops()
+
+    async def _ready(self) -> None:
+        task = self._startup
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._startup = asyncio.get_running_loop().create_task(self._start())
+        await asyncio.shield(task)
+
+    # ------------------------------------------------------------ public API
+
+    async def routing(self) -> Routing:
+        """(number of partitions, leader handles, leader epochs) for clients."""
+        await self._ready()
+        return self.plane.routing()
+
+    async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
+        """A client could not use the leader of `epoch`: the routing once the
+        partition has been checked and, if it needed one, has a new leader (at
+        most `wait_s` later). See `ControlPlane.routing_after`."""
+        await self._ready()
+        return await self.plane.routing_after(partition, epoch, wait_s)
+
+    async def reassign(
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+    ) -> int:
+        """Move a partition's leadership (unload the old leader, load a new one) if its
+        leader is still at `expected_epoch` (None: whatever the current one is); returns
+        the epoch after. Ray retries this call on a restarted controller: a caller that
+        names the epoch it saw gets one move, not two."""
+        await self._ready()
+        return await self.plane.reassign(partition, node_id, expected_epoch)
+
+    async def alter_isr(self, partition: int, change: Any) -> tuple[int, list[str], int, int]:
+        """A partition leader's ISR change (Kafka's AlterPartition), committed before the answer."""
+        await self._ready()
+        return await self._replicated().alter_isr(partition, change)
+
+    async def elect_leader(self, partition: int, unclean: bool = False) -> dict[str, Any]:
+        """An operator's leader election; `unclean` may elect a replica outside the ISR."""
+        await self._ready()
+        return await self._replicated().elect_leader(partition, unclean)
+
+    def _replicated(self) -> ReplicatedPlane:
+        if not isinstance(self.plane, ReplicatedPlane):
+            raise ValueError("the service runs with replication_factor 1: there is no election")
+        return self.plane
+
+    async def status(self) -> list[dict[str, Any]]:
+        await self._ready()
+        return await self.plane.status()
+
+    async def log_sources(self) -> dict[int, list[Any]]:
+        """{partition: [actor handles]}: the replicas holding each partition's log, the
+        leader first (the Spark reader reads the log through them: no shared filesystem)."""
+        await self._ready()
+        return self.plane.log_sources()
+
+    async def get_settings(self) -> ServiceSettings:
+        return self.settings
+
+    async def stats(self) -> dict[str, Any]:
+        return {**self.plane.stats(), "node_id": ray.get_runtime_context().get_node_id()}
+
+    async def shutdown(self) -> None:
+        """Unload every partition and stop its actor (the data stays on disk)."""
+        await self._ready()
+        await self.plane.shutdown()

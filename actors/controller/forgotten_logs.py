@@ -1,0 +1,224 @@
+"""Recovery after a full restart of the Ray cluster: the controller's metadata rebuilt
+from the replicas' own records on the nodes' disks, or a refusal that says why not.
+
+Where the metadata lives: in Ray's GCS (`actors/controller/ray_store.py`), which a Ray
+cluster restarted without GCS fault tolerance forgets. What survives is on
+the nodes' disks: each replica's log under `<data_dir>/nodes/<node name>/
+offsets-<p>`, and beside a leader's log the partition's state as that leader
+knew it (`partition-state.json`, `log.replica_state`; when it is written and
+why it is safe: `actors/partition/leader.py`). Node names are stable across
+restarts only where the nodes carry the `raygroups.io/node` label
+(`actors/core/node_names.py`); an unlabelled node gets a new Ray id each start,
+so its old directories match no node.
+
+So a replicated service that finds no metadata for (namespace, data_dir)
+scans every live node's disk (one task per node) and:
+- finds no replica log nor state file: starts afresh;
+- finds them only under names no live node has: refuses (nodes unlabelled,
+  or renamed), naming them;
+- finds a partition with logs but no state file anywhere, or without any
+  record at all, or state files of another partition count or replication
+  factor, or a directory that saw a newer leader epoch than the newest state
+  file (that leader's file is missing): refuses, naming them: there is no
+  safe way to tell which replica holds what was acknowledged;
+- otherwise rebuilds the metadata from each partition's newest state file
+  (leader epoch, then partition epoch): its replicas and ISR, no leader (the
+  controller elects one from the ISR among the live replicas, so an ISR
+  member still missing keeps its partition offline rather than empty), its
+  epochs, and committed end 0 (the elected replica must find its log), saves
+  it in the GCS before the controller starts, and logs what it recovered.
+The controller then starts new actors for the replicas on their named
+nodes, which open their existing directories.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.controller.ray_store import GcsKvStore
+from actors.controller.state import ControlState
+from actors.core.node_names import NODE_LABEL
+from actors.core.settings import ServiceSettings
+from log.epoch import read_leader_epoch
+from log.errors import LogError
+from log.replica_state import ReplicaState, read_replica_state
+
+logger = logging.getLogger(__name__)
+LIST_TIMEOUT_S = 60.0
+# Shown per refusal: enough to find them, short enough to read.
+SHOWN = 5
+_PARTITION_DIR = re.compile(r"offsets-(\d+)")
+
+
+class ForgottenLogsError(RuntimeError):
+    """Replica logs exist, but nothing says safely which of them hold what was acknowledged."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFinding:
+    """One replica directory on a node's disk."""
+
+    path: str
+    node: str
+    partition: int
+    has_log: bool
+    state: ReplicaState | None
+    # The highest leader epoch that wrote to (or was followed in) the directory.
+    leader_epoch: int
+
+
+def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
+    """The replica directories under `data_dir` that hold a log segment or a state file."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(data_dir, "nodes", "*", "offsets-*"))):
+        match = _PARTITION_DIR.fullmatch(os.path.basename(path))
+        if match is None or not os.path.isdir(path):
+            continue
+        has_log = bool(glob.glob(os.path.join(path, "*.log")))
+        try:
+            state, epoch = read_replica_state(path), read_leader_epoch(path)
+        except LogError as exc:
+            raise ForgottenLogsError(f"cannot recover from {path}: {exc}") from exc
+        if has_log or state is not None:
+            node = os.path.basename(os.path.dirname(path))
+            found.append(ReplicaFinding(path, node, int(match.group(1)), has_log, state, epoch))
+    return found
+
+
+def recover_state(
+    findings: Iterable[ReplicaFinding], settings: ServiceSettings, live: Iterable[str]
+) -> ControlState | None:
+    """The metadata rebuilt from the replicas' directories, None when there are none;
+    raises ForgottenLogsError when it cannot be rebuilt safely (module docstring)."""
+    findings = sorted({f.path: f for f in findings}.values(), key=lambda f: f.path)
+    if not findings:
+        return None
+    live_names = set(live)
+    if not any(f.node in live_names for f in findings):
+        _refuse(
+            "replica logs of an earlier service are on disk, but under node names no live node has",
+            [f.path for f in findings], settings,
+            f"Give every node the Ray label {NODE_LABEL} with the name it had (ray start "
+            f'--labels="{NODE_LABEL}=<name>"), so a full restart finds its replicas again; '
+            "or move those directories away to start afresh.",
+        )
+    by_partition: dict[int, list[ReplicaFinding]] = defaultdict(list)
+    for finding in findings:
+        by_partition[finding.partition].append(finding)
+    _check_settings(findings, settings)
+    newest = _newest_states(by_partition, settings)
+    state = ControlState.fresh(settings.num_partitions)
+    for partition, (found, where) in newest.items():
+        meta = state.partitions[partition]
+        meta.replicas, meta.isr = list(found.replicas), list(found.isr)
+        meta.epoch, meta.partition_epoch = found.leader_epoch, found.partition_epoch
+        meta.known_end = 0  # the elected replica must find its log
+        logger.warning(
+            "partition %d recovered from %s: replicas %s, ISR %s, leader epoch %d (a leader is elected "
+            "from the ISR)%s",
+            partition, where, meta.replicas, meta.isr, meta.epoch,
+            "" if live_names & set(meta.isr) else "; no ISR member is live: offline until one is",
+        )
+    return state
+
+
+def _check_settings(findings: list[ReplicaFinding], settings: ServiceSettings) -> None:
+    wrong = [
+        f"{f.path} (num_partitions {f.state.num_partitions}, replication_factor "
+        f"{f.state.replication_factor})"
+        for f in findings
+        if f.state is not None and (
+            f.state.num_partitions != settings.num_partitions
+            or f.state.replication_factor != settings.replication_factor
+        )
+    ]
+    outside = [f.path for f in findings if f.partition >= settings.num_partitions]
+    if wrong or outside:
+        _refuse(
+            f"the replicas on disk were written by a service of another shape than num_partitions "
+            f"{settings.num_partitions}, replication_factor {settings.replication_factor}",
+            wrong + outside, settings, "Start it with the settings it had, or move those directories away.",
+        )
+
+
+def _newest_states(
+    by_partition: Mapping[int, list[ReplicaFinding]], settings: ServiceSettings
+) -> dict[int, tuple[ReplicaState, str]]:
+    """Per partition, its newest state file and where it is; refuses a partition that has none,
+    or whose directories saw a newer leader epoch than that file."""
+    newest: dict[int, tuple[ReplicaState, str]] = {}
+    missing: list[str] = []
+    for partition in range(settings.num_partitions):
+        found = by_partition.get(partition, [])
+        states = [(f.state, f.path) for f in found if f.state is not None]
+        if not states:
+            logs = [f.path for f in found if f.has_log]
+            missing.append(f"offsets-{partition} ({', '.join(logs) if logs else 'no replica found'})")
+            continue
+        state, where = max(states, key=lambda item: item[0].version)
+        seen = max(f.leader_epoch for f in found)
+        if seen > state.leader_epoch:
+            missing.append(
+                f"offsets-{partition} (a replica followed leader epoch {seen}, the newest state file "
+                f"{where} is of epoch {state.leader_epoch})"
+            )
+            continue
+        newest[partition] = (state, where)
+    if missing:
+        _refuse(
+            "no partition state file on any live node says which replicas of these partitions hold "
+            "what was acknowledged",
+            missing, settings,
+            "Start the nodes that hold them (with their labels), or move the replica directories away "
+            "to start afresh.",
+        )
+    return newest
+
+
+def _refuse(what: str, items: list[str], settings: ServiceSettings, advice: str) -> None:
+    shown = ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+    raise ForgottenLogsError(
+        f"{what}: {shown}. Ray's GCS holds no metadata for namespace {settings.namespace!r} and "
+        f"{settings.data_dir} (the Ray cluster restarted without GCS fault tolerance). {advice}"
+    )
+
+
+@ray.remote(num_cpus=0)
+def _scan_on_node(data_dir: str) -> list[ReplicaFinding]:
+    return scan_replicas(data_dir)
+
+
+def recover_forgotten_logs(settings: ServiceSettings, live: Mapping[str, str]) -> None:
+    """Before a replicated service's controller starts: when the GCS holds no metadata,
+    rebuild it from the replicas on the live nodes (`live`: name -> Ray node id) and
+    save it, or raise ForgottenLogsError (module docstring)."""
+    if settings.replication_factor == 1:
+        return
+    store = GcsKvStore(settings.namespace, settings.data_dir)
+    if store.load() is not None:
+        return
+    listings = ray.get(
+        [
+            _scan_on_node.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+            ).remote(settings.data_dir)
+            for node_id in live.values()
+        ],
+        timeout=LIST_TIMEOUT_S,
+    )
+    state = recover_state([f for listing in listings for f in listing], settings, live)
+    if state is not None:
+        store.save(state.to_json())
+        logger.warning(
+            "controller metadata rebuilt from the replicas' state files for %d partitions "
+            "(namespace %r, %s)", state.num_partitions, settings.namespace, settings.data_dir,
+        )

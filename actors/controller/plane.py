@@ -1,0 +1,586 @@
+"""ControlPlane: the controller's decisions, in plain asyncio code.
+
+It owns the cluster metadata (`ControlState`), which actor leads each
+offsets partition at which epoch, and acts through a `Cluster` (Ray in
+production, a fake in tests/controller/). Rules:
+
+- One operation per partition at a time (a lock per partition); operations
+  on different partitions run concurrently, so every partition of a lost
+  node is replaced at once.
+- A leadership move is resumable: its `Intent` (new epoch and actor name,
+  old actor) is saved before anything is done, and cleared only once the new
+  leader accepted its start. A restarted controller finishes every saved
+  intent, re-using the named actor when it exists and creating it when not,
+  so a partition ends with exactly one leader; the old one is killed.
+- The successor starts only once its predecessor is unloaded or Ray reports
+  it dead (bounded by `kill_wait_s`): the predecessor may hold the log
+  directory's lock. An actor Ray reports dead, or that just failed to answer
+  a probe, is not asked to unload.
+- A replacement happens once per fault and a reassign once per call (Ray
+  retries it on a restarted controller): the caller names the epoch it saw,
+  and a partition already at a newer epoch is left alone.
+- Liveness is judged by `actors.controller.health.judge`. Each new leader gets
+  `known_end`, the largest durable end any leader of the partition reported
+  (-1: never served, an empty log is fine), so it refuses to serve from a
+  missing or shorter log; a refusing leader is shown and counted, and
+  stays until an operator reassigns the partition.
+- Served means recorded first: a new (or adopted) leader is published in the
+  routing, the only way a client reaches it, only once a probe found it
+  ACTIVE and the metadata saying the partition was served (`known_end` at
+  least 0, so every later leader must find its log) is persisted. A leader
+  that dies before that answered no one, and its successor may start empty
+  (`actors.controller.publish`).
+- Node-local disks (`shared_data_dir` False, the default): a partition's log
+  is on the node its leader served from (`log_node`, recorded when it is
+  published), so every later leader is started there, with a hard node
+  affinity, and a standby serves only there. While that node is not live the
+  partition is offline, waiting for it (Kafka keeps a partition of
+  replication factor 1 offline until its broker returns); an operator may
+  move it to a node given a copy of the log (`reassign` with a node). On a
+  shared data directory any node can load the log: leaders go anywhere.
+- Partition actors of the namespace that no metadata owns are killed
+  (orphans of a controller that died mid-operation).
+- A move takes a ready standby when there is one; `actors.controller.standbys`
+  starts, adopts, checks and kills the standbys, the plane decides the moves.
+- A loop iteration that raises is logged and counted; the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from actors.controller.cluster_view import (
+    PARTITION_ACTOR_PREFIX,
+    ActorGone,
+    CallFailed,
+    Cluster,
+    ClusterError,
+    MetadataStore,
+    Unreachable,
+    new_actor_name,
+)
+from actors.controller.health import Observation, Verdict, judge
+from actors.controller.publish import Publication
+from actors.controller.standbys import Standbys
+from actors.controller.state import ControlState, Intent
+from actors.core.metrics import ControllerMetrics
+from actors.core.settings import ServiceSettings
+from coordinator.replication import disk_failed
+
+logger = logging.getLogger(__name__)
+# What clients route by: (number of partitions, leader handles, leader epochs).
+Routing = tuple[int, list[Any], list[int]]
+# How often to ask whether a killed actor is dead yet.
+DEAD_POLL_S = 0.05
+# How often a client's `routing_after` looks whether the partition has a new
+# leader: a local look, no call; the wait it adds to a failover.
+ROUTING_POLL_S = 0.005
+# The longest `routing_after` holds a client (its own deadline is shorter).
+MAX_ROUTING_WAIT_S = 30.0
+
+
+class ControlPlane(Publication):
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        cluster: Cluster,
+        store: MetadataStore,
+        metrics: ControllerMetrics,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.cluster = cluster
+        self.store = store
+        self.metrics = metrics
+        self.clock = clock
+        self.state = ControlState.fresh(settings.num_partitions)
+        self.leaders: dict[int, Any] = {}
+        # partition -> why its leader refuses to serve
+        self.refused: dict[int, str] = {}
+        self.awaiting: dict[int, str] = {}
+        self._unpublished: set[int] = set()
+        self._publishing: dict[int, asyncio.Task[None]] = {}
+        self.standbys = Standbys(settings, cluster, lambda: self.state, self._persist, clock)
+        self._observations: dict[int, Observation] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._checks: dict[int, asyncio.Task[None]] = {}
+        self._loops: list[asyncio.Task[None]] = []
+        self._persist_lock = asyncio.Lock()
+        self._version = self._saved_version = 0
+
+    @property
+    def num_partitions(self) -> int:
+        return self.state.num_partitions
+
+    # ------------------------------------------------------------ startup
+
+    async def start(self) -> None:
+        """Load the metadata, finish saved intents, adopt or start every leader."""
+        data = await asyncio.to_thread(self.store.load)
+        if data is None:
+            self.state = ControlState.fresh(self.settings.num_partitions)
+        else:
+            self.state = ControlState.from_json(data, self.settings.num_partitions)
+        self._locks = {p: asyncio.Lock() for p in range(self.num_partitions)}
+        await self.standbys.adopt()
+        results = await asyncio.gather(
+            *(self._recover(p) for p in range(self.num_partitions)), return_exceptions=True
+        )
+        for partition, result in enumerate(results):
+            if isinstance(result, BaseException):
+                logger.error("partition %d: not recovered yet (%r); the watch retries", partition, result)
+        await self._persist()
+
+    async def _recover(self, partition: int) -> None:
+        meta = self.state.partitions[partition]
+        if meta.intent is None and meta.actor is not None:
+            handle = await self.cluster.find(meta.actor)
+            if handle is not None:
+                self._set_leader(partition, handle)
+                await self.check(partition)
+                return
+        cause = "initial" if meta.actor is None else "missing"
+        await self.replace(partition, meta.epoch, cause)
+
+    def run_loops(self) -> None:
+        """Start the watch, standby and reaper loops (kept referenced here)."""
+        loop = asyncio.get_running_loop()
+        interval = self.settings.probe_interval_s
+        for name, step, interval_s in (
+            ("watch", self.watch_once, interval),
+            ("standbys", self.refill_standbys_once, interval),
+            ("reaper", self.reap_once, self.settings.reap_interval_s),
+        ):
+            self._loops.append(loop.create_task(self.supervise(name, step, interval_s)))
+
+    async def supervise(self, name: str, step: Callable[[], Awaitable[object]], interval_s: float) -> None:
+        """Run `step` every `interval_s`, forever: an exception ends one iteration, never the loop."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await step()
+            except Exception:
+                logger.exception("controller %s loop: iteration failed", name)
+                self.metrics.loop_error(name)
+
+    # ------------------------------------------------------------ watching
+
+    async def watch_once(self) -> None:
+        """Start a check of every partition that has none under way and no operation."""
+        for partition in range(self.num_partitions):
+            if not self._locks[partition].locked():
+                self._check_task(partition)
+        self.metrics.set_refused(len(self.refused))
+
+    def _check_task(self, partition: int) -> asyncio.Task[None]:
+        task = self._checks.get(partition)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self.check(partition))
+            task.add_done_callback(self._check_done)
+            self._checks[partition] = task
+        return task
+
+    def _check_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("partition check failed", exc_info=task.exception())
+            self.metrics.loop_error("check")
+
+    async def settle(self) -> None:
+        """Wait until no check (nor the operation it started) is under way."""
+        while pending := [t for t in self._checks.values() if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def check(self, partition: int) -> None:
+        """Probe a partition's leader and act on the verdict."""
+        meta = self.state.partitions[partition]
+        if meta.intent is not None:
+            await self.resume(partition)
+            return
+        epoch, handle = meta.epoch, self.leaders.get(partition)
+        if handle is None:
+            await self.replace(partition, epoch, "no leader")
+            return
+        try:
+            probe = await self.cluster.call(handle, "probe", timeout_s=self.settings.probe_timeout_s)
+        except ActorGone:
+            await self.replace(partition, epoch, "dead", old_unreachable=True)
+            return
+        except ClusterError as exc:
+            logger.warning(
+                "partition %d: leader epoch %d did not answer its probe: %r", partition, epoch, exc
+            )
+            await self.replace(partition, epoch, "unreachable", old_unreachable=True)
+            return
+        await self._act(partition, epoch, handle, probe)
+
+    async def _act(self, partition: int, epoch: int, handle: Any, probe: dict[str, Any]) -> None:
+        judgement = judge(
+            probe,
+            partition,
+            epoch,
+            self._observations.get(partition),
+            self.clock(),
+            self.settings.load_stall_timeout_s,
+        )
+        if judgement.observation is None:
+            self._observations.pop(partition, None)
+        else:
+            self._observations[partition] = judgement.observation
+        if judgement.verdict is Verdict.REFUSED:
+            if partition not in self.refused:
+                logger.error(
+                    "partition %d: leader epoch %d refuses to serve: %s "
+                    "(reassign it to a node that holds its log)",
+                    partition,
+                    epoch,
+                    judgement.detail,
+                )
+            self.refused[partition] = judgement.detail
+            return
+        self.refused.pop(partition, None)
+        if judgement.verdict is Verdict.SERVING:
+            if partition in self._unpublished:
+                await self._publish(partition, epoch, handle, probe)
+            elif self.state.record_end(partition, int(probe.get("durable_end") or 0)):
+                await self._persist()
+        elif judgement.verdict is Verdict.ACTIVATE:
+            known_end = self.state.partitions[partition].known_end
+            try:
+                await self.cluster.call(
+                    handle, "activate", known_end, timeout_s=self.settings.probe_timeout_s
+                )
+            except ClusterError as exc:
+                logger.warning("partition %d: activating epoch %d failed: %r", partition, epoch, exc)
+                return
+            await self._publish_when_serving(partition, epoch, handle)
+        elif judgement.verdict is Verdict.REPLACE:
+            logger.warning("partition %d: replacing leader epoch %d: %s", partition, epoch, judgement.detail)
+            await self.replace(partition, epoch, judgement.cause)
+
+    # ---------------------------------------------------------- operations
+
+    async def replace(
+        self, partition: int, seen_epoch: int, cause: str, *, old_unreachable: bool = False
+    ) -> None:
+        """Replace the leader of `seen_epoch`; nothing if the partition moved on since."""
+        async with self._locks[partition]:
+            meta = self.state.partitions[partition]
+            if meta.intent is None:
+                if meta.epoch != seen_epoch:
+                    return
+                await self._begin(partition, cause, None, False, old_unreachable)
+            await self._finish(partition)
+
+    async def resume(self, partition: int) -> None:
+        """Finish the partition's saved operation, if any."""
+        async with self._locks[partition]:
+            if self.state.partitions[partition].intent is not None:
+                await self._finish(partition)
+
+    async def reassign(
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+    ) -> int:
+        """Move a partition's leadership off the leader of `expected_epoch` (None: the
+        current one), to `node_id` only if given; returns the partition's epoch after.
+
+        A partition already past `expected_epoch` is not moved: that move happened (a
+        call Ray retries on a restarted controller names the epoch its first try saw)."""
+        if not 0 <= partition < self.num_partitions:
+            raise ValueError(f"partition must be in [0, {self.num_partitions}), got {partition}")
+        async with self._locks[partition]:
+            meta = self.state.partitions[partition]
+            if meta.intent is not None:
+                await self._finish(partition)
+            if expected_epoch is not None and expected_epoch > meta.epoch:
+                raise ValueError(f"partition {partition} is at epoch {meta.epoch}, not {expected_epoch}")
+            if expected_epoch not in (None, meta.epoch):
+                return meta.epoch
+            live = await self.cluster.live_nodes()
+            if node_id is not None and node_id not in live:
+                raise ValueError(f"no live Ray node {node_id!r}")
+            log_node = self._log_node(partition)
+            if node_id is None and log_node is not None and log_node not in live:
+                raise ValueError(
+                    f"partition {partition}'s log is on node {log_node!r}, which is not live: the "
+                    "partition waits for it; name a node that holds a copy of its log to move it there"
+                )
+            await self._begin(partition, "reassign", node_id, node_id is not None, False)
+            await self._finish(partition)
+            return meta.epoch
+
+    async def _begin(
+        self, partition: int, cause: str, node_id: str | None, required: bool, old_unreachable: bool
+    ) -> None:
+        """Save the intent of a move to the next epoch (a standby takes it when one is ready
+        on the node the move needs); without a node named, the one holding the log, if any."""
+        meta = self.state.partitions[partition]
+        if node_id is None and (log_node := self._log_node(partition)) is not None:
+            node_id, required = log_node, True
+        standby = await self.standbys.take(node_id)
+        try:
+            meta.intent = Intent(
+                epoch=meta.epoch + 1,
+                name=standby or new_actor_name(),
+                old_name=meta.actor,
+                old_epoch=meta.epoch,
+                reason=cause,
+                node_id=node_id,
+                required=required,
+                old_unreachable=old_unreachable,
+            )
+        finally:
+            if standby is not None:
+                self.standbys.release(standby)
+        await self._persist()
+
+    async def _finish(self, partition: int) -> None:
+        """Carry out the saved intent: stop the old leader, start the new one, commit
+        (on node-local disks, only once the node the intent needs is live)."""
+        meta = self.state.partitions[partition]
+        intent = meta.intent
+        assert intent is not None
+        old = self.leaders.pop(partition, None)
+        self.refused.pop(partition, None)
+        self._observations.pop(partition, None)
+        if intent.old_name is not None and intent.old_name != intent.name:
+            if old is None:
+                old = await self.cluster.find(intent.old_name)
+            await self._emigrate(partition, old, intent)
+        if await self._node_awaited(partition, intent):
+            return
+        handle = await self._immigrate(partition)
+        done = meta.intent
+        assert done is not None
+        meta.epoch, meta.actor, meta.intent = done.epoch, done.name, None
+        self._set_leader(partition, handle)
+        await self._persist()
+        if done.old_name is not None:
+            self.metrics.failover(done.reason)
+        logger.info("partition %d: leader %s epoch %d (%s)", partition, done.name, done.epoch, done.reason)
+        await self._publish_when_serving(partition, done.epoch, handle)
+
+    async def _emigrate(self, partition: int, old: Any, intent: Intent) -> None:
+        """Unload the old leader unless it cannot answer, kill it, wait until Ray reports it dead."""
+        if old is None:
+            return
+        if not intent.old_unreachable and not await self.cluster.is_dead(old):
+            try:
+                await self.cluster.call(
+                    old, "unload", intent.old_epoch, timeout_s=self.settings.probe_timeout_s
+                )
+            except ClusterError as exc:
+                logger.info("partition %d: old leader did not unload: %r", partition, exc)
+        self.cluster.kill(old)
+        await self._wait_dead(old, f"partition {partition}'s old leader {intent.old_name}")
+
+    async def _wait_dead(self, handle: Any, what: str) -> None:
+        for _ in range(max(1, round(self.settings.kill_wait_s / DEAD_POLL_S))):
+            if await self.cluster.is_dead(handle):
+                return
+            await asyncio.sleep(DEAD_POLL_S)
+        logger.warning("%s: not reported dead %.0f s after kill; going on", what, self.settings.kill_wait_s)
+
+    async def _immigrate(self, partition: int) -> Any:
+        """Start the intent's leader: re-use its actor if it exists (a standby, or one a
+        previous controller created), create it if not. A failed attempt is killed and
+        the intent moves to a fresh actor name and epoch for the next one."""
+        meta = self.state.partitions[partition]
+        intent = meta.intent
+        assert intent is not None
+        handle = await self.cluster.find(intent.name)
+        timeout_s = self.settings.actor_start_timeout_s
+        try:
+            if handle is None:
+                handle = self.cluster.create(
+                    intent.name, partition, intent.epoch, *await self._placement(partition, intent)
+                )
+                answer = await self.cluster.call(handle, "activate", meta.known_end, timeout_s=timeout_s)
+            else:
+                answer = await self._take_over(handle, partition, intent, meta.known_end)
+            if answer == "CLOSED":
+                raise CallFailed(f"{intent.name} closed at once: epoch {intent.epoch} is fenced")
+            return handle
+        except ClusterError as exc:
+            logger.warning("partition %d: starting %s failed: %r", partition, intent.name, exc)
+            if handle is not None:
+                self.cluster.kill(handle)
+                await self._wait_dead(handle, f"partition {partition}'s failed leader {intent.name}")
+            meta.intent = replace(intent, epoch=intent.epoch + 1, name=new_actor_name())
+            await self._persist()
+            raise
+
+    async def _take_over(self, handle: Any, partition: int, intent: Intent, known_end: int) -> Any:
+        timeout_s = self.settings.actor_start_timeout_s
+        probe = await self.cluster.call(handle, "probe", timeout_s=timeout_s)
+        led = probe.get("partition")
+        if led is None or led < 0:
+            return await self.cluster.call(
+                handle, "assume", partition, intent.epoch, known_end, timeout_s=timeout_s
+            )
+        if (led, probe.get("epoch")) == (partition, intent.epoch):
+            return await self.cluster.call(handle, "activate", known_end, timeout_s=timeout_s)
+        raise CallFailed(f"{intent.name} leads partition {led} epoch {probe.get('epoch')}")
+
+    async def _placement(self, partition: int, intent: Intent) -> tuple[str | None, bool]:
+        """(node, required) for a new leader: the node the intent needs (the operator's, or
+        the one holding the log) while it is live, else spread."""
+        live = await self.cluster.live_nodes()
+        if intent.node_id is not None and intent.node_id in live:
+            return intent.node_id, intent.required
+        if intent.node_id is not None and intent.required and not self.settings.shared_data_dir:
+            raise Unreachable(f"node {intent.node_id} is not live")  # the next round waits for it
+        if intent.node_id is not None:
+            logger.warning("partition %d: node %s is gone; placing elsewhere", partition, intent.node_id)
+        return (live[partition % len(live)] if live else None), False
+
+    # ------------------------------------------------------------ standbys
+
+    async def refill_standbys_once(self) -> None:
+        """Keep `standby_actors` started (see actors.controller.standbys)."""
+        await self.standbys.refill_once()
+
+    # ------------------------------------------------------------- reaping
+
+    async def reap_once(self) -> int:
+        """Kill the namespace's partition actors that nothing here owns; returns how many."""
+        names = [n for n in await self.cluster.actor_names() if n.startswith(PARTITION_ACTOR_PREFIX)]
+        owned = (
+            self.state.owned_names() | self.standbys.reserved
+        )  # read after listing: a new actor is owned before it exists
+        reaped = 0
+        for name in names:
+            if name in owned:
+                continue
+            handle = await self.cluster.find(name)
+            if handle is None:
+                continue
+            logger.warning("killing orphan partition actor %s", name)
+            self.cluster.kill(handle)
+            self.metrics.orphan_reaped()
+            reaped += 1
+        return reaped
+
+    # ------------------------------------------------------------ queries
+
+    def routing(self) -> Routing:
+        parts = range(self.num_partitions)
+        return (
+            self.num_partitions,
+            [self._routed(p) for p in parts],
+            [self.state.partitions[p].epoch for p in parts],
+        )
+
+    async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
+        """A client could not use the leader of `epoch` (or the routing named none):
+        check the partition now, not at the next round, and answer the routing as
+        soon as a leader serves a newer epoch, or serves at all where there was
+        none (an election the client saw before its leader served), or this
+        check found the old one sound, or `wait_s` passed. The client's next
+        attempt then goes straight to the new leader."""
+        _check_routing_request(partition, epoch, wait_s, self.num_partitions)
+        meta = self.state.partitions[partition]
+        leaderless = self._routed(partition) is None
+        # A report of an older epoch is already answered; an operation holding
+        # the lock is already moving the partition.
+        check = None
+        if epoch == meta.epoch and not self._locks[partition].locked():
+            check = self._check_task(partition)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while loop.time() < deadline:
+            if self._routed(partition) is not None and (
+                meta.epoch != epoch or leaderless or (check is not None and check.done())
+            ):
+                break
+            await asyncio.sleep(ROUTING_POLL_S)
+        return self.routing()
+
+    async def status(self) -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(self._status_row(p) for p in range(self.num_partitions))))
+
+    async def _status_row(self, partition: int) -> dict[str, Any]:
+        meta = self.state.partitions[partition]
+        row: dict[str, Any] = {
+            "partition": partition,
+            "epoch": meta.epoch,
+            "known_end": meta.known_end,
+            "refused": partition in self.refused,
+            "failure": self.refused.get(partition),
+        }
+        if meta.intent is not None:
+            row["operation"] = f"{meta.intent.reason} -> epoch {meta.intent.epoch}"
+        if (node := self.awaiting.get(partition)) is not None:
+            return {
+                **row, "state": "OFFLINE", "offline": True, "awaited_node": node, "node_id": node,
+                "failure": f"waiting for node {node}: the only copy of its log is on that node's disk",
+            }
+        handle = self.leaders.get(partition)
+        if handle is None:
+            return {**row, "state": "NO LEADER"}
+        try:
+            info = await self.cluster.call(handle, "info", timeout_s=self.settings.probe_timeout_s)
+        except ClusterError as exc:
+            return {**row, "state": f"UNREACHABLE ({exc!r:.40})"}
+        disks = {str(info.get("node_id")): info["disk"]} if disk_failed(info) else {}
+        return {**row, **info, "disks": disks}
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "failovers": sum(self.metrics.failovers.values()),
+            "failovers_by_reason": dict(self.metrics.failovers),
+            "refused": sorted(self.refused),
+            "offline": sorted(self.awaiting),
+            "orphans_reaped": self.metrics.reaped,
+            "loop_errors": dict(self.metrics.loop_errors),
+            "num_partitions": self.num_partitions,
+        }
+
+    async def shutdown(self) -> None:
+        """Stop the loops, unload every partition, kill its actor and the standbys."""
+        for task in [*self._loops, *self._checks.values(), *self._publishing.values()]:
+            task.cancel()
+
+        async def stop(partition: int, handle: Any) -> None:
+            epoch = self.state.partitions[partition].epoch
+            try:
+                await self.cluster.call(handle, "unload", epoch, timeout_s=self.settings.probe_timeout_s)
+            except ClusterError:
+                pass  # killed below all the same
+            self.cluster.kill(handle)
+
+        await asyncio.gather(*(stop(p, h) for p, h in self.leaders.items()))
+        self.standbys.kill_all()
+        self.leaders.clear()
+
+    def log_sources(self) -> dict[int, list[Any]]:
+        """{partition: [leader handle]} of every partition with a leader: who holds its log."""
+        return {p: [handle] for p, handle in self.leaders.items() if handle is not None}
+
+    # ------------------------------------------------------------- helpers
+
+    async def _persist(self) -> None:
+        """Save the metadata; concurrent saves are ordered, and one save covers
+        every change made before it started."""
+        self._version += 1
+        mine = self._version
+        async with self._persist_lock:
+            if self._saved_version >= mine:
+                return
+            version, data = self._version, self.state.to_json()
+            await asyncio.to_thread(self.store.save, data)
+            self._saved_version = version
+
+
+def _check_routing_request(partition: object, epoch: object, wait_s: object, num_partitions: int) -> None:
+    """`routing_after`'s arguments come from any process of the cluster."""
+    if type(partition) is not int or not 0 <= partition < num_partitions:
+        raise ValueError(f"partition must be an int in [0, {num_partitions}), got {partition!r}")
+    if type(epoch) is not int:
+        raise ValueError(f"epoch must be an int, got {epoch!r}")
+    if type(wait_s) not in (int, float) or not 0 <= wait_s <= MAX_ROUTING_WAIT_S:  # type: ignore[operator]
+        raise ValueError(f"wait_s must be a number in [0, {MAX_ROUTING_WAIT_S}], got {wait_s!r}")

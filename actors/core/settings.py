@@ -1,0 +1,174 @@
+"""Service settings shared by the controller, the partition actors and clients.
+
+One frozen value passed to every actor, so a partition actor needs nothing
+but its partition number, its epoch and these settings to do its job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from coordinator import CoordinatorConfig
+from log.config import LogConfig
+
+DEFAULT_NAMESPACE = "raygroups"
+# Kafka's offsets.topic.num.partitions is 50; an embedded service on one
+# machine gets fewer actors by default (documented in the README).
+CLUSTER_PARTITIONS = 50
+EMBEDDED_PARTITIONS = 8
+CONTROLLER_NAME = "raygroups-controller"
+
+
+def partition_dir(data_dir: str, partition: int) -> str:
+    return os.path.join(data_dir, f"offsets-{partition}")
+
+
+def replication_defaults(live_nodes: int) -> tuple[int, int]:
+    """(replication_factor, min_insync_replicas) for a cluster of `live_nodes`:
+    Kafka's 3 and 2 from three nodes up (a commit then survives one node's
+    loss while the partition stays writable); 2 and 1 on two nodes (node-local
+    disks keep a second copy, and either node alone stays writable); one copy
+    on one node."""
+    factor = min(max(live_nodes, 1), 3)
+    return factor, default_min_insync_replicas(factor)
+
+
+def default_min_insync_replicas(replication_factor: int) -> int:
+    """2 from 3 replicas up, else 1 (a second copy must stay writable alone)."""
+    return 2 if replication_factor >= 3 else 1
+
+
+_POSITIVE_INTS = (
+    "replication_factor", "replica_lag_time_max_ms", "replication_max_bytes", "commit_timeout_ms",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    data_dir: str
+    num_partitions: int = CLUSTER_PARTITIONS
+    namespace: str = DEFAULT_NAMESPACE
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    # How often the controller checks that every partition actor answers.
+    probe_interval_s: float = 1.0
+    probe_timeout_s: float = 5.0
+    # Concurrent calls one partition actor accepts: parked JoinGroups of a
+    # large group all wait inside it at once.
+    partition_max_concurrency: int = 10_000
+    # Started, idle partition actors kept ready to take over a failed one.
+    standby_actors: int = 1
+    # A leader LOADING (or FAILED and reloading) whose load shows no progress
+    # for this long is replaced: liveness is serving or making progress.
+    load_stall_timeout_s: float = 30.0
+    # How long a new partition actor may take to start and accept its first
+    # call (a process start on a loaded node takes seconds).
+    actor_start_timeout_s: float = 60.0
+    # After ray.kill, how long the controller waits for Ray to report the
+    # actor dead (its directory lock released) before starting its successor.
+    kill_wait_s: float = 10.0
+    # How often the controller looks for partition actors it does not own.
+    reap_interval_s: float = 10.0
+    # Backoff of standby creation after a standby failed to start.
+    standby_backoff_max_s: float = 60.0
+    # Log maintenance by each partition actor: a snapshot once this many
+    # records were appended since the last, compaction at this interval.
+    # A failover replays at most that many records after the snapshot
+    # (about 0.3 s at the measured load rate); each snapshot re-reads them.
+    maintenance_interval_s: float = 10.0
+    snapshot_every_records: int = 500_000
+    compaction_interval_s: float = 600.0
+    # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor
+    # (1 here: one replica, as before), min.insync.replicas,
+    # replica.lag.time.max.ms, replica.fetch.max.bytes (the most one push
+    # carries) and offsets.commit.timeout.ms (a write not committed by then
+    # is answered COORDINATOR_NOT_AVAILABLE).
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replication_max_bytes: int = 1 << 20
+    commit_timeout_ms: int = 5_000
+    # Leaders push over a TCP connection to each follower actor
+    # (`actors.partition.link`); False: every push is a Ray call, for nodes
+    # that reach each other only on Ray's own ports.
+    replication_link: bool = True
+    # A leader with other ISR members answers a read (any response without
+    # records of its own) only once each of them answered a push sent after
+    # it (`coordinator.runtime`, read confirmation): a deposed leader resuming
+    # from a pause never serves stale offsets. False: reads are answered from
+    # the leader's state at once (the benchmark's baseline; Kafka's behaviour).
+    confirm_reads: bool = True
+    # A node gone this long has its replicas recreated on other live nodes
+    # (Redpanda's partition_autobalancing_node_availability_timeout_sec).
+    replica_reassign_delay_s: float = 300.0
+    # A replica whose disk has kept failing this long is recreated on another
+    # live node, as for a lost node (its own node stays; actors.partition.recovery).
+    disk_failure_move_delay_s: float = 300.0
+    # How often leadership returns to preferred replicas and replicas spread
+    # to idle nodes (Kafka's leader.imbalance.check.interval.seconds).
+    balance_interval_s: float = 300.0
+    # Replication factor 1: True if every node sees the same data directory
+    # (NFS, CephFS, a cloud file share), so a partition's leader may restart
+    # on any node. False (node-local disks): only on the node holding its log,
+    # the partition offline while that node is gone (Kafka's behaviour for
+    # replication factor 1: offline until its broker returns).
+    shared_data_dir: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ValueError("data_dir must be a non-empty path")
+        if not isinstance(self.num_partitions, int) or self.num_partitions < 1:
+            raise ValueError(f"num_partitions must be an int >= 1, got {self.num_partitions!r}")
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for flag in ("replication_link", "shared_data_dir", "confirm_reads"):
+            if type(getattr(self, flag)) is not bool:
+                raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
+        min_isr = self.min_insync_replicas
+        if type(min_isr) is not int or not 1 <= min_isr <= self.replication_factor:
+            raise ValueError(
+                f"min_insync_replicas must be an int between 1 and replication_factor "
+                f"({self.replication_factor}), got {min_isr!r}"
+            )
+
+
+def settings_for_cluster(
+    data_dir: str,
+    live_nodes: int,
+    *,
+    embedded: bool = False,
+    num_partitions: int | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    replication_factor: int | None = None,
+    min_insync_replicas: int | None = None,
+    shared_data_dir: bool = False,
+    saved_replication_factor: int | None = None,
+) -> ServiceSettings:
+    """The settings `actors.start` runs a service with on a cluster of `live_nodes`:
+    what the operator gave wins; then the replication factor the service's saved
+    metadata was written under (its logs are laid out for it: a cluster that
+    grew or lost a node since keeps it); the rest follows the cluster
+    (`replication_defaults`, and fewer partitions for an embedded service)."""
+    if replication_factor is None:
+        replication_factor = saved_replication_factor or replication_defaults(live_nodes)[0]
+    if min_insync_replicas is None:
+        min_insync_replicas = default_min_insync_replicas(replication_factor)
+    return ServiceSettings(
+        data_dir=data_dir,
+        num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else CLUSTER_PARTITIONS),
+        namespace=namespace,
+        replication_factor=replication_factor,
+        min_insync_replicas=min_insync_replicas,
+        shared_data_dir=shared_data_dir,
+    )
+
+
+class SystemClock:
+    """Wall-clock milliseconds: offsets carry commit times that outlive processes."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000

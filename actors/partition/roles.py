@@ -1,0 +1,449 @@
+"""Role changes of a replicated offsets partition: the controller's contract (DESIGN 5b).
+
+`ReplicaRoles` is a base class of `OffsetPartition` (a Ray actor exposes the
+methods it inherits); it holds the actor methods that make a replica a
+follower or a leader and carry a leader's pushes, while `OffsetPartition`
+keeps the serving path. Every method is idempotent for Ray's retries, and a
+call naming an older leader epoch than this replica knows changes nothing.
+While the replica's disk has failed (`actors.partition.recovery`) it follows
+no one and leads nothing: `become_follower` is remembered for when the disk
+works again, `become_leader` raises, and pushes are answered
+KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
+
+- `become_follower(leader_epoch, leader, must_exist=False)`: follow replica
+  `leader`. The log is opened (or kept, with the new epoch recorded in its
+  directory) and replayed once into a hot shard; client requests are
+  answered NOT_COORDINATOR. A leader told this steps down first
+  (`_on_deposed`). A missing directory is created empty (a new replica
+  catching up), except with `must_exist` (an ISR member of a partition
+  that holds data): then the call fails, so a lost disk never becomes a hot
+  follower the controller could promote; the leader drops it from the ISR
+  after the lag time and it follows afresh.
+- `become_leader(leader_epoch, partition_epoch, replicas, isr, followers,
+  controller=None, known_end=-1)`: lead. `followers` maps every other replica id to its
+  actor handle (None: no actor yet); `controller` has `alter_isr.remote(partition, change)`
+  answering `(error, isr, leader_epoch, partition_epoch)` (None: the ISR
+  never changes). A follower is promoted with its hot shard: the runtime is
+  ACTIVE on return, committed end its HWM, written end its log end, and
+  nothing is loaded. A serving leader given a newer epoch (a replica moved)
+  keeps its shard and serves on. Any other replica loads its log first (as
+  `activate(known_end)`: `known_end` is the committed end the controller
+  knows, so a missing or shorter log is refused, never served empty, and
+  the leader starts with it as its high watermark).
+  Every leader records the state it leads with in its directory
+  (`partition-state.json`, `log.replica_state`) before it serves: see
+  `actors/partition/leader.py` for when it is rewritten and why it is safe.
+- `isr_committed(leader_epoch, partition_epoch, isr)`: an ISR the controller
+  committed on its own (a dead node removed); a newer leader epoch deposes.
+- `set_follower(leader_epoch, replica, handle)`: the controller restarted a
+  follower's actor (same node, same disk); the leader pushes to it from now.
+- `replicate(leader_epoch, leader, start_offset, batches, hwm)` and
+  `truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)`:
+  a leader's pushes, answered with a `PushAnswer`. Leaders send them over
+  the replication link (`replication_endpoint()`: this actor's listener,
+  `actors.partition.link`); as Ray methods they stay callable. A push of a newer epoch
+  to a leader or a deposed replica is the news of an election: it becomes a
+  follower of the pusher first (`coordinator.replication.follower`). A push
+  of an older epoch is FENCED_LEADER_EPOCH; one to a replica with no role yet
+  is NOT_LEADER_OR_FOLLOWER (the leader retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import ray
+
+from actors.core.node_names import current_node_name
+from actors.core.settings import partition_dir
+from actors.partition.follower import FollowerReplica, PushAnswer
+from actors.partition.leader import LeaderReplication, Leadership
+from actors.partition.link import LinkServer
+from actors.partition.maintenance import MaintenanceProgress, maintain_once
+from coordinator.errors import Errors
+from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
+from coordinator.runtime import PartitionRuntime, RuntimeState
+from log import replica_dir
+from log.errors import is_storage_error
+from log.loader import load_into
+from log.partition import PartitionLog
+from log.replica_state import ReplicaState, write_replica_state
+
+logger = logging.getLogger(__name__)
+
+
+class ReplicaRoles:
+    """Mixin of `OffsetPartition`: its follower and leader roles (module docstring)."""
+
+    # Provided by OffsetPartition.
+    partition: int
+    epoch: int
+    settings: Any
+    clock: Any
+    runtime: PartitionRuntime
+    log: PartitionLog | None
+    leader: Any
+    follower: FollowerReplica | None
+    loaded_records: int
+    _leadership: Leadership | None
+    _role_lock: asyncio.Lock
+    _io: Any
+    _maintenance: Any
+    metrics: Any
+    _tasks: set[asyncio.Task[None]]
+    _node_id: str | None
+    _link_server: LinkServer | None
+    disk: DiskHealth
+    _on_disk_failure: Callable[[BaseException, str], None]
+    _note_follow_while_failed: Callable[[int, str], None]
+    _storage_refusal: Callable[[], PushAnswer]
+    # The state file last written (read and written on the I/O thread only).
+    _state_written: ReplicaState | None
+
+    # ------------------------------------------------------------ contract
+
+    async def become_follower(
+        self, leader_epoch: int, leader: str, must_exist: bool = False
+    ) -> dict[str, Any]:
+        async with self._role_lock:
+            if self.disk.failed:
+                self._note_follow_while_failed(leader_epoch, leader)
+            else:
+                try:
+                    await self._follow(leader_epoch, leader, must_exist)
+                except Exception as exc:
+                    if not is_storage_error(exc):
+                        raise
+                    self._on_disk_failure(exc, "following")
+        return await self.probe()
+
+    async def become_leader(
+        self,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[str],
+        isr: Sequence[str],
+        followers: Mapping[str, Any],
+        controller: Any = None,
+        known_end: int = -1,
+    ) -> dict[str, Any]:
+        me = self.replica_id
+        if me not in isr or not set(isr) <= set(replicas) or set(followers) != set(replicas) - {me}:
+            raise ValueError(
+                f"replica {me} cannot lead replicas {tuple(replicas)} with ISR {tuple(isr)} "
+                f"and followers {sorted(followers)}"
+            )
+        async with self._role_lock:
+            current = self.leader
+            already = current is not None and current.state.leader_epoch == leader_epoch
+            if leader_epoch < self.epoch or already:
+                return await self.probe()
+            if self.disk.failed:
+                raise RuntimeError(
+                    f"replica {me} of partition {self.partition} cannot lead: its disk failed "
+                    f"({self.disk.error}); it retries by itself"
+                )
+            leadership = Leadership(
+                leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
+                None if controller is None else _proposer(controller, self.partition),
+            )
+            try:
+                await self._lead(leadership, known_end)
+            except Exception as exc:
+                if is_storage_error(exc):
+                    self._on_disk_failure(exc, "becoming the leader")
+                raise
+        return await self.probe()
+
+    async def _lead(self, leadership: Leadership, known_end: int) -> None:
+        """`become_leader`'s work, under the role lock."""
+        if self._leads_in_place():
+            await self._relead(leadership)
+            return
+        leader_epoch = leadership.leader_epoch
+        if self.follower is None and self.log is not None:
+            await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
+        if self.follower is not None:
+            await self._on_io(self._record_state, self._leadership_state(leadership))
+            await self._promote(self.follower, leadership)
+        else:
+            # Recorded before the followers hear of this epoch where the log is
+            # (forgotten_logs refuses a directory that saw a newer epoch than any
+            # state file), else by the load once it created the log.
+            # What the controller saw committed is committed in this ISR member's log too.
+            leadership.high_watermark = max(leadership.high_watermark, known_end)
+            self.epoch, self._leadership = leader_epoch, leadership
+            await self._on_io(self._record_leadership, False)
+            if self.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log
+                self.runtime = PartitionRuntime(self.partition)
+            await self.activate(known_end)
+
+    async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
+        leader = self.leader
+        return leader is not None and await leader.on_metadata(tuple(isr), leader_epoch, partition_epoch)
+
+    async def set_follower(self, leader_epoch: int, replica: str, handle: Any) -> bool:
+        """The controller restarted follower `replica` as actor `handle`: push there now."""
+        leadership = self._leadership
+        if self.leader is None or leadership is None or leadership.leader_epoch != leader_epoch:
+            return False
+        if replica not in leadership.followers:
+            raise ValueError(f"{replica!r} is not a follower of partition {self.partition}")
+        leadership.followers[replica] = handle
+        return True
+
+    async def replicate(
+        self, leader_epoch: int, leader: str, start_offset: int | None, batches: bytes, leader_hwm: int
+    ) -> PushAnswer:
+        follower = await self._pushed_follower(leader_epoch, leader)
+        if not isinstance(follower, FollowerReplica):
+            return follower
+        try:
+            return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+        except Exception as exc:
+            return self._push_failed(exc, "replicated append")
+
+    async def truncate(
+        self,
+        leader_epoch: int,
+        leader: str,
+        diverging: tuple[int, int],
+        seen_log_end: int,
+        seen_last_epoch: int,
+    ) -> PushAnswer:
+        follower = await self._pushed_follower(leader_epoch, leader)
+        if not isinstance(follower, FollowerReplica):
+            return follower
+        try:
+            return await follower.truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)
+        except Exception as exc:
+            return self._push_failed(exc, "truncation")
+
+    async def replication_endpoint(self) -> tuple[str, int, bytes]:
+        """(host, port, token) of this replica's replication link, listening from now on."""
+        if self._link_server is None:
+            settings = self.settings
+            self._link_server = LinkServer(
+                self._link_request,
+                max(settings.replication_max_bytes, settings.log.offsets_segment_bytes),
+                idle_timeout_s=2 * settings.replica_lag_time_max_ms / 1000,
+            )
+        return await self._link_server.endpoint(ray.util.get_node_ip_address())
+
+    async def _link_request(self, kind: str, args: tuple[Any, ...]) -> PushAnswer:
+        return await (self.replicate(*args) if kind == "replicate" else self.truncate(*args))
+
+    # ------------------------------------------------------------- helpers
+
+    @property
+    def replica_id(self) -> str:
+        """This replica's id in ISR lists: its node's name (`actors.core.node_names`; Kafka's broker id)."""
+        if self._node_id is None:
+            self._node_id = current_node_name()
+        return self._node_id
+
+    def _directory(self) -> str:
+        if self.settings.replication_factor > 1:
+            return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
+        return partition_dir(self.settings.data_dir, self.partition)
+
+    def _replica_state(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[str], isr: Sequence[str]
+    ) -> ReplicaState:
+        """The state file's content for this replica leading with these epochs and ISR."""
+        settings = self.settings
+        return ReplicaState(
+            tuple(replicas), tuple(isr), self.replica_id, leader_epoch, partition_epoch,
+            settings.num_partitions, settings.replication_factor,
+        )
+
+    def _leadership_state(self, leadership: Leadership) -> ReplicaState:
+        return self._replica_state(
+            leadership.leader_epoch, leadership.partition_epoch, leadership.replicas, leadership.isr
+        )
+
+    def _record_state(self, state: ReplicaState) -> None:
+        """On the I/O thread (which orders the writes): write the state file unless
+        a state as new was written already."""
+        written = self._state_written
+        if written is not None and state.version <= written.version:
+            return
+        write_replica_state(self._directory(), state, self.settings.log.fsync)
+        self._state_written = state
+
+    def _record_leadership(self, create: bool = True) -> None:
+        """On the I/O thread: the state the next load leads with, once the log is open
+        (`create`) or before the load where the directory exists already."""
+        if self._leadership is None or self.settings.replication_factor == 1:
+            return
+        if create or os.path.isdir(self._directory()):
+            self._record_state(self._leadership_state(self._leadership))
+
+    async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    def _role_view(self) -> dict[str, Any]:
+        """Role, epochs, ISR, high watermark, log end; per follower its log end and lag."""
+        view: dict[str, Any] = dict.fromkeys(_ROLE_KEYS)
+        view["leader_epoch"] = self.epoch
+        if self.follower is not None:
+            view.update(self.follower.describe(), role="follower")
+        elif self.leader is not None:
+            view.update(self.leader.describe(), role="leader")
+        elif self.disk.failed:
+            view["role"] = "failed"
+        else:
+            view["role"] = "deposed" if self.log is not None else "none"
+        return view
+
+    # --------------------------------------------------------- transitions
+
+    async def _pushed_follower(self, leader_epoch: int, leader: str) -> FollowerReplica | PushAnswer:
+        """The follower a push goes to, or the answer that refuses it."""
+        if self.disk.failed:
+            return self._storage_refusal()
+        follower = self.follower or await self._follower_for(leader_epoch, leader)
+        return self._refusal(leader_epoch) if follower is None else follower
+
+    def _push_failed(self, exc: Exception, where: str) -> PushAnswer:
+        """A push that raised: a failed disk is answered KAFKA_STORAGE_ERROR, anything else raises."""
+        if not is_storage_error(exc):
+            raise exc
+        self._on_disk_failure(exc, where)
+        return self._storage_refusal()
+
+    async def _follower_for(self, leader_epoch: int, leader: str) -> FollowerReplica | None:
+        """A push reached a replica that is not following: a newer epoch makes it follow."""
+        async with self._role_lock:
+            if self.follower is None and leader_epoch > self.epoch and self.log is not None:
+                await self._follow(leader_epoch, leader)
+            return self.follower
+
+    def _refusal(self, leader_epoch: int) -> PushAnswer:
+        error = Errors.FENCED_LEADER_EPOCH if leader_epoch < self.epoch else Errors.NOT_LEADER_OR_FOLLOWER
+        return PushAnswer(error, self.epoch, -1, UNDEFINED_EPOCH, 0)
+
+    async def _follow(self, leader_epoch: int, leader: str, must_exist: bool = False) -> None:
+        """Become (or stay) a follower; under the role lock."""
+        if leader_epoch < self.epoch:
+            return
+        if self.follower is not None:
+            await self.follower.adopt(leader_epoch, leader)
+            self.epoch = self.follower.leader_epoch
+            return
+        if self.leader is not None:
+            self._on_deposed(leader_epoch)
+        self.epoch = leader_epoch
+        log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
+        self.log = log
+        self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
+        self._deliver(self.runtime.follow(self.clock.now_ms()))
+        self._spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+
+    async def _follower_maintenance(self, follower: FollowerReplica) -> None:
+        """A follower maintains its own log as a leader does (`actors.partition.maintenance`; Kafka's
+        log cleaner runs on every replica), up to its high watermark: its disk
+        does not fill with history, and a later load replays live state. Until
+        its role ends; a failed round is logged and counted, and the next one
+        tries again; a round the disk failed is a disk failure
+        (`actors.partition.recovery`)."""
+        progress = MaintenanceProgress(follower.high_watermark)
+        while True:
+            await asyncio.sleep(self.settings.maintenance_interval_s)
+            if self.follower is not follower or follower.retired:
+                return
+            try:
+                await maintain_once(
+                    follower.log, follower.high_watermark, progress, self.settings, self._maintenance,
+                    self.clock.now_ms,
+                )
+            except Exception as exc:
+                logger.exception("partition %d: follower log maintenance failed", self.partition)
+                self.metrics.task_failed("follower-maintenance")
+                if is_storage_error(exc):
+                    self._on_disk_failure(exc, "log maintenance")
+                    return
+
+    def _open_for_follower(
+        self, log: PartitionLog | None, leader_epoch: int, must_exist: bool = False
+    ) -> tuple[PartitionLog, Any]:
+        """On the I/O thread: the replica's log at `leader_epoch`, replayed into a new shard."""
+        if log is not None and log.failed:
+            log.close()
+            log = None
+        if log is None:
+            log = PartitionLog.open(self._directory(), leader_epoch, self.settings.log, create=not must_exist)
+        else:
+            log.bump_epoch(leader_epoch)
+        try:
+            shard = self._new_shard()
+            load_into(shard, log)
+        except BaseException:
+            log.close()
+            raise
+        return log, shard
+
+    async def _promote(self, follower: FollowerReplica, leadership: Leadership) -> None:
+        """Follower -> leader with the hot shard: no load (the log is already durable)."""
+        log = follower.log
+        await follower.retire(leadership.leader_epoch)
+        self.epoch = leadership.leader_epoch
+        leadership.high_watermark = follower.high_watermark
+        self._leadership, self.follower, self.leader = leadership, None, None
+        self.runtime = PartitionRuntime(self.partition)
+        self.runtime.begin_load()
+        self._on_loaded(log, follower.shard, 0, time.perf_counter())
+
+    def _leads_in_place(self) -> bool:
+        """Leading and serving: a new epoch of this leader keeps its shard (`_relead`)."""
+        leader = self.leader
+        return (
+            leader is not None and not leader.stopped and self.follower is None and self.log is not None
+            and self.runtime.state is RuntimeState.ACTIVE
+        )
+
+    async def _relead(self, leadership: Leadership) -> None:
+        """A new epoch of this leader (a replica moved, Kafka bumps the epoch): the
+        same shard serves on, nothing is loaded. Appends switch to the new epoch
+        first; the epoch starts where the log ends once the appends queued before
+        the switch are written; responses held for the old epoch's high watermark
+        are released by the new one's."""
+        log, old = self.log, self.leader
+        assert log is not None and old is not None
+        self.epoch = leadership.leader_epoch
+        await self._on_io(log.bump_epoch, leadership.leader_epoch)
+        # Before the new ISR counts (a moved replica left it): module rules of replica_leader.
+        await self._on_io(self._record_state, self._leadership_state(leadership))
+        old.stopped = True  # its senders, ticker and proposer end; the flush loop reads self.leader
+        leadership.high_watermark = old.state.high_watermark
+        self._leadership = leadership
+        epochs = EpochCache(log.epoch_entries())
+        self.leader = LeaderReplication(self, leadership, self.replica_id, log.log_end_offset, epochs)
+        self.runtime.writable = self.leader.state.writable
+        self.leader.spawn_tasks()
+
+    def _on_deposed(self, newer_epoch: int) -> None:
+        """A newer leader epoch exists: stop serving now, keep the log, wait for the controller."""
+        leader, self.leader = self.leader, None
+        if leader is not None:
+            leader.stopped = True
+        self._deliver(self.runtime.step_down(self.clock.now_ms()))
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+
+
+_ROLE_KEYS = ("role", "leader_epoch", "partition_epoch", "isr", "high_watermark", "log_end", "followers")
+
+
+def _proposer(controller: Any, partition: int) -> Any:
+    def propose(change: Any) -> Any:
+        return controller.alter_isr.remote(partition, change)
+
+    return propose
