@@ -35,9 +35,13 @@ Rules, as Kafka's admin API:
   a topic without one (`coordinator.consumer.subscriptions.topic_id_for`), so
   consumer groups written before keep their assignments. `topic_ids()` maps names to ids (the
   gateway's Metadata by id, KIP-848 assignments by id).
-- Partition leaders poll `topics_if_changed(token)` (actors/partition/topics_watch.py):
-  the token names this incarnation of the registry and its change count, so
-  an unchanged registry answers None and a restarted one the whole view.
+- Partition leaders read the topics with `topics_if_changed(token)`
+  (actors/partition/topics_watch.py): the token names this incarnation of the
+  registry and its change count, so an unchanged registry answers None and a
+  restarted one the whole view. After a change the registry nudges every
+  leader (`topics_changed`, from a thread, through the controller's routing)
+  to read at once; a nudge that fails is only late: leaders also read every
+  `topics_refresh_interval_s`.
 - Clients find the registry through their controller handle, in whatever
   namespace that controller lives (`registry_for`), and retry a call with
   backoff for up to 30 s while Ray restarts the registry, as group requests
@@ -48,8 +52,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -66,7 +72,9 @@ from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 from log.fsutil import atomic_write_json
 
+logger = logging.getLogger(__name__)
 TOPIC_REGISTRY_NAME = "raygroups-topics"
+NUDGE_TIMEOUT_S = 10.0
 TOPICS_FILE = "topics.json"
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 BACKOFF = Backoff()
@@ -111,6 +119,7 @@ class TopicRegistry:
         self, settings: ServiceSettings, clock: Any = None, limits: HistoryLimits | None = None
     ) -> None:
         os.makedirs(settings.data_dir, exist_ok=True)
+        self.namespace = settings.namespace
         self.clock = clock or SystemClock()
         self.path = os.path.join(settings.data_dir, TOPICS_FILE)
         self.partitions: dict[str, int] = {}
@@ -165,7 +174,7 @@ class TopicRegistry:
         self.partitions[name], self.end[name], self.start[name] = partitions, {}, {}
         self.ids[name] = new_topic_id(self.ids.values())
         self._persist()
-        self._changes += 1
+        self._changed()
         return Errors.NONE
 
     def create_partitions(self, name: str, total: int) -> Errors:
@@ -176,8 +185,12 @@ class TopicRegistry:
             return Errors.INVALID_PARTITIONS
         self.partitions[name] = total
         self._persist()
-        self._changes += 1
+        self._changed()
         return Errors.NONE
+
+    def _changed(self) -> None:
+        self._changes += 1
+        threading.Thread(target=nudge_leaders, args=(self.namespace,), daemon=True).start()
 
     def describe(self, names: list[str] | None) -> dict[str, int]:
         if names is None:
@@ -273,6 +286,20 @@ OK: Refusal = (Errors.NONE, "", "")
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def nudge_leaders(namespace: str) -> None:
+    """Tell every partition leader of the service that the topics changed (best effort)."""
+    if not ray.is_initialized():  # the registry class used without Ray (tests)
+        return
+    try:
+        controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+        _, leaders, _ = ray.get(controller.routing.remote(), timeout=NUDGE_TIMEOUT_S)
+        for leader in leaders:
+            if leader is not None:
+                leader.topics_changed.remote()
+    except Exception as exc:  # the leaders' own reads catch up
+        logger.info("topic change not pushed to the partition leaders: %r", exc)
 
 
 # ------------------------------------------------------------ service side

@@ -137,6 +137,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self._durable_after_failure: int | None = None
         # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
         self.topics = TopicsWatch(settings.namespace)
+        self._topics_wake = asyncio.Event()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -482,13 +483,21 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             if self.leader is not None:
                 self.leader.wake_for_reads()
 
+    async def topics_changed(self) -> None:
+        """The topic registry's nudge: read the topics now (topics_watch)."""
+        self._topics_wake.set()
+
     async def _topics_loop(self) -> None:
-        """Poll the topic registry and give the shard every newer view (topics_watch)."""
+        """Read the topic registry when nudged or every interval; give the shard every newer view."""
         runtime = self.runtime
         while runtime.state is RuntimeState.ACTIVE:
+            self._topics_wake.clear()
             if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
                 self._apply_topics(self.topics.counts, self.topics.ids)
-            await asyncio.sleep(self.settings.topics_refresh_interval_s)
+            try:
+                await asyncio.wait_for(self._topics_wake.wait(), self.settings.topics_refresh_interval_s)
+            except TimeoutError:
+                pass
 
     def _apply_topics(self, counts: dict[str, int], ids: dict[str, Any]) -> None:
         self._deliver(self.runtime.update_topics(counts, ids, self.clock.now_ms()))

@@ -2,9 +2,11 @@
 
 KIP-848 consumer groups read partition counts and topic ids from the shard's
 view of the topics (Kafka's metadata image). The registry
-(`actors.client.topics`) holds them; each leader polls it every
-`topics_refresh_interval_s` with the token of the view it last applied, and
-an unchanged registry answers None, so a poll costs one small call.
+(`actors.client.topics`) holds them and nudges every leader after a change
+(`OffsetPartition.topics_changed`); a leader then reads at once, and also
+every `topics_refresh_interval_s` in case a nudge was lost, each time with the
+token of the view it last applied: an unchanged registry answers None, so a
+read costs one small call.
 
 Rules:
 - Right after a load (a new leader, a promoted follower, a reload after a
