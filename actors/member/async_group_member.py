@@ -180,7 +180,7 @@ class AsyncGroupMember(MemberBase):
 
     async def _keep_alive(self) -> None:
         """Heartbeats while a coroutine listener runs; the loop's own heartbeat handles any error."""
-        interval_s = self.config.heartbeat_interval_ms / 1000
+        interval_s = self._keep_alive_interval_s()
         client = await self._connected()
         while True:
             await asyncio.sleep(interval_s)

@@ -38,10 +38,14 @@ ConsumerMembershipManager / ConsumerHeartbeatRequestManager do:
   group), then a heartbeat with epoch -1 leaves (-2: a static member leaves
   for now and keeps its assignment for its return).
 
-Departure from Kafka's client: no heartbeats are sent while a listener runs
-(Kafka's background thread sends them). A listener longer than the
-coordinator's session timeout fences the member; one longer than the
-rebalance timeout does in Kafka too.
+While a listener runs, the drivers send keep-alive heartbeats
+(`heartbeat_request`: the epoch only) at the coordinator's interval, as
+Kafka's background thread heartbeats meanwhile; a revocation listener longer
+than the rebalance timeout still fences the member, as in Kafka.
+
+Departure from Kafka's client: a commit refused with STALE_MEMBER_EPOCH
+raises CommitFailedError at once (Kafka's client retries it with the newer
+epoch until its timeout); the application may commit again.
 """
 
 from __future__ import annotations
@@ -200,9 +204,22 @@ class ConsumerLoop:
         if failed:
             raise CommitFailedError(failed)
 
-    def heartbeat_request(self) -> None:
-        """No keep-alive heartbeats while a listener runs (module docstring)."""
-        return None
+    def heartbeat_request(self) -> ConsumerGroupHeartbeatRequest | None:
+        """A keep-alive the drivers send (answer ignored) while a listener runs, as Kafka's
+        background thread heartbeats meanwhile; None when the member is not in the group.
+
+        It carries the epoch and no other field, so it changes nothing the member
+        reported; whatever the coordinator answers to it, the loop's next heartbeat
+        sends every field (`_reconcile`) and gets the assignment again.
+        """
+        with self.lock:
+            epoch, member_id = self.member_epoch, self.member_id
+        if epoch <= JOIN_EPOCH:
+            return None
+        return ConsumerGroupHeartbeatRequest(
+            self.config.group_id, member_id, epoch, instance_id=self.config.group_instance_id,
+            client_id=self.config.client_id, client_host=self.config.client_host,
+        )
 
     # ------------------------------------------------------------ the loop
 
@@ -348,6 +365,7 @@ class ConsumerLoop:
                 self.owned |= added
             yield Notify("assigned", added)
         self._first_assignment = False
+        self._sent = None  # keep-alives may have been answered meanwhile: the ack sends everything
         self.rebalances += 1
         if revoked or added:
             self.next_heartbeat = 0.0  # acknowledge now

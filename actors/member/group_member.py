@@ -191,6 +191,14 @@ class MemberBase(ABC):
             return source(topics)
         return dict(source) if topics is None else {t: source[t] for t in topics if t in source}
 
+    def _keep_alive_interval_s(self) -> float:
+        """Keep-alive heartbeats while a listener runs go at the interval the coordinator
+        gave a consumer-protocol member, else at the member's own."""
+        core = self.core
+        if isinstance(core, ConsumerLoop):
+            return core.heartbeat_interval_ms / 1000
+        return self.config.heartbeat_interval_ms / 1000
+
     def _listener(self, effect: Notify) -> Listener | None:
         return self.listeners[effect.listener]
 
@@ -334,7 +342,7 @@ class GroupMember(MemberBase):
 
     def _keep_alive(self, done: threading.Event) -> None:
         """Heartbeats while a listener runs; the loop's own heartbeat handles any error."""
-        interval_s = self.config.heartbeat_interval_ms / 1000
+        interval_s = self._keep_alive_interval_s()
         while not done.wait(interval_s):
             request = self.core.heartbeat_request()
             if request is None:

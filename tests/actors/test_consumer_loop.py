@@ -79,6 +79,8 @@ class Member:
         self.events: list[tuple[str, frozenset[TopicPartition]]] = []
         self.alive = True
         self.crash_on_revoke = False
+        self.keep_alives = 0  # keep-alive heartbeats sent during each listener call, answers ignored
+        self.in_listener = False
         self.loop = ConsumerLoop(
             member_config(topics, **config), wake=lambda: None, set_stable=lambda _: None,
             clock=lambda: coordinator.now_ms / 1000,
@@ -93,7 +95,7 @@ class Member:
 
     def drive(self) -> None:
         """Perform effects until the loop waits for a time still to come."""
-        while self.alive:
+        while self.alive and not self.in_listener:
             effect = self.effect
             if isinstance(effect, Wait) and self.coordinator.now_ms < self.wake_at:
                 return
@@ -112,6 +114,12 @@ class Member:
             if effect.listener == "revoked" and self.crash_on_revoke:
                 self.alive = False  # killed inside its revoke listener: never acknowledges
             self.events.append((effect.listener, effect.partitions))
+            self.in_listener = True
+            for _ in range(self.keep_alives):
+                if (request := self.loop.heartbeat_request()) is not None:
+                    self.coordinator.send(request)
+                self.coordinator.run(100)  # the others go on meanwhile
+            self.in_listener = False
         return None
 
     def close(self) -> None:
@@ -238,6 +246,23 @@ def test_a_member_killed_mid_revocation_is_fenced_and_its_partitions_reassigned(
     assert any(
         getattr(r, "member_id", None) == member_id and r.member_epoch == 0 for r in coordinator.sent[-50:]
     )
+
+
+def test_keep_alives_during_listeners_lose_nothing() -> None:
+    """Heartbeats while a listener runs (the drivers' keep-alive) answer things the loop
+    never sees; its next full heartbeat learns them, and no partition is lost or doubled."""
+    coordinator = Coordinator({"t": 6})
+    members = [Member(coordinator, ("t",)) for _ in range(3)]
+    for member in members:
+        member.keep_alives = 3
+    settle(coordinator, members, all_partitions("t", 6))
+    members.append(Member(coordinator, ("t",)))
+    members[-1].keep_alives = 3
+    coordinator.grow("t", 9)
+    settle(coordinator, members, all_partitions("t", 9))
+    members.pop(0).close()
+    settle(coordinator, members, all_partitions("t", 9))
+    assert all(m.since(0, "lost") == frozenset() for m in members)
 
 
 def test_a_grown_topic_is_assigned() -> None:
