@@ -294,7 +294,8 @@ def nudge_leaders(namespace: str) -> None:
         return
     try:
         controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
-        _, leaders, _ = ray.get(controller.routing.remote(), timeout=NUDGE_TIMEOUT_S)
+        routing: Any = ray.get(controller.routing.remote(), timeout=NUDGE_TIMEOUT_S)
+        _, leaders, _ = routing
         for leader in leaders:
             if leader is not None:
                 leader.topics_changed.remote()

@@ -247,7 +247,9 @@ class ConsumerLoop:
     def _send(self, request: ConsumerGroupHeartbeatRequest) -> Steps[ConsumerGroupHeartbeatResponse | None]:
         """The response, or None when no coordinator answered in time (the caller retries)."""
         try:
-            return (yield Send(request, self.config.session_timeout_ms / 1000))
+            timeout_s = self.config.session_timeout_ms / 1000
+            response: ConsumerGroupHeartbeatResponse = yield Send(request, timeout_s)
+            return response
         except Exception as exc:  # the client gave up: coordinator unavailable or unreachable
             logger.warning("%s: ConsumerGroupHeartbeat not answered: %r", self.config.group_id, exc)
             return None
