@@ -242,7 +242,8 @@ class ConsumerLoop:
         return max(0.0, min(due) - self.clock())
 
     def _poll_expired(self) -> bool:
-        return (self.clock() - self.last_poll) * 1000 > self.config.max_poll_interval_ms
+        # At the deadline itself, as `_idle_s` wakes for it: never a wait of 0 s over and over.
+        return (self.clock() - self.last_poll) * 1000 >= self.config.max_poll_interval_ms
 
     def _send(self, request: ConsumerGroupHeartbeatRequest) -> Steps[ConsumerGroupHeartbeatResponse | None]:
         """The response, or None when no coordinator answered in time (the caller retries)."""

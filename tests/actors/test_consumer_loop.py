@@ -45,6 +45,7 @@ class Coordinator:
         self.shard.update_topics(counts, 0, self.ids)
         self.members: list[Member] = []
         self.sent: list[Any] = []
+        self.kill_next_revoker = False  # the next member to revoke dies in its listener
 
     def send(self, request: Any) -> Any:
         self.sent.append(request)
@@ -78,7 +79,6 @@ class Member:
         self.coordinator = coordinator
         self.events: list[tuple[str, frozenset[TopicPartition]]] = []
         self.alive = True
-        self.crash_on_revoke = False
         self.keep_alives = 0  # keep-alive heartbeats sent during each listener call, answers ignored
         self.in_listener = False
         self.loop = ConsumerLoop(
@@ -111,7 +111,8 @@ class Member:
         if isinstance(effect, TopicIds):
             return dict(self.coordinator.ids)
         if isinstance(effect, Notify):
-            if effect.listener == "revoked" and self.crash_on_revoke:
+            if effect.listener == "revoked" and self.coordinator.kill_next_revoker:
+                self.coordinator.kill_next_revoker = False
                 self.alive = False  # killed inside its revoke listener: never acknowledges
             self.events.append((effect.listener, effect.partitions))
             self.in_listener = True
@@ -226,18 +227,23 @@ def test_a_member_killed_mid_revocation_is_fenced_and_its_partitions_reassigned(
     coordinator = Coordinator({"t": 4})
     members = [Member(coordinator, ("t",)) for _ in range(2)]
     settle(coordinator, members, all_partitions("t", 4))
-    victim = members[0]
-    victim.crash_on_revoke = True
+    coordinator.kill_next_revoker = True  # whichever must give a partition up dies doing it
     members.append(Member(coordinator, ("t",)))
-    coordinator.run_until(lambda: not victim.alive)
+
+    def one_died() -> bool:
+        keep_polling(coordinator)
+        return not all(m.alive for m in members)
+
+    coordinator.run_until(one_died)
     died_ms = coordinator.now_ms
-    survivors = members[1:]
+    victim = next(m for m in members if not m.alive)
+    survivors = [m for m in members if m is not victim]
     settle(coordinator, survivors, all_partitions("t", 4))
     # Fenced by the rebalance timeout, well before its session would have expired.
     assert died_ms + REBALANCE_TIMEOUT_MS <= coordinator.now_ms < died_ms + SESSION_TIMEOUT_MS
     # Revived, it hears it was fenced: partitions lost, rejoined at epoch 0 with the same id.
     member_id = victim.loop.member_id
-    victim.alive, victim.crash_on_revoke = True, False
+    victim.alive = True
     victim.effect = victim.steps.send(None)
     mark = len(victim.events)
     settle(coordinator, members, all_partitions("t", 4))
@@ -309,3 +315,27 @@ def test_config_rules() -> None:
         member_config(("t",), group_protocol="classic", subscription_pattern="x.*")
     with pytest.raises(ValueError, match="not both"):
         member_config(("t",), subscription_pattern="x.*")
+
+
+def test_a_static_member_leaves_for_now_and_gets_its_partitions_back() -> None:
+    coordinator = Coordinator({"t": 4})
+    static = Member(coordinator, ("t",), group_instance_id="static-1")
+    other = Member(coordinator, ("t",))
+    settle(coordinator, [static, other], all_partitions("t", 4))
+    held = static.owned()
+    static.close()
+    assert coordinator.sent[-1].member_epoch == -2 and coordinator.sent[-1].instance_id == "static-1"
+    coordinator.run(500)
+    assert other.owned() == all_partitions("t", 4) - held  # nothing moved while it is away
+    back = Member(coordinator, ("t",), group_instance_id="static-1")
+    settle(coordinator, [back, other], all_partitions("t", 4))
+    assert back.owned() == held and other.since(0, "revoked") == frozenset()
+
+
+def test_an_instance_id_still_held_is_fatal_for_the_newcomer() -> None:
+    coordinator = Coordinator({"t": 2})
+    first = Member(coordinator, ("t",), group_instance_id="dup")
+    settle(coordinator, [first], all_partitions("t", 2))
+    Member(coordinator, ("t",), group_instance_id="dup")
+    with pytest.raises(GroupMemberError, match="UNRELEASED_INSTANCE_ID"):
+        coordinator.run(200)

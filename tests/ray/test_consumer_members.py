@@ -163,11 +163,12 @@ def test_a_member_killed_mid_revocation_is_fenced_and_its_partitions_reassigned(
     held = stuck_view()[0][2]
     assert held
     ray.get(stuck.arm.remote())
-    second = consumer(cleanup, group, topic, Recorder())  # takes a partition of each
+    # Two more members: a share of one partition each, so the stuck member must revoke one.
+    others = [first, *(consumer(cleanup, group, topic, Recorder()) for _ in range(2))]
     wait_until(lambda: ray.get(stuck.is_revoking.remote(), timeout=TIMEOUT_S))
     ray.kill(stuck)  # mid-revocation: it never acknowledges
-    wait_until(lambda: settled([local_view(first), local_view(second)], expected))
-    taken = frozenset(first.assignment()) | frozenset(second.assignment())
+    wait_until(lambda: settled(map(local_view, others), expected))
+    taken = frozenset().union(*(frozenset(m.assignment()) for m in others))
     assert held <= taken
 
 
