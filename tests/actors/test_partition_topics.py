@@ -137,3 +137,33 @@ def test_a_reload_keeps_the_topics_and_a_dead_registry_breaks_nothing(
         await asyncio.sleep(0)
 
     run(scenario())
+
+
+def test_a_promoted_follower_serves_the_group_with_its_topics(
+    tmp_path: Path, fake_registry: FakeRegistry
+) -> None:
+    """The hot shard of a follower gets the topics its log names when promoted, so the
+    group goes on at its epoch even before the registry answers (here: never)."""
+    from tests.actors.replication_support import Cluster
+
+    async def scenario() -> None:
+        fake_registry.grow("t", 3)
+        cluster = Cluster(tmp_path, topics_refresh_interval_s=0.01)
+        a = await cluster.start()
+        await until(lambda: "t" in a.runtime.shard.topics, "the registry's topics")
+        joined = await heartbeat(a, join("m1"))
+        assert assigned(joined) == 3
+        epoch = a.runtime.shard.consumer_groups["g"].group_epoch
+        b = cluster.replicas["b"]
+        end = a.log.log_end_offset
+        await until(lambda: b.follower is not None and b.follower.high_watermark == end, "b to catch up")
+        fake_registry.down = True
+        cluster.handles["a"].stop()
+        await cluster.elect("b", ("b", "c"), ("c",))
+        assert b.runtime.shard.topics["t"].partition_count == 3
+        again = await heartbeat(b, ConsumerGroupHeartbeatRequest("g", "m1", joined.member_epoch))
+        assert again.error is Errors.NONE and again.member_epoch == joined.member_epoch
+        assert b.runtime.shard.consumer_groups["g"].group_epoch == epoch
+        await cluster.close()
+
+    run(scenario())
