@@ -172,15 +172,20 @@ def test_a_member_killed_mid_revocation_is_fenced_and_its_partitions_reassigned(
     assert held <= taken
 
 
-def test_a_grown_topic_is_assigned(registry: Client, cleanup: Cleanup) -> None:
-    topic, group = unique("t"), unique("kip848-grow")
+def test_a_grown_topic_and_a_created_one_are_assigned(registry: Client, cleanup: Cleanup) -> None:
+    topic, later, group = unique("t"), unique("later"), unique("kip848-grow")
     registry.create_topic(topic, 2)
-    members = [consumer(cleanup, group, topic, Recorder()) for _ in range(2)]
+    members = [
+        cleanup.member(group, [topic, later], Recorder(), **CONSUMER).start() for _ in range(2)
+    ]  # `later` does not exist yet: nothing of it to assign
     wait_until(lambda: settled(map(local_view, members), partitions(topic, 2)))
     epochs = [m.generation_id for m in members]
     registry.create_partitions(topic, 6)  # the registry's change reaches the coordinator by itself
     wait_until(lambda: settled(map(local_view, members), partitions(topic, 6)) and balanced(members))
     assert all(m.generation_id > e for m, e in zip(members, epochs))
+    registry.create_topic(later, 2)
+    everything = partitions(topic, 6) | partitions(later, 2)
+    wait_until(lambda: settled(map(local_view, members), everything) and balanced(members))
 
 
 def test_topic_ids_are_stable_and_distinct(registry: Client) -> None:
