@@ -43,9 +43,9 @@ While a listener runs, the drivers send keep-alive heartbeats
 Kafka's background thread heartbeats meanwhile; a revocation listener longer
 than the rebalance timeout still fences the member, as in Kafka.
 
-Departure from Kafka's client: a commit refused with STALE_MEMBER_EPOCH
-raises CommitFailedError at once (Kafka's client retries it with the newer
-epoch until its timeout); the application may commit again.
+A commit refused with STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID raises
+CommitFailedError, as Kafka's current client fails it (older ones retried a
+stale epoch); the application may commit again once the member caught up.
 """
 
 from __future__ import annotations
