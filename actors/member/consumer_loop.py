@@ -363,16 +363,18 @@ class ConsumerLoop:
             yield Notify("revoked", revoked)
             with self.lock:
                 self.owned -= revoked
+        notified = bool(revoked or added or self._first_assignment)
         if added or self._first_assignment:
             with self.lock:
                 self.owned |= added
             yield Notify("assigned", added)
         self._first_assignment = False
-        self._sent = None  # keep-alives may have been answered meanwhile: the ack sends everything
-        self.rebalances += 1
+        if notified:  # keep-alives may have been answered meanwhile: the next heartbeat sends everything
+            self._sent = None
         if revoked or added:
+            self.rebalances += 1
             self.next_heartbeat = 0.0  # acknowledge now
-        elif self._target is None:
+        else:
             self._change_stable(True)
 
     def _topic_names(self, topic_ids: Iterable[uuid.UUID]) -> Steps[dict[uuid.UUID, str] | None]:

@@ -339,3 +339,14 @@ def test_an_instance_id_still_held_is_fatal_for_the_newcomer() -> None:
     Member(coordinator, ("t",), group_instance_id="dup")
     with pytest.raises(GroupMemberError, match="UNRELEASED_INSTANCE_ID"):
         coordinator.run(200)
+
+
+def test_a_settled_member_sends_only_its_epoch() -> None:
+    """Kafka's HeartbeatState: once acknowledged, a heartbeat carries no unchanged field."""
+    coordinator = Coordinator({"t": 2})
+    member = Member(coordinator, ("t",))
+    settle(coordinator, [member], all_partitions("t", 2))
+    coordinator.run(1_000)
+    last = coordinator.sent[-3:]
+    assert all(r.topic_partitions is None and r.subscribed_topic_names is None for r in last)
+    assert all(r.member_epoch == member.loop.member_epoch for r in last)
