@@ -31,8 +31,9 @@ from actors.member.api import (
     advance,
     committed_offsets,
 )
-from actors.member.group_member import MemberBase, Offsets
+from actors.member.group_member import STALE_FETCH_RETRIES, MemberBase, Offsets
 from actors.service import connect
+from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
 
@@ -98,7 +99,13 @@ class AsyncGroupMember(MemberBase):
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         client = await self._connected()
-        response = await client.fetch_offsets_async(self.config.group_id, [(t, p) for t, p in partitions])
+        wanted = [(t, p) for t, p in partitions]
+        response = await client.send_async(self._fetch_request(wanted))
+        for _ in range(STALE_FETCH_RETRIES):
+            if response.error is not Errors.STALE_MEMBER_EPOCH:
+                break
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)  # the heartbeat brings the newer epoch
+            response = await client.send_async(self._fetch_request(wanted))
         return committed_offsets(response)
 
     async def close(self, timeout_s: float = 30.0) -> None:

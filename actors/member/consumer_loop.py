@@ -30,7 +30,9 @@ ConsumerMembershipManager / ConsumerHeartbeatRequestManager do:
   (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS)
   and unanswered heartbeats are retried after `retry_backoff_ms`.
 - Commits carry the member epoch (OffsetCommit v9). A refused commit raises
-  CommitFailedError; fencing is the heartbeat's business.
+  CommitFailedError; fencing is the heartbeat's business. `committed()`
+  names the member and its epoch (OffsetFetch v9) and is sent again, a few
+  times, when the coordinator answers STALE_MEMBER_EPOCH.
 - max.poll.interval.ms: without `poll()` for that long the member leaves
   (epoch -1, -2 for a static member) and loses its partitions; the next
   `poll()` rejoins with epoch 0.

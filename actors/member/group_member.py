@@ -56,6 +56,8 @@ from actors.member.api import (
 from actors.member.consumer_loop import ConsumerLoop
 from actors.member.loop import MemberLoop
 from actors.service import connect
+from coordinator.errors import Errors
+from coordinator.messages import OffsetFetchRequest
 from coordinator.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -67,6 +69,9 @@ TopicPartitions = (
 )
 Offsets = Mapping[TopicPartition | tuple[str, int], int]
 DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")  # Kafka's partition.assignment.strategy
+# A consumer-protocol member's OffsetFetch refused for a stale epoch is sent again with
+# the newer one its heartbeat brings, as Kafka's consumer retries it, this many times.
+STALE_FETCH_RETRIES = 3
 
 
 class MemberBase(ABC):
@@ -191,6 +196,16 @@ class MemberBase(ABC):
             return source(topics)
         return dict(source) if topics is None else {t: source[t] for t in topics if t in source}
 
+    def _fetch_request(self, partitions: list[tuple[str, int]]) -> OffsetFetchRequest:
+        """OffsetFetch; a consumer-protocol member in the group names itself and its
+        epoch (OffsetFetch v9), as Kafka's consumer does."""
+        core, group_id = self.core, self.config.group_id
+        if isinstance(core, ConsumerLoop) and core.member_epoch > 0:
+            return OffsetFetchRequest(
+                group_id, tuple(partitions), member_id=core.member_id, member_epoch=core.member_epoch
+            )
+        return OffsetFetchRequest(group_id, tuple(partitions))
+
     def _keep_alive_interval_s(self) -> float:
         """Keep-alive heartbeats while a listener runs go at the interval the coordinator
         gave a consumer-protocol member, else at the member's own."""
@@ -273,7 +288,13 @@ class GroupMember(MemberBase):
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (None where nothing was committed)."""
-        response = self._connected().fetch_offsets(self.config.group_id, [(t, p) for t, p in partitions])
+        wanted = [(t, p) for t, p in partitions]
+        response = self._connected().send(self._fetch_request(wanted))
+        for _ in range(STALE_FETCH_RETRIES):
+            if response.error is not Errors.STALE_MEMBER_EPOCH:
+                break
+            time.sleep(self.config.retry_backoff_ms / 1000)  # the heartbeat brings the newer epoch
+            response = self._connected().send(self._fetch_request(wanted))
         return committed_offsets(response)
 
     def close(self, timeout_s: float = 30.0) -> None:

@@ -350,3 +350,15 @@ def test_a_settled_member_sends_only_its_epoch() -> None:
     last = coordinator.sent[-3:]
     assert all(r.topic_partitions is None and r.subscribed_topic_names is None for r in last)
     assert all(r.member_epoch == member.loop.member_epoch for r in last)
+
+
+def test_a_consumer_member_fetches_offsets_with_its_epoch() -> None:
+    from actors.member.group_member import GroupMember
+
+    member = GroupMember("g", ["t"], group_protocol="consumer")
+    assert member._fetch_request([("t", 0)]).member_id is None  # not in the group yet
+    member.core.member_epoch = 4
+    request = member._fetch_request([("t", 0)])
+    assert (request.member_id, request.member_epoch) == (member.member_id, 4)
+    classic = GroupMember("g", ["t"])._fetch_request([("t", 0)])
+    assert (classic.member_id, classic.member_epoch) == (None, -1)
