@@ -206,7 +206,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         for i in range(g.consumers)
     }
     _wait_stable(client, consumers)
-    console.print("groups formed (billing: consumer group protocol, KIP-848); consuming and committing ...")
+    console.print("groups formed (billing: KIP-848 protocol); consuming and committing ...")
     time.sleep(seconds / 2)
 
     victim = ("orders-app", 0)
