@@ -120,6 +120,9 @@ class TopicRegistry:
     ) -> None:
         os.makedirs(settings.data_dir, exist_ok=True)
         self.namespace = settings.namespace
+        # One nudging thread at a time; changes meanwhile make it nudge once more.
+        self._nudge_lock = threading.Lock()
+        self._nudging = self._nudge_again = False
         self.clock = clock or SystemClock()
         self.path = os.path.join(settings.data_dir, TOPICS_FILE)
         self.partitions: dict[str, int] = {}
@@ -190,7 +193,21 @@ class TopicRegistry:
 
     def _changed(self) -> None:
         self._changes += 1
-        threading.Thread(target=nudge_leaders, args=(self.namespace,), daemon=True).start()
+        with self._nudge_lock:
+            if self._nudging:
+                self._nudge_again = True
+                return
+            self._nudging = True
+        threading.Thread(target=self._nudge, daemon=True).start()
+
+    def _nudge(self) -> None:
+        while True:
+            nudge_leaders(self.namespace)
+            with self._nudge_lock:
+                if not self._nudge_again:
+                    self._nudging = False
+                    return
+                self._nudge_again = False
 
     def describe(self, names: list[str] | None) -> dict[str, int]:
         if names is None:

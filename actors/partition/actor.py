@@ -18,6 +18,12 @@ moves requests, time and I/O results in and answers out:
   recovers by itself (`actors.partition.recovery`); without replicas the
   reload checks the disk and cuts the log at its durable end.
 
+Consumer groups (KIP-848) read the topics the leader gives its shard: the
+view its log names right after every load, then the topic registry's
+(`actors.partition.topics_watch`), read when the registry nudges
+(`topics_changed`) and every `topics_refresh_interval_s`; the records this
+writes follow the write path as a timer's do.
+
 Replication (DESIGN 5b): every leader releases responses at its high
 watermark (`replica_leader`; without replicas that is the local durable end,
 as before). With `replication_factor` > 1 each replica keeps its log in
