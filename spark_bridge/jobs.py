@@ -31,7 +31,7 @@ from spark_bridge.end_offsets import (
     history_frame,
     is_history,
 )
-from spark_bridge.rows import CONSUMER_GROUP_METADATA, GROUP_METADATA, OFFSET_COMMIT
+from spark_bridge.rows import GROUP_METADATA, OFFSET_COMMIT
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
 DEFAULT_WINDOW_MS = 60_000
@@ -196,12 +196,8 @@ def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFr
 
 
 def rebalance_history(log_df: DataFrame) -> DataFrame:
-    """Every generation change of every group, with member counts and the time since the previous one.
-
-    A consumer group's (KIP-848) generation is its group epoch; its rows have no
-    member count, protocol or leader (the coordinator assigns)."""
-    kinds = F.col("record_type").isin(GROUP_METADATA, CONSUMER_GROUP_METADATA)
-    metadata = log_df.where(kinds & ~F.col("tombstone"))
+    """Every generation change of every group, with member counts and the time since the previous one."""
+    metadata = _group_records(log_df).where(~F.col("tombstone"))
     in_order = Window.partitionBy("group_id").orderBy("offset")
     changed = metadata.withColumn("_before", F.lag("generation").over(in_order)).where(
         F.col("_before").isNull() | (F.col("_before") != F.col("generation"))

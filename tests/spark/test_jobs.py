@@ -191,17 +191,3 @@ def test_expired_and_deleted_groups(log_df: DataFrame) -> None:
 def test_a_window_must_be_positive(log_df: DataFrame) -> None:
     with pytest.raises(ValueError, match="window_ms"):
         jobs.commit_rate(log_df, 0)
-
-
-def test_rebalance_history_shows_consumer_group_epochs(
-    bridge_session: BridgeSession, tmp_path: Path
-) -> None:
-    from coordinator.records import ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, Record
-
-    def epoch(value: int) -> Record:
-        return Record(ConsumerGroupMetadataKey("kip848"), ConsumerGroupMetadataValue(value))
-
-    write_history(str(tmp_path), [(0, T0, [epoch(1)]), (0, T0 + 500, [epoch(2)]), (0, T0 + 900, [epoch(2)])])
-    history = jobs.rebalance_history(read_offsets_log(bridge_session.spark, tmp_path))
-    got = [row[:5] for row in collect(history, "generation")]
-    assert got == [("kip848", 1, None, T0, None), ("kip848", 2, 1, T0 + 500, 500)]
