@@ -16,10 +16,13 @@ parse (gateway-notes.md sections 2-4):
   broker were too old;
 - Fetch stops at 12: from 13 clients fetch by topic id, which the gateway
   does not map; Metadata stops at 12 with it;
-- OffsetCommit stops at 9 and OffsetFetch at 9: 10 addresses topics by id
-  (KIP-848's new consumer protocol, not served here);
-- ConsumerGroupHeartbeat is left out: clients then use the classic group
-  protocol, the one raygroups' coordinator speaks.
+- OffsetCommit stops at 9 and OffsetFetch at 9: v9 carries the member id
+  and epoch of a consumer-protocol member (KIP-848); 10 addresses topics by
+  id;
+- ConsumerGroupHeartbeat 0-1 (KIP-848, handlers.consumer): librdkafka
+  (`group.protocol=consumer`) speaks only v1 and needs OffsetCommit and
+  OffsetFetch >= 9 beside it; clients that do not opt in stay on the
+  classic protocol.
 
 `handle(ctx, request)` answers one parsed kio request of a supported key
 and version with the kio response entity of the same version, or None
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.client.client import Client
-from gateway.handlers import admin, data, membership, metadata, offsets
+from gateway.handlers import admin, consumer, data, membership, metadata, offsets
 
 # api key -> (min, max) version advertised.
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -57,6 +60,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
 }
 
 
@@ -111,6 +115,7 @@ HANDLERS: dict[int, Handler] = {
     42: admin.handle_delete_groups,
     47: offsets.handle_offset_delete,
     60: metadata.handle_describe_cluster,
+    68: consumer.handle_consumer_group_heartbeat,
 }
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -56,6 +58,7 @@ _FAILED: dict[type, Callable[[Any, Errors], Any]] = {
     ),
     ListGroupsRequest: lambda r, e: ListGroupsResponse(e),
     DeleteGroupsRequest: lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids)),
+    ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
 }
 
 

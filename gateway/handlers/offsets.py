@@ -3,12 +3,16 @@
 Group offsets go through the coordinator, by version:
 - OffsetCommit v2-4 carry a retention time (-1: the broker's retention
   decides, KIP-211), v6+ a leader epoch per partition, v7+ the group
-  instance id. A null commit metadata is stored as "".
+  instance id. A null commit metadata is stored as "". The version goes to
+  the core: a consumer group's member must commit with v9+ (KIP-848), and
+  v9+ answers GROUP_ID_NOT_FOUND where older versions answer
+  ILLEGAL_GENERATION (coordinator/consumer/offsets_check.py).
 - OffsetFetch v1 names its partitions and has no group error field: a
   group error goes to every partition, as Kafka's OffsetFetchResponse
   writes it; v2+ may ask for every partition (null topics) and answer a
   group error; v8+ asks for several groups at once, sent concurrently to
-  their coordinators.
+  their coordinators; v9+ names, per group, the consumer-protocol member
+  asking and its epoch, which the core checks (KIP-848).
 Topic offsets come from the registry (handlers/topics.py):
 - ListOffsets: -2 (earliest) and -4 (earliest local, v8+: there is no
   tiered storage) are the log start offset, -1 (latest) the end offset,
@@ -112,6 +116,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
         group_instance_id=getattr(request, "group_instance_id", None),
         # Only v2-4 have the field.
         retention_time_ms=ms(retention) if retention is not None else -1,
+        version=request.__version__,
     )
     committed = await send(ctx.client, commit)
     return respond(request, {"topics": _results(committed.partitions)})
@@ -148,15 +153,25 @@ def _unknown(topic: str, partition: int, error: Errors) -> FetchedOffset:
     return FetchedOffset(topic, partition, -1, -1, "", error)
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, stable: bool) -> OffsetFetchResponse:
-    return await send(ctx.client, OffsetFetchRequest(group_id, _wanted(topics), stable))  # type: ignore[no-any-return]
+async def _fetch_group(
+    ctx: RequestContext, group_id: str, topics: Any, stable: bool, member: Any = None
+) -> OffsetFetchResponse:
+    fetch = OffsetFetchRequest(
+        group_id,
+        _wanted(topics),
+        stable,
+        # v9+: a consumer-protocol member's id and epoch (null and -1 from anyone else).
+        member_id=getattr(member, "member_id", None),
+        member_epoch=getattr(member, "member_epoch", -1),
+    )
+    return await send(ctx.client, fetch)  # type: ignore[no-any-return]
 
 
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     stable = getattr(request, "require_stable", False)
     if request.__version__ >= 8:
         fetched = await asyncio.gather(
-            *(_fetch_group(ctx, g.group_id, g.topics, stable) for g in request.groups)
+            *(_fetch_group(ctx, g.group_id, g.topics, stable, g) for g in request.groups)
         )
         groups = [
             {"group_id": g.group_id, **_group_answer(f, _wanted(g.topics), False)}

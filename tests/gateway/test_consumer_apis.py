@@ -1,0 +1,207 @@
+"""The gateway's KIP-848 side without Ray: ConsumerGroupHeartbeat v0-1 and the
+member id and epoch OffsetCommit/OffsetFetch v9 carry, translated to the core's
+requests and back, each response round-tripped through kio (fake_client.call)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from actors.client.retry import CoordinatorUnavailableError
+from coordinator.errors import Errors
+from coordinator.messages import (
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupTopicPartitions,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    PartitionResult,
+)
+
+from tests.gateway.fake_client import FakeClient, call
+from tests.gateway.kafka_support import kio_request
+
+CGHB = 68
+T1, T2 = uuid.UUID(int=7), uuid.UUID(int=9)
+
+
+def heartbeat(version: int, **fields: Any) -> Any:
+    values = {
+        "group_id": "g",
+        "member_id": "m-1",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout": 300_000,
+        "subscribed_topic_names": ["a", "b"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+        **fields,
+    }
+    return kio_request(CGHB, version, **values)
+
+
+def joined(request: Any) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        Errors.NONE,
+        None,
+        request.member_id or "made-by-coordinator",
+        5,
+        5_000,
+        (ConsumerGroupTopicPartitions(T1, (0, 2)), ConsumerGroupTopicPartitions(T2, (1,))),
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_join_is_translated_field_by_field_and_answered_with_its_assignment(version: int) -> None:
+    client = FakeClient(joined)
+    response = call(client, heartbeat(version, rack_id="r1", server_assignor="range"))
+    ((sent, partition),) = client.sent
+    assert partition is None  # routed by its group id
+    assert (sent.group_id, sent.member_id, sent.member_epoch) == ("g", "m-1", 0)
+    assert (sent.instance_id, sent.rack_id, sent.server_assignor) == (None, "r1", "range")
+    assert sent.rebalance_timeout_ms == 300_000
+    assert sent.subscribed_topic_names == ("a", "b")
+    assert (sent.subscribed_topic_regex, sent.topic_partitions) == (None, ())
+    assert (sent.version, sent.client_id, sent.client_host) == (version, "cid", "10.0.0.9")
+    assert response.error_code == ErrorCode.none
+    assert (response.member_id, response.member_epoch) == ("m-1", 5)
+    assert response.heartbeat_interval.total_seconds() == 5
+    assert [(t.topic_id, t.partitions) for t in response.assignment.topic_partitions] == [
+        (T1, (0, 2)),
+        (T2, (1,)),
+    ]
+
+
+def test_v1_carries_the_regex_and_nulls_stay_null() -> None:
+    client = FakeClient(lambda r: ConsumerGroupHeartbeatResponse(Errors.NONE, None, "m-1", 6, 5_000))
+    response = call(
+        client,
+        heartbeat(
+            1,
+            member_epoch=6,
+            rebalance_timeout=-1,
+            subscribed_topic_names=None,
+            subscribed_topic_regex="^t.*",
+            topic_partitions=None,
+        ),
+    )
+    ((sent, _),) = client.sent
+    assert (sent.subscribed_topic_names, sent.subscribed_topic_regex) == (None, "^t.*")
+    assert (sent.rebalance_timeout_ms, sent.topic_partitions) == (-1, None)
+    assert response.assignment is None  # unchanged: Kafka writes null
+
+
+def test_owned_partitions_pass_by_topic_id() -> None:
+    client = FakeClient(lambda r: ConsumerGroupHeartbeatResponse(Errors.NONE, None, "m-1", 6, 5_000))
+    call(
+        client,
+        heartbeat(
+            1,
+            member_epoch=6,
+            topic_partitions=[{"topic_id": T1, "partitions": [2, 0]}, {"topic_id": T2, "partitions": []}],
+        ),
+    )
+    assert client.sent[0][0].topic_partitions == (
+        ConsumerGroupTopicPartitions(T1, (2, 0)),
+        ConsumerGroupTopicPartitions(T2, ()),
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (Errors.FENCED_MEMBER_EPOCH, ErrorCode.fenced_member_epoch),
+        (Errors.UNKNOWN_MEMBER_ID, ErrorCode.unknown_member_id),
+        (Errors.INVALID_REQUEST, ErrorCode.invalid_request),
+        (Errors.UNSUPPORTED_ASSIGNOR, ErrorCode.unsupported_assignor),
+        (Errors.UNRELEASED_INSTANCE_ID, ErrorCode.unreleased_instance_id),
+        (Errors.INVALID_REGULAR_EXPRESSION, ErrorCode.invalid_regular_expression),
+    ],
+)
+def test_an_error_is_answered_with_its_message_and_no_member(error: Errors, code: ErrorCode) -> None:
+    client = FakeClient(lambda r: ConsumerGroupHeartbeatResponse(error, "why"))
+    response = call(client, heartbeat(1))
+    assert (response.error_code, response.error_message) == (code, "why")
+    assert (response.member_id, response.member_epoch, response.assignment) == (None, 0, None)
+    assert response.heartbeat_interval.total_seconds() == 0
+
+
+def test_a_coordinator_out_of_reach_is_coordinator_not_available() -> None:
+    client = FakeClient(lambda r: CoordinatorUnavailableError("gone"))
+    response = call(client, heartbeat(1))
+    assert response.error_code == ErrorCode.coordinator_not_available
+    assert (response.member_id, response.member_epoch) == (None, 0)
+
+
+def test_a_null_topic_id_is_the_zero_uuid_no_topic_has() -> None:
+    client = FakeClient(lambda r: ConsumerGroupHeartbeatResponse(Errors.NONE, None, "m-1", 6, 5_000))
+    call(client, heartbeat(1, member_epoch=6, topic_partitions=[{"topic_id": None, "partitions": [0]}]))
+    assert client.sent[0][0].topic_partitions == (ConsumerGroupTopicPartitions(uuid.UUID(int=0), (0,)),)
+
+
+# ------------------------------------------------------------ offsets at v9
+
+
+def test_offset_commit_passes_its_version_for_the_member_checks() -> None:
+    client = FakeClient(
+        lambda r: OffsetCommitResponse(
+            tuple(PartitionResult(p.topic, p.partition, Errors.NONE) for p in r.partitions)
+        )
+    )
+    for version in (2, 8, 9):
+        call(
+            client,
+            kio_request(
+                8,
+                version,
+                group_id="g",
+                generation_id_or_member_epoch=4,
+                member_id="m-1",
+                retention_time=-1,
+                group_instance_id=None,
+                topics=[
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 3,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            ),
+        )
+    assert [(r.version, r.generation_id, r.member_id) for r, _ in client.sent] == [
+        (2, 4, "m-1"),
+        (8, 4, "m-1"),
+        (9, 4, "m-1"),
+    ]
+
+
+def test_offset_fetch_v9_carries_each_groups_member_id_and_epoch() -> None:
+    client = FakeClient(
+        lambda r: OffsetFetchResponse(Errors.STALE_MEMBER_EPOCH if r.group_id == "g" else Errors.NONE)
+    )
+    groups = [
+        {"group_id": "g", "member_id": "m-1", "member_epoch": 3, "topics": None},
+        {"group_id": "h", "member_id": None, "member_epoch": -1, "topics": None},
+    ]
+    response = call(client, kio_request(9, 9, groups=groups, require_stable=True))
+    assert [(r.group_id, r.member_id, r.member_epoch) for r, _ in client.sent] == [
+        ("g", "m-1", 3),
+        ("h", None, -1),
+    ]
+    assert [g.error_code for g in response.groups] == [ErrorCode.stale_member_epoch, ErrorCode.none]
+
+
+def test_offset_fetch_v8_sends_no_member() -> None:
+    client = FakeClient(lambda r: OffsetFetchResponse(Errors.NONE))
+    call(client, kio_request(9, 8, groups=[{"group_id": "g", "topics": None}], require_stable=False))
+    assert [(r.member_id, r.member_epoch) for r, _ in client.sent] == [(None, -1)]
