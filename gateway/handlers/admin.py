@@ -9,6 +9,12 @@ concerned, concurrently, and joins the answers:
   group is a classic group: v5's types filter keeps them only when it is
   empty or names "classic" (case-insensitive, as Kafka).
 - DescribeGroups and DeleteGroups answer each group in the order asked.
+- Authorized operations (DescribeGroups v3+ when the request includes
+  them): there is no authorizer, so every operation Kafka supports on a
+  group, as Kafka's broker answers without one (AuthHelper
+  .authorizedOperations, AclEntry.supportedOperations(GROUP): READ,
+  DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), for each group
+  described without error; otherwise Kafka's "not asked" value.
 """
 
 from __future__ import annotations
@@ -32,6 +38,15 @@ if TYPE_CHECKING:
     from gateway.apis import RequestContext
 
 CLASSIC = "classic"
+# Kafka's AclOperation codes of the operations it supports on a group, as its 32-bit field.
+GROUP_OPERATIONS = (3, 6, 8, 10, 11)  # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << code for code in GROUP_OPERATIONS)
+NOT_ASKED = -(2**31)  # Kafka's default: authorized operations were not requested
+
+
+def authorized_operations(asked: bool, error: Errors) -> int:
+    """A described group's authorized operations field (module docstring)."""
+    return GROUP_AUTHORIZED_OPERATIONS if asked and error is Errors.NONE else NOT_ASKED
 
 
 def _by_partition(ctx: RequestContext, group_ids: Iterable[str]) -> dict[int, tuple[str, ...]]:
@@ -68,11 +83,13 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         *(send(ctx.client, DescribeGroupsRequest(ids), p) for p, ids in parts.items())
     )
     described: dict[str, DescribedGroup] = {g.group_id: g for a in answers for g in a.groups}
-    return respond(request, {"groups": [_described(described[g]) for g in request.groups]})
+    asked = getattr(request, "include_authorized_operations", False)
+    return respond(request, {"groups": [_described(described[g], asked) for g in request.groups]})
 
 
-def _described(group: DescribedGroup) -> dict[str, Any]:
+def _described(group: DescribedGroup, asked: bool) -> dict[str, Any]:
     return {
+        "authorized_operations": authorized_operations(asked, group.error),
         "error_code": group.error,
         "group_id": group.group_id,
         "group_state": group.state,

@@ -290,6 +290,10 @@ def test_describe_and_delete_groups_answer_in_the_order_asked() -> None:
     described = call(client, kio_request(15, 5, groups=names, include_authorized_operations=False))
     assert [g.group_id for g in described.groups] == names
     assert len(client.sent) == len({partition_for(n, 8) for n in names})
+    assert {g.authorized_operations for g in described.groups} == {-(2**31)}  # not asked
+    asked = call(client, kio_request(15, 5, groups=["a"], include_authorized_operations=True))
+    # No authorizer: every group operation Kafka supports (READ, DELETE, DESCRIBE, DESCRIBE/ALTER_CONFIGS).
+    assert asked.groups[0].authorized_operations == 3400
     deleted = call(client, kio_request(42, 2, groups_names=names))
     assert [(r.group_id, r.error_code) for r in deleted.results] == [
         ("c", ErrorCode.none),
