@@ -205,3 +205,65 @@ def test_offset_fetch_v8_sends_no_member() -> None:
     client = FakeClient(lambda r: OffsetFetchResponse(Errors.NONE))
     call(client, kio_request(9, 8, groups=[{"group_id": "g", "topics": None}], require_stable=False))
     assert [(r.member_id, r.member_epoch) for r, _ in client.sent] == [(None, -1)]
+
+
+# ------------------------------------------------------------ Metadata by topic id
+
+
+class TopicsClient(FakeClient):
+    """A registry of topics "a" (2 partitions, id T1) and "b" (1, id T2)."""
+
+    counts = {"a": 2, "b": 1}
+    ids = {"a": T1, "b": T2}
+
+    def __init__(self) -> None:
+        super().__init__(lambda r: None)
+
+    async def describe_topics_async(self, names: Any = None) -> dict[str, int]:
+        return {n: c for n, c in self.counts.items() if names is None or n in names}
+
+    async def topic_ids_async(self, names: Any = None) -> dict[str, uuid.UUID]:
+        return {n: i for n, i in self.ids.items() if names is None or n in names}
+
+
+def metadata(version: int, topics: list[tuple[str | None, uuid.UUID | None]] | None) -> Any:
+    asked = None if topics is None else [{"name": n, "topic_id": i} for n, i in topics]
+    return kio_request(
+        3,
+        version,
+        topics=asked,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+        include_cluster_authorized_operations=False,
+    )
+
+
+def test_metadata_answers_the_registrys_topic_ids() -> None:
+    every = call(TopicsClient(), metadata(12, None))
+    assert [(t.name, t.topic_id, len(t.partitions)) for t in every.topics] == [("a", T1, 2), ("b", T2, 1)]
+    named = call(TopicsClient(), metadata(10, [("b", None), ("zz", None)]))
+    assert [(t.name, t.topic_id, t.error_code) for t in named.topics] == [
+        ("b", T2, ErrorCode.none),
+        ("zz", None, ErrorCode.unknown_topic_or_partition),  # None: kio's zero UUID
+    ]
+
+
+def test_metadata_v12_looks_topics_up_by_id_and_answers_unknown_ids() -> None:
+    stranger = uuid.UUID(int=12345)
+    response = call(TopicsClient(), metadata(12, [(None, T2), (None, stranger), (None, T2)]))
+    assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in response.topics] == [
+        ("b", T2, ErrorCode.none, 1),
+        (None, stranger, ErrorCode.unknown_topic_id, 0),  # each distinct id once, as Kafka
+    ]
+    # Once an id is asked, Kafka ignores the names.
+    mixed = call(TopicsClient(), metadata(12, [("a", None), (None, T2)]))
+    assert [t.name for t in mixed.topics] == ["b"]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_v10_and_v11_refuse_a_lookup_by_id_as_kafka(version: int) -> None:
+    response = call(TopicsClient(), metadata(version, [(None, T1), ("a", None)]))
+    assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
+        ("", T1, ErrorCode.invalid_request),
+        ("a", None, ErrorCode.invalid_request),
+    ]
