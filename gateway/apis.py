@@ -22,7 +22,8 @@ parse (gateway-notes.md sections 2-4):
 - ConsumerGroupHeartbeat 0-1 (KIP-848, handlers.consumer): librdkafka
   (`group.protocol=consumer`) speaks only v1 and needs OffsetCommit and
   OffsetFetch >= 9 beside it; clients that do not opt in stay on the
-  classic protocol.
+  classic protocol. ConsumerGroupDescribe 0-1 describes those groups (the
+  Java admin falls back to DescribeGroups for a classic one).
 
 `handle(ctx, request)` answers one parsed kio request of a supported key
 and version with the kio response entity of the same version, or None
@@ -61,6 +62,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848)
 }
 
 
@@ -116,6 +118,7 @@ HANDLERS: dict[int, Handler] = {
     47: offsets.handle_offset_delete,
     60: metadata.handle_describe_cluster,
     68: consumer.handle_consumer_group_heartbeat,
+    69: admin.handle_consumer_group_describe,
 }
 
 

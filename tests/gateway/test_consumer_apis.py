@@ -13,12 +13,17 @@ from kio.schema.errors import ErrorCode
 from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupTopicPartitions,
+    DescribedConsumerGroup,
+    DescribedConsumerGroupMember,
+    DescribedTopicPartitions,
     OffsetCommitResponse,
     OffsetFetchResponse,
     PartitionResult,
 )
+from coordinator.routing import partition_for
 
 from tests.gateway.fake_client import FakeClient, call
 from tests.gateway.kafka_support import kio_request
@@ -266,4 +271,88 @@ def test_metadata_v10_and_v11_refuse_a_lookup_by_id_as_kafka(version: int) -> No
     assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
         ("", T1, ErrorCode.invalid_request),
         ("a", None, ErrorCode.invalid_request),
+    ]
+
+
+# ------------------------------------------------------------ ConsumerGroupDescribe
+
+CGD = 69
+
+
+def described(request: Any) -> ConsumerGroupDescribeResponse:
+    def one(group_id: str) -> DescribedConsumerGroup:
+        if group_id == "classic":
+            return DescribedConsumerGroup(
+                Errors.GROUP_ID_NOT_FOUND, group_id, "Group classic is not a consumer group."
+            )
+        member = DescribedConsumerGroupMember(
+            member_id="m-1",
+            instance_id="i-1",
+            rack_id=None,
+            member_epoch=4,
+            client_id="rdkafka",
+            client_host="/10.0.0.9",
+            subscribed_topic_names=("a", "b"),
+            subscribed_topic_regex=None,
+            assignment=(DescribedTopicPartitions(T1, "a", (0,)),),
+            target_assignment=(
+                DescribedTopicPartitions(T1, "a", (0, 1)),
+                DescribedTopicPartitions(T2, "b", (0,)),
+            ),
+        )
+        return DescribedConsumerGroup(Errors.NONE, group_id, None, "Reconciling", 5, 5, "uniform", (member,))
+
+    return ConsumerGroupDescribeResponse(tuple(one(g) for g in request.group_ids))
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_describe_answers_each_group_in_the_order_asked(version: int) -> None:
+    client = FakeClient(described, num_partitions=8)
+    names = ["g", "classic", "h"]
+    response = call(client, kio_request(CGD, version, group_ids=names, include_authorized_operations=True))
+    assert len(client.sent) == len({partition_for(n, 8) for n in names})
+    assert [(g.group_id, g.error_code) for g in response.groups] == [
+        ("g", ErrorCode.none),
+        ("classic", ErrorCode.group_id_not_found),
+        ("h", ErrorCode.none),
+    ]
+    g, classic, _ = response.groups
+    assert classic.error_message == "Group classic is not a consumer group."
+    assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+        "Reconciling",
+        5,
+        5,
+        "uniform",
+    )
+    assert (g.authorized_operations, classic.authorized_operations) == (3400, -(2**31))
+    (member,) = g.members
+    assert (member.member_id, member.instance_id, member.member_epoch) == ("m-1", "i-1", 4)
+    assert (member.client_id, member.client_host, member.subscribed_topic_names) == (
+        "rdkafka",
+        "/10.0.0.9",
+        ("a", "b"),
+    )
+    assert [(t.topic_id, t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [
+        (T1, "a", (0,))
+    ]
+    assert [(t.topic_name, t.partitions) for t in member.target_assignment.topic_partitions] == [
+        ("a", (0, 1)),
+        ("b", (0,)),
+    ]
+    if version >= 1:
+        assert member.member_type == 1  # consumer
+
+
+def test_consumer_group_describe_without_authorized_operations_and_out_of_reach() -> None:
+    response = call(
+        FakeClient(described), kio_request(CGD, 1, group_ids=["g"], include_authorized_operations=False)
+    )
+    assert response.groups[0].authorized_operations == -(2**31)
+    gone = call(
+        FakeClient(lambda r: CoordinatorUnavailableError("gone")),
+        kio_request(CGD, 1, group_ids=["g", "h"], include_authorized_operations=True),
+    )
+    assert [(g.group_id, g.error_code, g.members) for g in gone.groups] == [
+        ("g", ErrorCode.coordinator_not_available, ()),
+        ("h", ErrorCode.coordinator_not_available, ()),
     ]
