@@ -1,0 +1,173 @@
+"""librdkafka (confluent-kafka) consumers on KIP-848's consumer group protocol
+(`group.protocol=consumer`) against a gateway on 127.0.0.1 in front of the
+session's service: the coordinator assigns, each consumer reconciles
+incrementally, commits and reads its offsets with its member epoch
+(OffsetCommit/OffsetFetch v9), and the admin client lists and describes the
+group (ListGroups v5 types, ConsumerGroupDescribe).
+
+The coordinator's heartbeat interval is Kafka's default (5 s), so a
+rebalance takes a few heartbeats; the tests wait up to TIMEOUT_S."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from actors import Client
+
+from tests.gateway.gateway_support import GatewayThread
+from tests.gateway.kafka_support import service_gateway
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+TIMEOUT_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def gateway(service: Client) -> Iterator[GatewayThread]:
+    yield from service_gateway()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Member:
+    """One librdkafka consumer on the consumer protocol, with what its listener saw."""
+
+    def __init__(self, gateway: GatewayThread, group: str, topic: str, name: str) -> None:
+        self.name = name
+        self.topic = topic
+        self.assigned: list[set[int]] = []
+        self.revoked: list[set[int]] = []
+        self.lost: list[set[int]] = []
+        self.consumer = KafkaConsumer(
+            {
+                "bootstrap.servers": gateway.bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "client.id": name,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.consumer.subscribe(
+            [topic],
+            on_assign=lambda _, parts: self.assigned.append(_partitions(parts)),
+            on_revoke=lambda _, parts: self.revoked.append(_partitions(parts)),
+            on_lost=lambda _, parts: self.lost.append(_partitions(parts)),
+        )
+
+    def owned(self) -> set[int]:
+        return _partitions(self.consumer.assignment())
+
+    def poll(self) -> None:
+        self.consumer.poll(0.05)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _partitions(parts: list[TopicPartition]) -> set[int]:
+    return {p.partition for p in parts}
+
+
+def settle(members: list[Member], done: Callable[[], bool], what: str) -> None:
+    """Poll every member (librdkafka runs its callbacks in poll) until `done()`."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not done():
+        if time.monotonic() > deadline:
+            owned = {m.name: m.owned() for m in members}
+            raise AssertionError(f"not in time: {what}; owned: {owned}")
+        for member in members:
+            member.poll()
+
+
+def split(members: list[Member], count: int) -> bool:
+    """Every member owns partitions, no two the same one, together all `count`."""
+    owned = [m.owned() for m in members]
+    return all(owned) and sum(map(len, owned)) == count and set().union(*owned) == set(range(count))
+
+
+def test_consumers_form_a_group_commit_and_rebalance_incrementally(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848"), 6
+    service.create_topic(topic, count)
+    first = Member(gateway, group, topic, "first")
+    members = [first]
+    try:
+        settle(members, lambda: first.owned() == set(range(count)), "the first consumer gets every partition")
+
+        first.consumer.commit(
+            offsets=[TopicPartition(topic, p, 100 + p) for p in range(count)], asynchronous=False
+        )
+        assert service.fetch_offsets(group).offsets() == {(topic, p): 100 + p for p in range(count)}
+        read = first.consumer.committed([TopicPartition(topic, p) for p in range(count)], timeout=TIMEOUT_S)
+        assert [r.offset for r in read] == [100 + p for p in range(count)]
+
+        second = Member(gateway, group, topic, "second")
+        members.append(second)
+        settle(members, lambda: split(members, count), "the second consumer takes its share")
+        # Incremental: the first consumer gave up only what moved, and never everything.
+        moved = second.owned()
+        assert set().union(*first.revoked) == moved
+        assert first.owned() == set(range(count)) - moved and len(moved) == count // 2
+        assert not first.lost
+
+        second.consumer.commit(offsets=[TopicPartition(topic, p, 200 + p) for p in moved], asynchronous=False)
+        assert service.fetch_offsets(group).offsets() == {
+            (topic, p): (200 if p in moved else 100) + p for p in range(count)
+        }
+
+        third = Member(gateway, group, topic, "third")
+        members.append(third)
+        settle(members, lambda: split(members, count), "a third consumer joins")
+        assert all(len(m.owned()) == 2 for m in members)
+
+        second.close()
+        members.remove(second)
+        settle(members, lambda: split(members, count), "the others take over from the one that left")
+        assert sorted(len(m.owned()) for m in members) == [3, 3]
+        assert not first.lost and not third.lost
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_the_admin_client_lists_and_describes_a_consumer_group(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848-admin"), 4
+    service.create_topic(topic, count)
+    member = Member(gateway, group, topic, "described")
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    try:
+        settle([member], lambda: member.owned() == set(range(count)), "the consumer gets every partition")
+
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(TIMEOUT_S)
+        assert group in {g.group_id for g in listed.valid}
+        (mine,) = [g for g in listed.valid if g.group_id == group]
+        assert mine.type == ConsumerGroupType.CONSUMER
+        classic_only = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(TIMEOUT_S)
+        assert group not in {g.group_id for g in classic_only.valid}
+
+        described = admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(
+            TIMEOUT_S
+        )
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert str(described.state).endswith("STABLE")
+        (seen,) = described.members
+        assert seen.client_id == "described"
+        assert {(tp.topic, tp.partition) for tp in seen.assignment.topic_partitions} == {
+            (topic, p) for p in range(count)
+        }
+        assert described.authorized_operations  # every group operation: there is no authorizer
+    finally:
+        member.close()
