@@ -3,7 +3,9 @@
 session's service: the coordinator assigns, each consumer reconciles
 incrementally, commits and reads its offsets with its member epoch
 (OffsetCommit/OffsetFetch v9), and the admin client lists and describes the
-group (ListGroups v5 types, ConsumerGroupDescribe).
+group (ListGroups v5 types, ConsumerGroupDescribe). Raw frames check what
+librdkafka never sends: a v0 join without a member id, a v1 one refused,
+and the member checks of OffsetCommit/OffsetFetch by version and epoch.
 
 The coordinator's heartbeat interval is Kafka's default (5 s), so a
 rebalance takes a few heartbeats; the tests wait up to TIMEOUT_S."""
@@ -18,11 +20,12 @@ import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kio.schema.errors import ErrorCode
 
 from actors import Client
 
 from tests.gateway.gateway_support import GatewayThread
-from tests.gateway.kafka_support import service_gateway
+from tests.gateway.kafka_support import exchange, kio_request, service_gateway
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -171,3 +174,104 @@ def test_the_admin_client_lists_and_describes_a_consumer_group(
         assert described.authorized_operations  # every group operation: there is no authorizer
     finally:
         member.close()
+
+
+# ------------------------------------------------------------ raw frames
+
+
+def heartbeat(version: int, group: str, member_id: str, epoch: int, **fields: object) -> object:
+    values: dict[str, object] = {
+        "group_id": group,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout": 60_000 if epoch == 0 else -1,
+        "subscribed_topic_names": None,
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [] if epoch == 0 else None,
+        **fields,
+    }
+    return kio_request(68, version, **values)
+
+
+def commit(version: int, group: str, member_id: str, epoch: int, topic: str) -> object:
+    return kio_request(
+        8,
+        version,
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 7,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    )
+
+
+def fetch(group: str, member_id: str | None, epoch: int) -> object:
+    groups = [{"group_id": group, "member_id": member_id, "member_epoch": epoch, "topics": None}]
+    return kio_request(9, 9, groups=groups, require_stable=True)
+
+
+def test_heartbeat_v0_gets_a_member_id_from_the_coordinator_and_v1_must_bring_one(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group = unique("topic"), unique("raw0")
+    service.create_topic(topic, 2)
+    joined = exchange(gateway, heartbeat(0, group, "", 0, subscribed_topic_names=[topic]))
+    assert joined.error_code == ErrorCode.none and joined.member_id
+    assert joined.member_epoch >= 1 and joined.heartbeat_interval.total_seconds() == 5
+    assert joined.assignment is not None  # a full request is answered with the assignment
+    left = exchange(gateway, heartbeat(0, group, joined.member_id, -1))
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+
+    refused = exchange(gateway, heartbeat(1, group, "", 0, subscribed_topic_names=[topic]))
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.invalid_request,
+        "MemberId can't be empty.",
+    )
+    assert (refused.member_id, refused.member_epoch) == (None, 0)
+
+
+def test_offsets_of_a_consumer_protocol_member_need_v9_and_its_epoch(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, member = unique("topic"), unique("raw-offsets"), uuid.uuid4().hex
+    service.create_topic(topic, 1)
+    joined = exchange(gateway, heartbeat(1, group, member, 0, subscribed_topic_names=[topic]))
+    epoch = joined.member_epoch
+    try:
+
+        def committed(version: int, at_epoch: int) -> ErrorCode:
+            return (
+                exchange(gateway, commit(version, group, member, at_epoch, topic))
+                .topics[0]
+                .partitions[0]
+                .error_code
+            )
+
+        assert committed(8, epoch) == ErrorCode.unsupported_version
+        assert committed(9, epoch + 1) == ErrorCode.stale_member_epoch
+        assert committed(9, epoch) == ErrorCode.none
+        assert service.fetch_offsets(group).offsets() == {(topic, 0): 7}
+        (stale,) = exchange(gateway, fetch(group, member, epoch + 1)).groups
+        assert stale.error_code == ErrorCode.stale_member_epoch
+        (mine,) = exchange(gateway, fetch(group, member, epoch)).groups
+        assert mine.error_code == ErrorCode.none
+        assert [(t.name, p.committed_offset) for t in mine.topics for p in t.partitions] == [(topic, 7)]
+        (unknown,) = exchange(gateway, fetch(group, "someone-else", epoch)).groups
+        assert unknown.error_code == ErrorCode.unknown_member_id
+    finally:
+        exchange(gateway, heartbeat(1, group, member, -1))
