@@ -70,6 +70,9 @@ class Member:
     def owned(self) -> set[int]:
         return _partitions(self.consumer.assignment())
 
+    def owned_topics(self) -> set[tuple[str, int]]:
+        return {(p.topic, p.partition) for p in self.consumer.assignment()}
+
     def poll(self) -> None:
         self.consumer.poll(0.05)
 
@@ -142,6 +145,25 @@ def test_consumers_form_a_group_commit_and_rebalance_incrementally(
     finally:
         for member in members:
             member.close()
+
+
+def test_a_regex_subscription_is_resolved_by_the_coordinator(service: Client, gateway: GatewayThread) -> None:
+    prefix = unique("rx")
+    matching, other = f"{prefix}-a", unique("topic")
+    service.create_topic(matching, 2)
+    service.create_topic(other, 2)
+    member = Member(gateway, unique("kip848-regex"), f"^{prefix}-.*", "regex")
+    try:
+        # librdkafka sends the pattern as SubscribedTopicRegex (v1); the coordinator matches it (RE2).
+        settle(
+            [member], lambda: member.owned_topics() == {(matching, 0), (matching, 1)}, "the matching topic"
+        )
+        later = f"{prefix}-b"
+        service.create_topic(later, 1)
+        settle([member], lambda: (later, 0) in member.owned_topics(), "a topic created later that matches")
+        assert other not in {t for t, _ in member.owned_topics()}
+    finally:
+        member.close()
 
 
 def test_the_admin_client_lists_and_describes_a_consumer_group(
