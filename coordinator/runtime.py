@@ -72,9 +72,10 @@ followers (its driver releases at its own durable end, as before):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from enum import Enum
 from typing import Any
+from uuid import UUID
 
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.committed import CommittedOffsets, offset_writes
@@ -380,6 +381,18 @@ class PartitionRuntime:
 
     def next_deadline_ms(self) -> int | None:
         return self.shard.next_deadline_ms() if self.shard is not None else None
+
+    def update_topics(
+        self, partition_counts: Mapping[str, int], topic_ids: Mapping[str, UUID], now_ms: int
+    ) -> Released:
+        """The driver's view of the topics changed (`Shard.update_topics`): its
+        records join the pending batch and follow the write path, as a timer's do."""
+        shard = self.shard
+        if self.state is not RuntimeState.ACTIVE or shard is None:
+            return []
+        return self._run(
+            lambda: shard.update_topics(partition_counts, now_ms, topic_ids), "updating the topics", now_ms
+        )
 
     def _run(self, step: Any, what: str, now_ms: int) -> Released:
         try:

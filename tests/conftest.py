@@ -53,7 +53,9 @@ def service(ray_session: None) -> Iterator[object]:
         path,
         num_partitions=4,
         coordinator_config=CoordinatorConfig(
-            group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500
+            group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500,
+            # Consumer groups (KIP-848) reconcile at the heartbeat interval the coordinator gives.
+            group_consumer_heartbeat_interval_ms=250, group_consumer_session_timeout_ms=10_000,
         ),
     )
     try:

@@ -24,6 +24,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
+from uuid import UUID
 
 import ray
 
@@ -32,6 +33,8 @@ from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, 
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -220,6 +223,17 @@ class Client:
         request = HeartbeatRequest(group_id, generation_id, member_id, group_instance_id)
         return await self.send_async(request)  # type: ignore[no-any-return]
 
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, timeout_s: float | None = None
+    ) -> ConsumerGroupHeartbeatResponse:
+        """KIP-848's ConsumerGroupHeartbeat (join with epoch 0, leave with -1 or -2)."""
+        return self.send(request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    async def consumer_group_heartbeat_async(
+        self, request: ConsumerGroupHeartbeatRequest, timeout_s: float | None = None
+    ) -> ConsumerGroupHeartbeatResponse:
+        return await self.send_async(request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
     def leave_group(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResponse:
         return self.send(LeaveGroupRequest(group_id, tuple(members)))  # type: ignore[no-any-return]
 
@@ -340,6 +354,15 @@ class Client:
     async def describe_topics_async(self, names: Iterable[str] | None = None) -> dict[str, int]:
         from actors.client import topics
         return await topics.describe_topics_async(self.controller, names)
+
+    def topic_ids(self, names: Iterable[str] | None = None) -> dict[str, UUID]:
+        """Topic id (a stable, non-zero UUID) per existing topic (every topic when `names` is None)."""
+        from actors.client import topics
+        return topics.topic_ids(self.controller, names)
+
+    async def topic_ids_async(self, names: Iterable[str] | None = None) -> dict[str, UUID]:
+        from actors.client import topics
+        return await topics.topic_ids_async(self.controller, names)
 
     def set_end_offsets(self, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None) -> None:
         """Record end offsets of existing topic partitions (for lag), as a sample of

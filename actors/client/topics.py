@@ -28,6 +28,16 @@ Rules, as Kafka's admin API:
 - `set_end_offsets` records a sample at the registry's wall clock, or at the
   `at_ms` a reporter gives (a producer's time); a wall clock that stepped
   back records at the last sample's time, so history stays in order.
+- Every topic has a topic id (Kafka's Uuid): random, unique, never the zero
+  or the metadata topic's id, given at creation and kept in topics.json with
+  the topic; a registry written before ids existed gives each topic one once,
+  at its first load, and keeps it: the name-based id the core assumed for
+  a topic without one (`coordinator.consumer.subscriptions.topic_id_for`), so
+  consumer groups written before keep their assignments. `topic_ids()` maps names to ids (the
+  gateway's Metadata by id, KIP-848 assignments by id).
+- Partition leaders poll `topics_if_changed(token)` (actors/partition/topics_watch.py):
+  the token names this incarnation of the registry and its change count, so
+  an unchanged registry answers None and a restarted one the whole view.
 - Clients find the registry through their controller handle, in whatever
   namespace that controller lives (`registry_for`), and retry a call with
   backoff for up to 30 s while Ray restarts the registry, as group requests
@@ -41,6 +51,7 @@ import json
 import os
 import re
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,6 +61,7 @@ from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample
 from actors.client.retry import Backoff, Retry, call_with_retry, call_with_retry_async
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, SystemClock
 from actors.core.singleton import detached_singleton
+from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 from log.fsutil import atomic_write_json
@@ -76,6 +88,22 @@ def check_topic_name(name: str) -> None:
         raise ValueError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not . or ..")
 
 
+# Kafka's Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID: never a topic's id.
+RESERVED_TOPIC_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+
+
+def new_topic_id(taken: Iterable[uuid.UUID] = ()) -> uuid.UUID:
+    """A random topic id, neither reserved nor in `taken` (Kafka's Uuid.randomUuid)."""
+    used = set(taken)
+    while True:
+        topic_id = uuid.uuid4()
+        if topic_id not in RESERVED_TOPIC_IDS and topic_id not in used:
+            return topic_id
+
+
+TopicsView = tuple[str, dict[str, int], dict[str, uuid.UUID]]  # token, partition counts, ids
+
+
 class TopicRegistry:
     """The actor. A sync actor with one thread: requests apply one at a time."""
 
@@ -88,11 +116,20 @@ class TopicRegistry:
         self.partitions: dict[str, int] = {}
         self.end: dict[str, dict[int, int]] = {}
         self.start: dict[str, dict[int, int]] = {}
+        self.ids: dict[str, uuid.UUID] = {}
+        # Names this incarnation and counts its changes: see topics_if_changed.
+        self._incarnation = uuid.uuid4().hex
+        self._changes = 0
+        missing_ids = False
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
             for name, topic in data["topics"].items():
                 self.partitions[name] = topic["partitions"]
+                if "id" in topic:
+                    self.ids[name] = uuid.UUID(topic["id"])
+                else:
+                    missing_ids = True
                 self.end[name] = {int(p): o for p, o in topic["end_offsets"].items()}
                 self.start[name] = {int(p): o for p, o in topic.get("start_offsets", {}).items()}
         self.history = EndOffsetHistory(settings.data_dir, limits)
@@ -102,11 +139,17 @@ class TopicRegistry:
         for (topic, partition), kept in self.history.samples.items():
             if topic in self.end and kept:
                 self.end[topic][partition] = max(self.end[topic].get(partition, 0), kept[-1][1])
+        if missing_ids:  # a registry from before topic ids: each topic gets one, once
+            for name in sorted(self.partitions):
+                if name not in self.ids:
+                    self.ids[name] = topic_id_for(name)
+            self._persist()
 
     def _persist(self) -> None:
         topics = {
             name: {
                 "partitions": count,
+                "id": str(self.ids[name]),
                 "end_offsets": {str(p): o for p, o in self.end[name].items()},
                 "start_offsets": {str(p): o for p, o in self.start[name].items()},
             }
@@ -120,7 +163,9 @@ class TopicRegistry:
         if partitions < 1:
             return Errors.INVALID_PARTITIONS
         self.partitions[name], self.end[name], self.start[name] = partitions, {}, {}
+        self.ids[name] = new_topic_id(self.ids.values())
         self._persist()
+        self._changes += 1
         return Errors.NONE
 
     def create_partitions(self, name: str, total: int) -> Errors:
@@ -131,12 +176,26 @@ class TopicRegistry:
             return Errors.INVALID_PARTITIONS
         self.partitions[name] = total
         self._persist()
+        self._changes += 1
         return Errors.NONE
 
     def describe(self, names: list[str] | None) -> dict[str, int]:
         if names is None:
             return dict(self.partitions)
         return {n: self.partitions[n] for n in names if n in self.partitions}
+
+    def topic_ids(self, names: list[str] | None) -> dict[str, uuid.UUID]:
+        """Topic id per existing topic (of `names`, or every topic)."""
+        if names is None:
+            return dict(self.ids)
+        return {n: self.ids[n] for n in names if n in self.ids}
+
+    def topics_if_changed(self, token: str | None) -> TopicsView | None:
+        """None when `token` is the current one; else (token, counts, ids) of every topic."""
+        current = f"{self._incarnation}:{self._changes}"
+        if token == current:
+            return None
+        return current, dict(self.partitions), dict(self.ids)
 
     def set_end_offsets(self, offsets: dict[tuple[str, int], int], at_ms: int | None = None) -> Refusal:
         """Record end offsets (all or nothing) as one sample each, at `at_ms` or now."""
@@ -320,6 +379,14 @@ def describe_topics(controller: Any, names: Iterable[str] | None = None) -> dict
 
 async def describe_topics_async(controller: Any, names: Iterable[str] | None = None) -> dict[str, int]:
     return await _call_async(controller, "describe", _names(names))  # type: ignore[no-any-return]
+
+
+def topic_ids(controller: Any, names: Iterable[str] | None = None) -> dict[str, uuid.UUID]:
+    return _call(controller, "topic_ids", _names(names))  # type: ignore[no-any-return]
+
+
+async def topic_ids_async(controller: Any, names: Iterable[str] | None = None) -> dict[str, uuid.UUID]:
+    return await _call_async(controller, "topic_ids", _names(names))  # type: ignore[no-any-return]
 
 
 def set_end_offsets(

@@ -78,6 +78,9 @@ class ServiceSettings:
     # A failover replays at most that many records after the snapshot
     # (about 0.3 s at the measured load rate); each snapshot re-reads them.
     maintenance_interval_s: float = 10.0
+    # How often a partition leader asks the topic registry for changes
+    # (actors/partition/topics_watch.py): how soon a new or grown topic rebalances consumer groups.
+    topics_refresh_interval_s: float = 0.5
     snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
     # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor

@@ -51,6 +51,7 @@ from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.recovery import DiskRecovery, close_quietly
 from actors.partition.roles import ReplicaRoles
+from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
 from coordinator.records import Record
@@ -134,6 +135,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self.disk = DiskHealth()
         self._follow_after_recovery: tuple[int, str] | None = None
         self._durable_after_failure: int | None = None
+        # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
+        self.topics = TopicsWatch(settings.namespace)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -231,6 +234,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             logger.warning("partition %d: reading the uncommitted suffix: %r", self.partition, exc)
             suffix = None
         self._deliver(self.runtime.on_loaded(shard, committed, self.clock.now_ms(), end, suffix))
+        self._apply_topics(*self.topics.view_for_load(shard))
+        self.topics.reset()
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
             self.partition, self.epoch, records, self.load_ms,
@@ -239,6 +244,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self._spawn(self._timer_loop(), "timers")
         self._spawn(self._gauge_loop(), "gauges")
         self._spawn(self._maintenance_loop(), "maintenance")
+        self._spawn(self._topics_loop(), "topics")
         self.leader.spawn_tasks()
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
@@ -475,6 +481,18 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
                 self._flush_wanted.set()
             if self.leader is not None:
                 self.leader.wake_for_reads()
+
+    async def _topics_loop(self) -> None:
+        """Poll the topic registry and give the shard every newer view (topics_watch)."""
+        runtime = self.runtime
+        while runtime.state is RuntimeState.ACTIVE:
+            if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
+                self._apply_topics(self.topics.counts, self.topics.ids)
+            await asyncio.sleep(self.settings.topics_refresh_interval_s)
+
+    def _apply_topics(self, counts: dict[str, int], ids: dict[str, Any]) -> None:
+        self._deliver(self.runtime.update_topics(counts, ids, self.clock.now_ms()))
+        self._after_requests()
 
     async def _gauge_loop(self, interval_s: float = 2.0) -> None:
         while self.runtime.state is RuntimeState.ACTIVE:

@@ -92,9 +92,13 @@ def test_registry_state_round_trips_through_its_file(tmp_path: os.PathLike[str])
     first.create_partitions("x", 3)
     first.set_end_offsets({("x", 2): 5})
     with open(os.path.join(settings.data_dir, TOPICS_FILE), encoding="utf-8") as f:
-        assert json.load(f)["topics"]["x"] == {"partitions": 3, "end_offsets": {"2": 5}, "start_offsets": {}}
+        saved = json.load(f)["topics"]["x"]
+    assert saved == {
+        "partitions": 3, "id": str(first.ids["x"]), "end_offsets": {"2": 5}, "start_offsets": {}
+    }
     second = TopicRegistry(settings)
     assert second.describe(None) == {"x": 3}
+    assert second.topic_ids(None) == first.topic_ids(None)
     assert second.end_offsets(None) == first.end_offsets(None)
 
 
