@@ -23,6 +23,8 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from actors import Client
+from coordinator.errors import Errors
+from coordinator.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupTopicPartitions
 
 from tests.gateway.gateway_support import GatewayThread
 from tests.gateway.kafka_support import exchange, kio_request, service_gateway
@@ -164,6 +166,70 @@ def test_a_regex_subscription_is_resolved_by_the_coordinator(service: Client, ga
         assert other not in {t for t, _ in member.owned_topics()}
     finally:
         member.close()
+
+
+class RayMember:
+    """A consumer-protocol member driven through `Client.consumer_group_heartbeat`, as a Ray
+    caller would: it acknowledges what it owns at every heartbeat."""
+
+    def __init__(self, service: Client, group: str, topic: str) -> None:
+        self.service, self.group, self.topic = service, group, topic
+        self.topic_id = service.topic_ids([topic])[topic]
+        self.member_id = uuid.uuid4().hex
+        self.epoch = 0
+        self.partitions: set[int] = set()
+
+    def heartbeat(self) -> None:
+        joining = self.epoch == 0
+        owned = (ConsumerGroupTopicPartitions(self.topic_id, tuple(sorted(self.partitions))),)
+        response = self.service.consumer_group_heartbeat(
+            ConsumerGroupHeartbeatRequest(
+                group_id=self.group,
+                member_id=self.member_id,
+                member_epoch=self.epoch,
+                rebalance_timeout_ms=60_000 if joining else -1,
+                subscribed_topic_names=(self.topic,) if joining else None,
+                topic_partitions=() if joining else owned,
+                client_id="ray-member",
+            )
+        )
+        assert response.error is Errors.NONE, response
+        self.epoch = response.member_epoch
+        if response.assignment is not None:
+            self.partitions = {
+                p for t in response.assignment if t.topic_id == self.topic_id for p in t.partitions
+            }
+
+    def leave(self) -> None:
+        self.service.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(self.group, self.member_id, -1))
+
+
+def test_a_ray_caller_and_a_librdkafka_consumer_share_one_consumer_group(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848-mixed"), 4
+    service.create_topic(topic, count)
+    kafka = Member(gateway, group, topic, "kafka")
+    ray_member = RayMember(service, group, topic)
+    try:
+        settle([kafka], lambda: kafka.owned() == set(range(count)), "the Kafka client alone")
+
+        def shared() -> bool:
+            ray_member.heartbeat()
+            mine, theirs = ray_member.partitions, kafka.owned()
+            return bool(mine and theirs) and mine.isdisjoint(theirs) and mine | theirs == set(range(count))
+
+        settle([kafka], shared, "the Ray caller joins the Kafka client's group")
+        assert len(ray_member.partitions) == count // 2
+        assert set().union(*kafka.revoked) == ray_member.partitions  # only what moved
+    finally:
+        ray_member.leave()
+    try:
+        settle(
+            [kafka], lambda: kafka.owned() == set(range(count)), "the Kafka client takes back what was left"
+        )
+    finally:
+        kafka.close()
 
 
 def test_the_admin_client_lists_and_describes_a_consumer_group(
