@@ -98,9 +98,11 @@ def settle(members: list[Member], done: Callable[[], bool], what: str) -> None:
 
 
 def split(members: list[Member], count: int) -> bool:
-    """Every member owns partitions, no two the same one, together all `count`."""
+    """No two members own the same partition, together all `count`, evenly (the uniform
+    assignor's target; a reconciliation in progress can own fewer or more for a while)."""
     owned = [m.owned() for m in members]
-    return all(owned) and sum(map(len, owned)) == count and set().union(*owned) == set(range(count))
+    sizes = [len(o) for o in owned]
+    return sum(sizes) == count and set().union(*owned) == set(range(count)) and max(sizes) - min(sizes) <= 1
 
 
 def test_consumers_form_a_group_commit_and_rebalance_incrementally(
@@ -217,7 +219,7 @@ def test_a_ray_caller_and_a_librdkafka_consumer_share_one_consumer_group(
         def shared() -> bool:
             ray_member.heartbeat()
             mine, theirs = ray_member.partitions, kafka.owned()
-            return bool(mine and theirs) and mine.isdisjoint(theirs) and mine | theirs == set(range(count))
+            return len(mine) == len(theirs) and mine | theirs == set(range(count))
 
         settle([kafka], shared, "the Ray caller joins the Kafka client's group")
         assert len(ray_member.partitions) == count // 2
