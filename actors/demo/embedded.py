@@ -14,6 +14,13 @@ registry keeps them as history, so lag over time is measured against the
 end of each time. A consumer reads only up to its partition's reported end,
 at most `max_batch` messages per poll: `audit` (one consumer for six
 partitions, small batches) falls behind while the others keep up.
+
+`billing` uses the consumer group protocol (KIP-848, `group_protocol=
+"consumer"`): the coordinator assigns its partitions with its `uniform`
+assignor and its members reconcile incrementally; the others are classic
+groups. Its rows in the tables come from `raygroups describe` where that
+shows a consumer group's members, else from its members themselves and its
+committed offsets (`_consumer_group_rows`).
 """
 
 from __future__ import annotations
@@ -47,13 +54,18 @@ class DemoGroup:
     consumers: int
     assignor: str
     max_batch: int  # messages a consumer reads per partition and poll, at most
+    # "classic", or "consumer" (KIP-848): then `assignor` names the coordinator's assignor.
+    group_protocol: str = "classic"
 
 
 GROUPS = (
     DemoGroup("orders-app", "orders", 6, 3, "range", 40),
-    DemoGroup("billing", "payments", 4, 2, "cooperative-sticky", 40),
+    DemoGroup("billing", "payments", 4, 2, "uniform", 40, group_protocol="consumer"),
     DemoGroup("audit", "orders", 6, 1, "roundrobin", 12),
 )
+# The demo's consumer groups heartbeat at this interval (the coordinator's), as its classic members do.
+CONSUMER_HEARTBEAT_INTERVAL_MS = 500
+CONSUMER_SESSION_TIMEOUT_MS = 6_000
 TOPICS = {"orders": 6, "payments": 4}
 # Messages a producer appends to a partition per report, at most (about 50 / s on average).
 PRODUCED_MAX = 24
@@ -91,6 +103,16 @@ def demo_member(client: Any, group: DemoGroup, name: str) -> Any:
     """A started `GroupMember` of `group` named `name`, as the demos' consumers run it."""
     from actors.member.group_member import GroupMember
 
+    if group.group_protocol == "consumer":
+        return GroupMember(
+            client=client,
+            group_id=group.group_id,
+            topics=[group.topic],
+            group_protocol="consumer",
+            group_remote_assignor=group.assignor,
+            client_id=name,
+            client_host="demo-host",
+        ).start()
     return GroupMember(
         client=client,
         group_id=group.group_id,
@@ -140,6 +162,12 @@ class DemoConsumer:
     def stats(self) -> dict[str, Any]:
         return {"assigned": len(self.member.assignment()), "commits": self.commits}
 
+    def holding(self) -> tuple[bool, dict[tuple[str, int], tuple[str, str, str]]]:
+        """(reconciled, {(topic, partition): (member id, host, client id)}) of this member."""
+        member, config = self.member, self.member.config
+        who = (member.member_id, config.client_host, config.client_id)
+        return member.is_stable, {(tp.topic, tp.partition): who for tp in member.assignment()}
+
     def positions_now(self) -> dict[tuple[str, int], int]:
         return {(tp.topic, tp.partition): offset for tp, offset in self.positions.items()}
 
@@ -160,7 +188,11 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
     client = actors.start(
         data_dir,
         num_partitions=EMBEDDED_PARTITIONS,
-        coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=500),
+        coordinator_config=CoordinatorConfig(
+            group_initial_rebalance_delay_ms=500,
+            group_consumer_heartbeat_interval_ms=CONSUMER_HEARTBEAT_INTERVAL_MS,
+            group_consumer_session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS,
+        ),
     )
     console.print(f"service up: {client.num_partitions} offsets partitions, log in {data_dir}")
     for topic, partitions in TOPICS.items():
@@ -173,8 +205,8 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         for g in GROUPS
         for i in range(g.consumers)
     }
-    _wait_stable(client, [g.group_id for g in GROUPS])
-    console.print("groups formed; consuming and committing ...")
+    _wait_stable(client, consumers)
+    console.print("groups formed (billing: consumer group protocol, KIP-848); consuming and committing ...")
     time.sleep(seconds / 2)
 
     victim = ("orders-app", 0)
@@ -184,7 +216,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
     console.print(f"[bold red]killing offsets partition actor {partition}[/] (leader of 'billing')")
     ray.kill(client.leader(partition), no_restart=True)
     time.sleep(seconds / 2)
-    _wait_stable(client, [g.group_id for g in GROUPS], expect_members={"orders-app": 2})
+    _wait_stable(client, consumers, expect_members={"orders-app": 2})
     console.print("groups recovered")
     status = {p["partition"]: p for p in client.status()}
     console.print(
@@ -192,12 +224,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         f"{status[partition]['state']}"
     )
     console.print("consumer groups after recovery (raygroups describe):")
-    print_table(
-        "",
-        DESCRIBE_COLUMNS,
-        describe_rows(client, [g.group_id for g in GROUPS]),
-        as_json=False,
-    )
+    print_table("", DESCRIBE_COLUMNS, _group_rows(client, _holders(consumers)), as_json=False)
     ray.get([c.close.remote() for c in consumers.values()])
     producers.stop()
     for c in consumers.values():
@@ -209,27 +236,68 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
 def print_lag(client: Client) -> None:
     """The demo's last table: `raygroups describe` of its groups, with each partition's lag."""
     console.print("\nconsumer lag at the end (raygroups describe), against the producers' last end offsets:")
-    print_table(
-        "",
-        DESCRIBE_COLUMNS,
-        describe_rows(client, [g.group_id for g in GROUPS]),
-        as_json=False,
-    )
+    print_table("", DESCRIBE_COLUMNS, _group_rows(client, {}), as_json=False)
+
+
+Holders = dict[str, tuple[bool, dict[tuple[str, int], tuple[str, str, str]]]]
+
+
+def _holders(consumers: dict[tuple[str, int], Any]) -> Holders:
+    """Per consumer-protocol group: (every member reconciled, who holds which partition)."""
+    held: Holders = {}
+    consumer_groups = {g.group_id for g in GROUPS if g.group_protocol == "consumer"}
+    keys = [key for key in consumers if key[0] in consumer_groups]
+    for (group_id, _), (stable, holding) in zip(keys, ray.get([consumers[k].holding.remote() for k in keys])):
+        was_stable, partitions = held.get(group_id, (True, {}))
+        held[group_id] = (was_stable and stable, {**partitions, **holding})
+    return held
+
+
+def _group_rows(client: Client, holders: Holders) -> list[list[Any]]:
+    """`raygroups describe` rows of the demo's groups; a consumer group whose members
+    describe does not show gets its rows from its members (`holders`) and its commits."""
+    rows = describe_rows(client, [g.group_id for g in GROUPS])
+    for group in GROUPS:
+        own = [row for row in rows if row[0] == group.group_id]
+        members_shown = any(row[6] is not None for row in own)
+        if group.group_protocol == "consumer" and not members_shown:
+            held = holders.get(group.group_id, (True, {}))[1]
+            rows = [row for row in rows if row[0] != group.group_id]
+            rows += _consumer_group_rows(client, group.group_id, held)
+    return sorted(rows, key=lambda row: row[0])
+
+
+def _consumer_group_rows(
+    client: Client, group_id: str, held: dict[tuple[str, int], tuple[str, str, str]]
+) -> list[list[Any]]:
+    committed = client.fetch_offsets(group_id).offsets()
+    keys = sorted(set(committed) | set(held))
+    ends = {(tp.topic, tp.partition): end for tp, end in client.end_offsets({t for t, _ in keys}).items()}
+    rows = []
+    for key in keys:
+        current, end = committed.get(key), ends.get(key)
+        lag = end - current if current is not None and end is not None else None
+        rows.append([group_id, *key, current, end, lag, *held.get(key, (None, None, None))])
+    return rows
 
 
 def _wait_stable(
     client: Client,
-    group_ids: list[str],
+    consumers: dict[tuple[str, int], Any],
     expect_members: dict[str, int] | None = None,
     timeout_s: float = 60.0,
 ) -> None:
+    """Classic groups Stable with the members expected; consumer groups reconciled and complete."""
+    classic = [g.group_id for g in GROUPS if g.group_protocol == "classic"]
+    sizes = {g.group_id: g.partitions for g in GROUPS}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        described = client.describe_groups(group_ids)
+        described = client.describe_groups(classic)
+        held = _holders(consumers)
         if all(
             d.state == "Stable" and (expect_members or {}).get(d.group_id, len(d.members)) == len(d.members)
             for d in described
-        ):
+        ) and all(stable and len(parts) == sizes[g] for g, (stable, parts) in held.items()):
             return
         time.sleep(0.25)
     raise RuntimeError(f"groups not stable after {timeout_s} s: {[(d.group_id, d.state) for d in described]}")

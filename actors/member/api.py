@@ -2,7 +2,8 @@
 configuration, errors raised to the application, and the effects the loop yields.
 
 Effects are requests to a driver: `Send` a group request, `Describe` topics
-(partition counts), `Notify` a rebalance listener, `Wait` until woken or a
+(partition counts), `TopicIds` (every topic's id, to name a consumer-protocol
+assignment), `Notify` a rebalance listener, `Wait` until woken or a
 timeout. `advance` resumes the loop with an effect's result or exception.
 """
 
@@ -21,6 +22,7 @@ from coordinator.topic_partition import TopicPartition
 
 T = TypeVar("T")
 
+GROUP_PROTOCOLS = ("classic", "consumer")
 LOST_ERRORS = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID})
 REJOIN_ERRORS = LOST_ERRORS | {Errors.REBALANCE_IN_PROGRESS}
 # JoinGroup errors no retry fixes: Kafka's consumer raises them to the application.
@@ -81,8 +83,28 @@ class MemberConfig:
     group_instance_id: str | None
     client_id: str
     client_host: str
+    # "classic" (JoinGroup/SyncGroup, actors/member/loop.py) or "consumer" (KIP-848,
+    # actors/member/consumer_loop.py): Kafka's group.protocol, classic by default as in Kafka 4.x.
+    group_protocol: str = "classic"
+    # Consumer protocol only: Kafka's group.remote.assignor (None: the coordinator's default)
+    # and a subscription regex the coordinator resolves (RE2, full match).
+    group_remote_assignor: str | None = None
+    subscription_pattern: str | None = None
 
     def __post_init__(self) -> None:
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(
+                f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}, got {self.group_protocol!r}"
+            )
+        consumer = self.group_protocol == "consumer"
+        if not consumer and (self.group_remote_assignor is not None or self.subscription_pattern is not None):
+            raise ValueError('group_remote_assignor and subscription_pattern need group_protocol="consumer"')
+        if consumer and self.pattern is not None:
+            raise ValueError(
+                'with group_protocol="consumer" the coordinator resolves a pattern: use subscription_pattern'
+            )
+        if self.subscription_pattern is not None and self.topics:
+            raise ValueError("subscribe to topics or to a pattern, not both")
         if not self.assignors:
             raise ValueError("at least one assignor is needed")
         duplicates = sorted({name for name in self.assignors if self.assignors.count(name) > 1})
@@ -124,6 +146,11 @@ class Describe:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicIds:
+    """Every topic's id ({name: UUID}, the registry's `Client.topic_ids`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Notify:
     """Call the `on_<listener>` rebalance listener with `partitions`."""
 
@@ -138,7 +165,7 @@ class Wait:
     timeout_s: float
 
 
-Effect = Send | Describe | Notify | Wait
+Effect = Send | Describe | TopicIds | Notify | Wait
 Steps = Generator[Effect, Any, T]
 
 

@@ -27,6 +27,7 @@ from actors.member.api import (
     OffsetAndMetadata,
     Send,
     Steps,
+    TopicIds,
     advance,
     committed_offsets,
 )
@@ -144,6 +145,8 @@ class AsyncGroupMember(MemberBase):
             return await client.send_async(effect.request, timeout_s=effect.timeout_s)
         if isinstance(effect, Describe):
             return await self._describe(effect.topics)
+        if isinstance(effect, TopicIds):
+            return await (await self._connected()).topic_ids_async()
         if isinstance(effect, Notify):
             await self._notify(effect)
             return None

@@ -21,6 +21,11 @@ Rules:
   from a helper thread meanwhile, so a listener slower than the session
   timeout keeps the membership (Kafka's heartbeat thread does the same). Their
   exceptions are logged, not raised: the membership goes on.
+- `group_protocol="consumer"` makes a KIP-848 member (`consumer_loop.ConsumerLoop`):
+  the coordinator assigns (`group_remote_assignor` names its assignor; the
+  classic `assignors`, `session_timeout_ms` and `heartbeat_interval_ms` are
+  not used, as in Kafka), `subscription_pattern` subscribes by a regex the
+  coordinator resolves, `generation_id` is the member epoch.
 - A `topic_partitions` callable gets the wanted topics (None: every topic)
   and returns a mapping (for AsyncGroupMember it may return an awaitable).
 """
@@ -44,9 +49,11 @@ from actors.member.api import (
     OffsetAndMetadata,
     Send,
     Steps,
+    TopicIds,
     advance,
     committed_offsets,
 )
+from actors.member.consumer_loop import ConsumerLoop
 from actors.member.loop import MemberLoop
 from actors.service import connect
 from coordinator.topic_partition import TopicPartition
@@ -86,6 +93,9 @@ class MemberBase(ABC):
         on_assigned: Listener | None = None,
         on_revoked: Listener | None = None,
         on_lost: Listener | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
+        subscription_pattern: str | None = None,
     ) -> None:
         self.config = MemberConfig(
             group_id=group_id,
@@ -102,12 +112,18 @@ class MemberBase(ABC):
             group_instance_id=group_instance_id,
             client_id=client_id,
             client_host=client_host,
+            group_protocol=group_protocol,
+            group_remote_assignor=group_remote_assignor,
+            subscription_pattern=subscription_pattern,
         )
         self.client = client
         self.topic_partitions = topic_partitions
         self.listeners = {"assigned": on_assigned, "revoked": on_revoked, "lost": on_lost}
         self._init_driver()
-        self.core = MemberLoop(self.config, wake=self._wake_loop, set_stable=self._set_stable)
+        loop = ConsumerLoop if group_protocol == "consumer" else MemberLoop
+        self.core: MemberLoop | ConsumerLoop = loop(
+            self.config, wake=self._wake_loop, set_stable=self._set_stable
+        )
 
     @abstractmethod
     def _init_driver(self) -> None: ...
@@ -147,8 +163,12 @@ class MemberBase(ABC):
         return self.core.stable and self.core.fatal is None
 
     @property
+    def group_protocol(self) -> str:
+        return self.config.group_protocol
+
+    @property
     def rebalances(self) -> int:
-        """Completed SyncGroup rounds of this member."""
+        """Completed SyncGroup rounds of this member (consumer protocol: reconciliations)."""
         return self.core.rebalances
 
     @property
@@ -290,6 +310,8 @@ class GroupMember(MemberBase):
             if self.topic_partitions is None:
                 return self._connected().describe_topics(effect.topics)
             return self._static_counts(effect.topics)
+        if isinstance(effect, TopicIds):
+            return self._connected().topic_ids()
         if isinstance(effect, Notify):
             self._notify(effect)
             return None
