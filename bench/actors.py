@@ -25,8 +25,8 @@ from typing import Any
 
 import ray
 
-from actors.client.client.client import Client, commit_request
-from actors.client.client.coalesce import Coalescer
+from actors.client.client import Client, commit_request
+from actors.client.coalesce import Coalescer
 from bench.embedded import embedded_service
 from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Errors

@@ -29,7 +29,7 @@ import ray
 
 import actors
 from actors import GroupMember
-from actors.client.client.topics import ensure_topic_registry
+from actors.client.topics import ensure_topic_registry
 from actors.core.settings import ServiceSettings
 from bench.embedded import PARTITIONS, embedded_service
 from bench.table import print_figures

@@ -55,7 +55,7 @@ from ray.cluster_utils import Cluster
 
 import actors
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings
-from actors.demo.embedded.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
+from actors.demo.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
 from bench.driver_log import log_file
 from bench.table import Row, print_table, progress
 from coordinator import CoordinatorConfig, Errors, Shard

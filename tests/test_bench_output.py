@@ -157,3 +157,12 @@ def test_the_log_is_named_even_when_the_run_fails_and_removed_when_empty(
         pass
     assert capfd.readouterr().err == ""
     assert not os.path.exists(quiet)
+
+
+def test_every_benchmark_imports() -> None:
+    """Benchmarks run outside the suite: at least their imports must hold when modules move."""
+    import importlib
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "bench").glob("*.py")):
+        importlib.import_module(f"bench.{path.stem}")
