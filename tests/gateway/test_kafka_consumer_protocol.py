@@ -3,7 +3,9 @@
 session's service: the coordinator assigns, each consumer reconciles
 incrementally, commits and reads its offsets with its member epoch
 (OffsetCommit/OffsetFetch v9), and the admin client lists and describes the
-group (ListGroups v5 types, ConsumerGroupDescribe). Raw frames check what
+group (ListGroups v5 types, ConsumerGroupDescribe). A librdkafka consumer
+shares a group with an `actors.GroupMember(group_protocol="consumer")` and
+with a Ray caller driving `Client.consumer_group_heartbeat`. Raw frames check what
 librdkafka never sends: a v0 join without a member id, a v1 one refused,
 and the member checks of OffsetCommit/OffsetFetch by version and epoch.
 
@@ -22,7 +24,7 @@ from confluent_kafka import ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
-from actors import Client
+from actors import Client, GroupMember
 from coordinator.errors import Errors
 from coordinator.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupTopicPartitions
 
@@ -226,6 +228,51 @@ def test_a_ray_caller_and_a_librdkafka_consumer_share_one_consumer_group(
         assert set().union(*kafka.revoked) == ray_member.partitions  # only what moved
     finally:
         ray_member.leave()
+    try:
+        settle(
+            [kafka], lambda: kafka.owned() == set(range(count)), "the Kafka client takes back what was left"
+        )
+    finally:
+        kafka.close()
+
+
+def test_a_group_member_and_a_librdkafka_consumer_share_one_consumer_group(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848-member"), 6
+    service.create_topic(topic, count)
+    kafka = Member(gateway, group, topic, "kafka")
+    member = GroupMember(group, [topic], client=service, group_protocol="consumer", client_id="py-member")
+
+    def member_partitions() -> set[int]:
+        return {tp.partition for tp in member.poll()} if member.is_stable else set()
+
+    try:
+        settle([kafka], lambda: kafka.owned() == set(range(count)), "the Kafka client alone")
+        member.start()
+
+        def shared() -> bool:
+            mine, theirs = member_partitions(), kafka.owned()
+            return len(mine) == len(theirs) and mine | theirs == set(range(count))
+
+        settle([kafka], shared, "the group member joins the Kafka client's group")
+        moved = member_partitions()
+        assert set().union(*kafka.revoked) == moved and not kafka.lost
+
+        # Each commits with its own member epoch (v9 from librdkafka, the core's from the member).
+        kafka.consumer.commit(
+            offsets=[TopicPartition(topic, p, 10 + p) for p in kafka.owned()], asynchronous=False
+        )
+        member.commit({(topic, p): 20 + p for p in moved})
+        assert service.fetch_offsets(group).offsets() == {
+            (topic, p): (20 if p in moved else 10) + p for p in range(count)
+        }
+        admin = AdminClient({"bootstrap.servers": gateway.bootstrap})  # kept: its futures need it alive
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        seen = {m.client_id for m in described.members}
+        assert seen == {"kafka", "py-member"}
+    finally:
+        member.close()
     try:
         settle(
             [kafka], lambda: kafka.owned() == set(range(count)), "the Kafka client takes back what was left"
