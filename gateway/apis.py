@@ -16,9 +16,9 @@ parse (gateway-notes.md sections 2-4):
   broker were too old;
 - Fetch stops at 12: from 13 clients fetch by topic id, which the gateway
   does not map; Metadata stops at 12 with it;
-- OffsetCommit stops at 9 and OffsetFetch at 9: v9 carries the member id
-  and epoch of a consumer-protocol member (KIP-848); 10 addresses topics by
-  id;
+- OffsetCommit and OffsetFetch up to 10: v9 carries the member id and
+  epoch of a consumer-protocol member (KIP-848); v10 addresses topics by id
+  (Kafka 4.2), which the gateway maps through the registry;
 - ConsumerGroupHeartbeat 0-1 (KIP-848, handlers.consumer): librdkafka
   (`group.protocol=consumer`) speaks only v1 and needs OffsetCommit and
   OffsetFetch >= 9 beside it; clients that do not opt in stay on the
@@ -47,8 +47,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch (no records)
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
+    8: (2, 10),  # OffsetCommit
+    9: (1, 10),  # OffsetFetch
     10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat

@@ -16,15 +16,15 @@ producers or adapters report them. Rules:
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from actors.client import topics as registry
 from coordinator.errors import Errors
 
 if TYPE_CHECKING:
-    import uuid
-
     from gateway.apis import RequestContext
 
 LEADER_EPOCH = 0
@@ -42,6 +42,20 @@ async def topics_with_ids(
     )
     # A topic created between the two reads is left to the next request.
     return {name: (count, ids[name]) for name, count in counts.items() if name in ids}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIds:
+    """The registry's topic ids both ways, for requests that name topics by id."""
+
+    names: dict[uuid.UUID, str]
+    ids: dict[str, uuid.UUID]
+
+
+async def topic_ids(ctx: RequestContext) -> TopicIds:
+    """Every topic's id, and every id's topic."""
+    ids = await ctx.client.topic_ids_async(None)
+    return TopicIds({topic_id: name for name, topic_id in ids.items()}, ids)
 
 
 async def offset_bounds(ctx: RequestContext, names: Iterable[str]) -> tuple[Bounds, Bounds]:

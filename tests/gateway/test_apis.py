@@ -59,7 +59,7 @@ def test_the_table_lets_every_client_in() -> None:
     assert table[11][0] <= 0 and table[14][0] <= 0  # aiokafka joins with v0-2/5, syncs with v0/1/3
     assert table[0] == (3, 11)  # librdkafka fetches only from a broker with Produce >= 3
     assert table[1] == (4, 12) and table[3][1] == 12  # no topic ids in Fetch
-    assert table[8] == (2, 9) and table[9] == (1, 9)  # librdkafka's consumer protocol needs 9
+    assert table[8] == (2, 10) and table[9] == (1, 10)  # librdkafka's consumer protocol needs 9
     assert table[68] == (0, 1)  # ConsumerGroupHeartbeat: librdkafka speaks only v1
     assert table[22] == (0, 5)  # InitProducerId: idempotent producers reach Produce's refusal
     assert {42, 47} <= table.keys()

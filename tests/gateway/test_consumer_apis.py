@@ -19,6 +19,7 @@ from coordinator.messages import (
     DescribedConsumerGroup,
     DescribedConsumerGroupMember,
     DescribedTopicPartitions,
+    FetchedOffset,
     OffsetCommitResponse,
     OffsetFetchResponse,
     PartitionResult,
@@ -221,8 +222,8 @@ class TopicsClient(FakeClient):
     counts = {"a": 2, "b": 1}
     ids = {"a": T1, "b": T2}
 
-    def __init__(self) -> None:
-        super().__init__(lambda r: None)
+    def __init__(self, answer: Any = lambda r: None) -> None:
+        super().__init__(answer)
 
     async def describe_topics_async(self, names: Any = None) -> dict[str, int]:
         return {n: c for n, c in self.counts.items() if names is None or n in names}
@@ -356,3 +357,90 @@ def test_consumer_group_describe_without_authorized_operations_and_out_of_reach(
         ("g", ErrorCode.coordinator_not_available, ()),
         ("h", ErrorCode.coordinator_not_available, ()),
     ]
+
+
+# ------------------------------------------------------------ offsets by topic id (v10)
+
+STRANGER = uuid.UUID(int=4242)
+
+
+def commit_v10(topics: list[tuple[uuid.UUID, list[int]]]) -> Any:
+    return kio_request(
+        8,
+        10,
+        group_id="g",
+        generation_id_or_member_epoch=3,
+        member_id="m-1",
+        group_instance_id=None,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 5,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p in partitions
+                ],
+            }
+            for topic_id, partitions in topics
+        ],
+    )
+
+
+def all_committed(request: Any) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        tuple(PartitionResult(p.topic, p.partition, Errors.NONE) for p in request.partitions)
+    )
+
+
+def test_offset_commit_v10_names_topics_by_id_and_answers_unknown_ids() -> None:
+    client = TopicsClient(all_committed)
+    response = call(client, commit_v10([(T1, [0, 1]), (STRANGER, [0])]))
+    ((sent, _),) = client.sent
+    assert [(p.topic, p.partition, p.offset) for p in sent.partitions] == [("a", 0, 5), ("a", 1, 5)]
+    assert sent.version == 10
+    assert [
+        (t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in response.topics
+    ] == [
+        (T1, [(0, ErrorCode.none), (1, ErrorCode.none)]),
+        (STRANGER, [(0, ErrorCode.unknown_topic_id)]),
+    ]
+    # Only unknown ids: the coordinator is not asked, as Kafka.
+    alone = call(client, commit_v10([(STRANGER, [2])]))
+    assert len(client.sent) == 1
+    assert [(t.topic_id, t.partitions[0].error_code) for t in alone.topics] == [
+        (STRANGER, ErrorCode.unknown_topic_id)
+    ]
+
+
+def fetched_v10(request: Any) -> OffsetFetchResponse:
+    wanted = request.partitions if request.partitions is not None else (("a", 0), ("gone", 1))
+    return OffsetFetchResponse(Errors.NONE, tuple(FetchedOffset(t, p, 30 + p, -1, "") for t, p in wanted))
+
+
+def test_offset_fetch_v10_names_topics_by_id_both_ways() -> None:
+    client = TopicsClient(fetched_v10)
+    groups = [
+        {
+            "group_id": "g",
+            "member_id": "m-1",
+            "member_epoch": 3,
+            "topics": [
+                {"topic_id": T2, "partition_indexes": [0]},
+                {"topic_id": STRANGER, "partition_indexes": [4]},
+            ],
+        },
+        {"group_id": "h", "member_id": None, "member_epoch": -1, "topics": None},
+    ]
+    response = call(client, kio_request(9, 10, groups=groups, require_stable=True))
+    assert [(r.group_id, r.partitions) for r, _ in client.sent] == [("g", (("b", 0),)), ("h", None)]
+    g, h = response.groups
+    assert [
+        (t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+        for t in g.topics
+    ] == [(T2, [(0, 30, ErrorCode.none)]), (STRANGER, [(4, -1, ErrorCode.unknown_topic_id)])]
+    # Every committed topic: one the registry has no id for ("gone") is left out.
+    assert [(t.topic_id, [p.committed_offset for p in t.partitions]) for t in h.topics] == [(T1, [30])]

@@ -413,3 +413,44 @@ def test_offsets_of_a_consumer_protocol_member_need_v9_and_its_epoch(
         assert unknown.error_code == ErrorCode.unknown_member_id
     finally:
         exchange(gateway, heartbeat(1, group, member, -1))
+
+
+def test_offsets_v10_name_topics_by_the_registrys_ids(service: Client, gateway: GatewayThread) -> None:
+    topic, group = unique("topic"), unique("raw-v10")
+    service.create_topic(topic, 2)
+    topic_id, stranger = service.topic_ids([topic])[topic], uuid.uuid4()
+    committed = exchange(
+        gateway,
+        kio_request(
+            8,
+            10,
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                {
+                    "topic_id": t,
+                    "partitions": [
+                        {
+                            "partition_index": 1,
+                            "committed_offset": 9,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+                for t in (topic_id, stranger)
+            ],
+        ),
+    )
+    assert [(t.topic_id, t.partitions[0].error_code) for t in committed.topics] == [
+        (topic_id, ErrorCode.none),
+        (stranger, ErrorCode.unknown_topic_id),
+    ]
+    assert service.fetch_offsets(group).offsets() == {(topic, 1): 9}
+    groups = [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]
+    (fetched,) = exchange(gateway, kio_request(9, 10, groups=groups, require_stable=True)).groups
+    assert [
+        (t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in fetched.topics
+    ] == [(topic_id, [(1, 9)])]
