@@ -48,22 +48,25 @@ def unique(prefix: str) -> str:
 class Member:
     """One librdkafka consumer on the consumer protocol, with what its listener saw."""
 
-    def __init__(self, gateway: GatewayThread, group: str, topic: str, name: str) -> None:
+    def __init__(
+        self, gateway: GatewayThread, group: str, topic: str, name: str, instance_id: str | None = None
+    ) -> None:
         self.name = name
         self.topic = topic
         self.assigned: list[set[int]] = []
         self.revoked: list[set[int]] = []
         self.lost: list[set[int]] = []
-        self.consumer = KafkaConsumer(
-            {
-                "bootstrap.servers": gateway.bootstrap,
-                "group.id": group,
-                "group.protocol": "consumer",
-                "client.id": name,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-            }
-        )
+        config = {
+            "bootstrap.servers": gateway.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": name,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+        if instance_id is not None:
+            config["group.instance.id"] = instance_id
+        self.consumer = KafkaConsumer(config)
         self.consumer.subscribe(
             [topic],
             on_assign=lambda _, parts: self.assigned.append(_partitions(parts)),
@@ -148,6 +151,30 @@ def test_consumers_form_a_group_commit_and_rebalance_incrementally(
         settle(members, lambda: split(members, count), "the others take over from the one that left")
         assert sorted(len(m.owned()) for m in members) == [3, 3]
         assert not first.lost and not third.lost
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_a_static_consumer_that_restarts_gets_its_partitions_back(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848-static"), 4
+    service.create_topic(topic, count)
+    stays = Member(gateway, group, topic, "stays", instance_id="stays")
+    restarts = Member(gateway, group, topic, "restarts", instance_id="restarts")
+    members = [stays, restarts]
+    try:
+        settle(members, lambda: split(members, count), "two static consumers split the topic")
+        before, kept = restarts.owned(), stays.owned()
+        revoked_before = len(stays.revoked)
+        # A static member's close leaves with epoch -2: its partitions wait for it (session timeout).
+        restarts.close()
+        members.remove(restarts)
+        again = Member(gateway, group, topic, "restarted", instance_id="restarts")
+        members.append(again)
+        settle(members, lambda: again.owned() == before, "the restarted consumer gets its partitions back")
+        assert stays.owned() == kept and len(stays.revoked) == revoked_before and not stays.lost
     finally:
         for member in members:
             member.close()
