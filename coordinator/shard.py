@@ -116,6 +116,8 @@ TIMER_HANDLERS: dict[str, Callable[..., None]] = {
     "expire-offsets": offsets.on_expire_offsets,
     fencing.SESSION_TIMER: fencing.on_session_timeout,
     fencing.REBALANCE_TIMER: fencing.on_rebalance_timeout,
+    fencing.JOIN_TIMER: fencing.on_join_timeout,
+    fencing.SYNC_TIMER: fencing.on_sync_timeout,
 }
 
 
@@ -284,6 +286,12 @@ class Shard:
         if value is None:
             if group is not None:
                 rebalance.forget_group(self, group)
+                if group.offsets:
+                    # The group's membership goes, its committed offsets stay (Kafka keeps
+                    # offsets apart from groups): a group converted to a consumer group
+                    # keeps them. Deleting a group tombstones its offsets first.
+                    self.groups[group_id] = Group(group_id, self.now_ms)
+                    self.groups[group_id].offsets = group.offsets
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id, self.now_ms)
