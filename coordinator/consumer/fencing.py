@@ -74,10 +74,10 @@ def fence_member(shard: Shard, group: ConsumerGroup, member: ConsumerGroupMember
 
     group_id, member_id = group.group_id, member.member_id
     if migration.validate_online_downgrade_with_fenced_member(shard, group, member_id):
+        members = list(group.members.values())
         for record in migration.downgrade_records(shard, group, member_id, None):
             shard.write(record)
-        cancel_member_timers(shard, group_id, member_id)
-        migration.after_downgrade(shard, group, None)
+        migration.after_downgrade(shard, group_id, members, None)
         return
     records = [
         helpers.current_assignment_tombstone(group_id, member_id),

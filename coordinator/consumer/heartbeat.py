@@ -110,7 +110,7 @@ def handle_consumer_group_heartbeat(
     try:
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return _leave(shard, request)
-        return _Heartbeat(shard, request).run()
+        return HeartbeatStep(shard, request).run()
     except HeartbeatError as exc:
         return ConsumerGroupHeartbeatResponse(exc.error, exc.message)
     except FencedMemberEpochError as exc:
@@ -172,10 +172,10 @@ def _leave(shard: Shard, request: ConsumerGroupHeartbeatRequest) -> ConsumerGrou
     if request.instance_id is None:
         member = group.members.get(request.member_id)
         if member is None:
-            raise _unknown_member(group, request.member_id)
+            raise unknown_member(group, request.member_id)
         fence_member(shard, group, member)
         return answer
-    member = _known_static_member(group, request.member_id, request.instance_id)
+    member = known_static_member(group, request.member_id, request.instance_id)
     if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         leaving = dataclasses.replace(
             member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}
@@ -188,13 +188,13 @@ def _leave(shard: Shard, request: ConsumerGroupHeartbeatRequest) -> ConsumerGrou
     return answer
 
 
-def _unknown_member(group: ConsumerGroup, member_id: str) -> HeartbeatError:
+def unknown_member(group: ConsumerGroup, member_id: str) -> HeartbeatError:
     return HeartbeatError(
         Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
     )
 
 
-def _known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerGroupMember:
+def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerGroupMember:
     """Kafka's `throwIfStaticMemberIsUnknown` then `throwIfInstanceIdIsFenced`."""
     member = group.static_member(instance_id)
     if member is None:
@@ -208,7 +208,7 @@ def _known_static_member(group: ConsumerGroup, member_id: str, instance_id: str)
     return member
 
 
-class _Heartbeat:
+class HeartbeatStep:
     """One regular heartbeat (epoch >= 0), computed from the group as it was, then written."""
 
     request: ConsumerGroupHeartbeatRequest
@@ -275,13 +275,13 @@ class _Heartbeat:
         if request.instance_id is None:
             found = group.members.get(member_id)
             if found is None and not self.join:
-                raise _unknown_member(group, member_id)
+                raise unknown_member(group, member_id)
             member = found or ConsumerGroupMember(member_id)
             if not self.join:  # KAFKA-19233: epoch 0 from a known member is a rejoin
                 check_member_epoch(member.assignment_state, request.member_epoch, owned)
             return member
         if not self.join:
-            member = _known_static_member(group, member_id, request.instance_id)
+            member = known_static_member(group, member_id, request.instance_id)
             check_member_epoch(member.assignment_state, request.member_epoch, owned)
             return member
         existing = group.static_member(request.instance_id)

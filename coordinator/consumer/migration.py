@@ -305,15 +305,20 @@ def _topic_partitions(
     return tuple(TopicPartition(name, p) for name, parts in named for p in sorted(parts))
 
 
-def after_downgrade(shard: Shard, group: ConsumerGroup, joining: ConsumerGroupMember | None) -> None:
+def after_downgrade(
+    shard: Shard, group_id: str, members: list[ConsumerGroupMember], joining: ConsumerGroupMember | None
+) -> None:
     """Once the records are written: the classic group's members as Kafka holds them, their heartbeats,
-    and a rebalance unless a static member replaced the leaving one."""
-    for member_id in group.members:
-        fencing.cancel_member_timers(shard, group.group_id, member_id)
+    and a rebalance unless a static member replaced the leaving one.
+
+    `members` are the consumer group's members before the records were written.
+    """
     if joining is not None:
-        fencing.cancel_member_timers(shard, group.group_id, joining.member_id)
-    classic = shard.groups[group.group_id]
-    sources = {**group.members, **({} if joining is None else {joining.member_id: joining})}
+        members = [*members, joining]
+    for member in members:
+        fencing.cancel_member_timers(shard, group_id, member.member_id)
+    classic = shard.groups[group_id]
+    sources = {member.member_id: member for member in members}
     for member in classic.members.values():
         # The record keeps the chosen protocol only; the live member keeps all it sent (as Kafka).
         protocols = classic_protocols(sources[member.member_id])
