@@ -31,12 +31,21 @@ Rules, as Kafka:
   then). The records: the consumer group's tombstones (the replaced member's
   under the joining member's id), then the classic GroupMetadata: Stable,
   generation = group epoch, protocol type "consumer", the protocol the members
-  vote for, leader the first member, each member's target assignment encoded
-  at the version of its subscription metadata. The classic members'
+  vote for, leader the first member, each member's assignment encoded at the
+  version of its subscription metadata. The classic members'
   heartbeats are scheduled and, for a leave or a fence, a rebalance starts
   (PreparingRebalance: every member must rejoin).
 
 Departures:
+- The classic group stores, as each member's assignment, the partitions the
+  member owns in the consumer group (assigned and still pending revocation);
+  Kafka stores its target assignment. A target may hold partitions that other
+  members have not released yet, or not hold partitions the member still
+  consumes: the classic group would then hand out (a Stable group answers a
+  rejoin and SyncGroup with the stored assignment, as after a static
+  member's replacement) or, upgraded again before its members rejoin, convert
+  into a consumer group partitions two members own at once. The seeded mixed
+  simulation found the second case (tests/consumer/test_mixed_simulation.py).
 - Members are converted in the order the source group holds them (Kafka: its
   hash maps' order); an encoded assignment lists topics by name and partitions
   ascending (Kafka: its hash maps' order).
@@ -251,10 +260,18 @@ def _classic_group_value(
             source = leaving_member_id
         version = _protocol_version(classic_member.metadata(classic.protocol_name))
         classic_member.assignment = encode_assignment(
-            Assignment(_topic_partitions(group.target_assignment_of(source), names)), version
+            Assignment(_topic_partitions(_owned(group.members[source]), names)), version
         )
     classic.state = GroupState.STABLE
     return classic.to_record_value()
+
+
+def _owned(member: ConsumerGroupMember) -> dict[UUID, frozenset[int]]:
+    """What the member may own: its assigned partitions and those it has not revoked yet."""
+    owned = dict(member.assigned_partitions)
+    for topic_id, partitions in member.partitions_pending_revocation.items():
+        owned[topic_id] = owned.get(topic_id, frozenset()) | partitions
+    return owned
 
 
 def _classic_member(member: ConsumerGroupMember) -> Member:
