@@ -540,3 +540,23 @@ def test_round_trip_classic_consumer_classic_consumer() -> None:
     assert set(driver.shard.consumer_groups[GROUP].members) == {*ids, "A"}
     assert_no_double_owner(driver)
     driver.assert_replay_equals_live()
+
+
+def test_classic_member_commits_with_its_epoch_and_keeps_its_timers_after_a_load() -> None:
+    driver = MixedDriver({"foo": 2})
+    consumer_group_with(driver, "A")
+    m = driver.call(classic_join("", "foo")).member_id
+    epoch = driver.shard.consumer_groups[GROUP].members[m].member_epoch
+
+    def commit(generation: int) -> Errors:
+        request = OffsetCommitRequest(
+            GROUP, (OffsetCommitPartition("foo", 0, 7),), generation_id=generation, member_id=m
+        )
+        return driver.call(request).errors()[("foo", 0)]
+
+    assert commit(epoch) is Errors.NONE
+    assert commit(epoch + 1) is Errors.ILLEGAL_GENERATION  # not STALE_MEMBER_EPOCH: a classic member
+    loaded = driver.replayed()
+    loaded.on_loaded(driver.now)
+    assert loaded.timers.get(("consumer-session", GROUP, m)).deadline_ms == driver.now + SESSION_MS
+    assert loaded.timers.get(("consumer-session", GROUP, "A")).deadline_ms == driver.now + 45_000
