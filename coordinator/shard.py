@@ -53,6 +53,7 @@ from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
 from coordinator.group_types import CLASSIC_REQUEST_TYPES, classic_request_to_consumer_group
 from coordinator.messages import (
+    ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -110,6 +111,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     ListGroupsRequest: admin.handle_list_groups,
     DeleteGroupsRequest: admin.handle_delete_groups,
     ConsumerGroupHeartbeatRequest: handle_consumer_group_heartbeat,
+    ConsumerGroupDescribeRequest: admin.handle_consumer_group_describe,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
