@@ -26,6 +26,7 @@ from coordinator.consumer.reconciliation import MemberState
 from coordinator.errors import Errors
 from coordinator.messages import (
     JoinGroupResponse,
+    ListGroupsRequest,
     MemberIdentity,
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -560,3 +561,25 @@ def test_classic_member_commits_with_its_epoch_and_keeps_its_timers_after_a_load
     loaded.on_loaded(driver.now)
     assert loaded.timers.get(("consumer-session", GROUP, m)).deadline_ms == driver.now + SESSION_MS
     assert loaded.timers.get(("consumer-session", GROUP, "A")).deadline_ms == driver.now + 45_000
+
+
+def test_list_groups_shows_one_group_of_the_type_it_has_become() -> None:
+    driver = MixedDriver({"foo": 3, "bar": 2})
+
+    def listed() -> list[tuple[str, str, str]]:
+        response = driver.call(ListGroupsRequest())
+        return [(g.group_id, g.group_type, g.state) for g in response.groups]
+
+    m, b = mixed_group(driver)
+    epoch = driver.shard.consumer_groups[GROUP].members[m].member_epoch
+    offsets = (OffsetCommitPartition("foo", 0, 1),)
+    commit = OffsetCommitRequest(GROUP, offsets, generation_id=epoch, member_id=m)
+    assert driver.call(commit).errors() == {("foo", 0): Errors.NONE}
+    assert driver.shard.groups[GROUP].offsets  # the offsets holder is not listed
+    assert listed() == [(GROUP, "consumer", "Stable")]
+    driver.ok(beat(b, -1))
+    assert listed() == [(GROUP, "classic", "PreparingRebalance")]
+    driver.ok(join("C", "foo"))
+    assert listed() == [(GROUP, "consumer", "Reconciling")]
+    assert len(driver.shard.groups[GROUP].offsets) == 1
+    driver.assert_replay_equals_live()
