@@ -341,9 +341,10 @@ def handle_leave_group(shard: Shard, group: ConsumerGroup, request: LeaveGroupRe
             if instance_id is None:
                 member = _classic_member(group, member_id, None)
             else:
-                member = group.static_member(instance_id)
-                if member is None:
+                static = group.static_member(instance_id)
+                if static is None:
                     raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                member = static
                 if member_id != UNKNOWN_MEMBER_ID:
                     # An empty member id is an administrative removal by instance id.
                     known_static_member(group, member_id, instance_id)

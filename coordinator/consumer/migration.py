@@ -64,6 +64,7 @@ Departures:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -306,7 +307,7 @@ def _protocol_version(metadata: bytes) -> int:
 
 
 def encode_member_assignment(
-    shard: Shard, partitions: dict[UUID, frozenset[int]], protocol_metadata: bytes
+    shard: Shard, partitions: Mapping[UUID, frozenset[int]], protocol_metadata: bytes
 ) -> bytes:
     """Partitions in ConsumerProtocol, at the subscription's version (Kafka's `prepareAssignment`)."""
     names = {topic.topic_id: name for name, topic in shard.topics.items()}
@@ -315,7 +316,7 @@ def encode_member_assignment(
 
 
 def _topic_partitions(
-    partitions: dict[UUID, frozenset[int]], names: dict[UUID, str]
+    partitions: Mapping[UUID, frozenset[int]], names: Mapping[UUID, str]
 ) -> tuple[TopicPartition, ...]:
     """Kafka's `toConsumerProtocolAssignment`: topics the shard does not know are dropped."""
     named = sorted((names[topic_id], parts) for topic_id, parts in partitions.items() if topic_id in names)
@@ -336,10 +337,11 @@ def after_downgrade(
         fencing.cancel_member_timers(shard, group_id, member.member_id)
     classic = shard.groups[group_id]
     sources = {member.member_id: member for member in members}
-    for member in classic.members.values():
+    for classic_member in classic.members.values():
         # The record keeps the chosen protocol only; the live member keeps all it sent (as Kafka).
-        protocols = classic_protocols(sources[member.member_id])
-        classic.update_member(member, protocols, member.rebalance_timeout_ms, member.session_timeout_ms, None)
-        rebalance.schedule_heartbeat(shard, classic, member)
+        protocols = classic_protocols(sources[classic_member.member_id])
+        rebalance_ms, session_ms = classic_member.rebalance_timeout_ms, classic_member.session_timeout_ms
+        classic.update_member(classic_member, protocols, rebalance_ms, session_ms, None)
+        rebalance.schedule_heartbeat(shard, classic, classic_member)
     if joining is None:
         rebalance.prepare_rebalance(shard, classic)
