@@ -24,7 +24,8 @@ Rules, as Kafka:
   (its rebalance timeout) start. A static member with a new id replaces the
   member holding its instance id (no UNRELEASED_INSTANCE_ID for classic
   members); if that was the last consumer-protocol member, the group is
-  downgraded (`migration.py`).
+  downgraded (`migration.py`; a rebalance starts if the subscription changed,
+  KAFKA-19546).
 - SyncGroup, Heartbeat: UNKNOWN_MEMBER_ID for an unknown member or one not
   using the classic protocol, FENCED_INSTANCE_ID for an instance id held by
   another member, ILLEGAL_GENERATION unless the generation is the member
@@ -173,14 +174,17 @@ class _ClassicJoin(HeartbeatStep):
             shard, group, existing
         )
         members = list(group.members.values())
+        changed_subscription = False
         if downgrade:
             assert existing is not None
             self.records += migration.downgrade_records(shard, group, existing, reconciled)
+            replaced = group.members[existing].subscribed_topic_names
+            changed_subscription = replaced != reconciled.subscribed_topic_names
         self.write_records()
         fencing.cancel_join_timeout(shard, group.group_id, reconciled.member_id)
         if downgrade:
             assert existing is not None
-            migration.after_downgrade(shard, group.group_id, members, reconciled)
+            migration.after_downgrade(shard, group.group_id, members, reconciled, changed_subscription)
         else:
             fencing.schedule_session_timeout(
                 shard, group.group_id, reconciled.member_id, request.session_timeout_ms

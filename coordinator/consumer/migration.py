@@ -35,6 +35,9 @@ Rules, as Kafka:
   version of its subscription metadata. The classic members'
   heartbeats are scheduled and, for a leave or a fence, a rebalance starts
   (PreparingRebalance: every member must rejoin).
+Also from later Kafka: KAFKA-19546 (apache/kafka#20417, 4.0.2/4.1.1): a
+static replacement whose subscription differs from the replaced member's
+starts a rebalance too.
 
 Departures:
 - The classic group stores, as each member's assignment, the partitions the
@@ -324,10 +327,15 @@ def _topic_partitions(
 
 
 def after_downgrade(
-    shard: Shard, group_id: str, members: list[ConsumerGroupMember], joining: ConsumerGroupMember | None
+    shard: Shard,
+    group_id: str,
+    members: list[ConsumerGroupMember],
+    joining: ConsumerGroupMember | None,
+    rebalance_anyway: bool = False,
 ) -> None:
     """Once the records are written: the classic group's members as Kafka holds them, their heartbeats,
-    and a rebalance unless a static member replaced the leaving one.
+    and a rebalance unless a static member replaced the leaving one (`rebalance_anyway`: it did, with
+    another subscription, KAFKA-19546).
 
     `members` are the consumer group's members before the records were written.
     """
@@ -343,5 +351,5 @@ def after_downgrade(
         rebalance_ms, session_ms = classic_member.rebalance_timeout_ms, classic_member.session_timeout_ms
         classic.update_member(classic_member, protocols, rebalance_ms, session_ms, None)
         rebalance.schedule_heartbeat(shard, classic, classic_member)
-    if joining is None:
+    if joining is None or rebalance_anyway:
         rebalance.prepare_rebalance(shard, classic)

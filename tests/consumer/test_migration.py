@@ -583,3 +583,14 @@ def test_list_groups_shows_one_group_of_the_type_it_has_become() -> None:
     assert listed() == [(GROUP, "consumer", "Reconciling")]
     assert len(driver.shard.groups[GROUP].offsets) == 1
     driver.assert_replay_equals_live()
+
+
+def test_classic_static_replacement_with_another_subscription_rebalances() -> None:
+    """KAFKA-19546: the downgraded group rebalances when the replacing member subscribes to other topics."""
+    driver = MixedDriver({"foo": 2, "bar": 1})
+    driver.ok(join("S", "foo", instance_id="i1"))
+    driver.call(classic_join("", "foo"))
+    joined = driver.call(classic_join("", "foo", "bar", group_instance_id="i1"))
+    assert joined.error is Errors.NONE
+    assert driver.shard.groups[GROUP].is_(GroupState.PREPARING_REBALANCE)
+    driver.assert_replay_equals_live()
