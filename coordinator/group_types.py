@@ -56,13 +56,14 @@ def classic_join(
     shard: Shard, group: ConsumerGroup, request: JoinGroupRequest, token: Token
 ) -> Response | None:
     """A JoinGroup for a consumer group's id: delete the group if empty and join, else join it."""
+    error = join.join_request_error(shard, request)
+    if error is not None:
+        # Kafka's GroupCoordinatorService checks these before the group is looked at.
+        return JoinGroupResponse(error, request.member_id)
     if not group.members:
         for record in group_tombstone_records(group):
             shard.write(record)
         return join.handle_join_group(shard, request, token)
-    error = join.join_request_error(shard, request)
-    if error is not None:
-        return JoinGroupResponse(error, request.member_id)
     return classic_members.handle_join_group(shard, group, request)
 
 
