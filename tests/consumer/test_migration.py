@@ -17,6 +17,8 @@ manual clock: responses, the exact records, and replay equal to live.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from coordinator.classic.state import GroupState
@@ -25,6 +27,7 @@ from coordinator.consumer import records as helpers
 from coordinator.consumer.reconciliation import MemberState
 from coordinator.errors import Errors
 from coordinator.messages import (
+    JoinGroupRequest,
     JoinGroupResponse,
     ListGroupsRequest,
     MemberIdentity,
@@ -594,3 +597,39 @@ def test_classic_static_replacement_with_another_subscription_rebalances() -> No
     assert joined.error is Errors.NONE
     assert driver.shard.groups[GROUP].is_(GroupState.PREPARING_REBALANCE)
     driver.assert_replay_equals_live()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_new_dynamic_classic_member_joins_and_syncs_at_its_protocol_version(version: int) -> None:
+    """Kafka's testJoiningConsumerGroupWithNewDynamicMember and
+    testClassicGroupSyncToConsumerGroupWithAllConsumerProtocolVersions."""
+    driver = MixedDriver({"foo": 2, "bar": 1})
+    a = driver.ok(join("A", "foo"))
+    driver.ok(beat("A", a.member_epoch, tuple(a.assignment or ())))
+    metadata = subscription("foo", "bar", version=version)
+    request = JoinGroupRequest(GROUP, SESSION_MS, CLASSIC_REBALANCE_MS, "consumer", (("range", metadata),))
+    required = driver.call(request)
+    assert required.error is Errors.MEMBER_ID_REQUIRED and driver.log[-1].key != GroupMetadataKey(GROUP)
+    before = len(driver.log)
+    joined = driver.call(dataclasses.replace(request, member_id=required.member_id))
+    member = driver.shard.consumer_groups[GROUP].members[required.member_id]
+    assert joined == JoinGroupResponse(Errors.NONE, member.member_id, 2, "consumer", "range")
+    assert member.classic_member_metadata == ClassicMemberMetadata(
+        SESSION_MS, (ClassicProtocol("range", metadata),)
+    )
+    records = driver.log[before:]
+    topics = driver.shard.topics
+    # A keeps its target (foo): only the changed target is written.
+    assert records == [
+        helpers.member_subscription_record(GROUP, member),
+        helpers.subscription_metadata_record(GROUP, {"bar": topics["bar"], "foo": topics["foo"]}),
+        helpers.epoch_record(GROUP, 2),
+        helpers.target_assignment_record(GROUP, member.member_id, {tid("bar"): frozenset({0})}),
+        helpers.target_assignment_epoch_record(GROUP, 2),
+        helpers.current_assignment_record(GROUP, member),
+    ]
+    # bar was free: the member owns it at once, at the group epoch.
+    assert member.state is MemberState.STABLE and member.assigned_partitions == {tid("bar"): {0}}
+    synced = driver.sync(member.member_id, 2, protocol_type="consumer", protocol_name="range")
+    assert synced.assignment[:2] == version.to_bytes(2, "big") and decoded(synced.assignment) == {("bar", 0)}
+    assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
