@@ -388,10 +388,10 @@ def test_consumer_static_member_takes_a_classic_members_instance_id() -> None:
 # ----------------------------------------------------------------- downgrade
 
 
-def mixed_group(driver: MixedDriver) -> tuple[str, str]:
+def mixed_group(driver: MixedDriver, instance_id: str | None = None) -> tuple[str, str]:
     """A Stable consumer group: consumer member B and classic member m, both on foo and bar."""
     b = driver.ok(join("B", "foo", "bar"))
-    m = driver.call(classic_join("", "foo", "bar")).member_id
+    m = driver.call(classic_join("", "foo", "bar", group_instance_id=instance_id)).member_id
     for _ in range(4):
         b = driver.ok(beat("B", b.member_epoch, tuple(b.assignment or ())))
         member = driver.shard.consumer_groups[GROUP].members[m]
@@ -400,7 +400,7 @@ def mixed_group(driver: MixedDriver) -> tuple[str, str]:
             for name in ("foo", "bar")
             for p in sorted(member.assigned_partitions.get(tid(name), ()))
         )
-        joined = driver.call(classic_join(m, "foo", "bar", owned=owned))
+        joined = driver.call(classic_join(m, "foo", "bar", owned=owned, group_instance_id=instance_id))
         driver.sync(m, joined.generation_id)
     assert driver.shard.consumer_groups[GROUP].state.value == "Stable"
     assert_no_double_owner(driver)
@@ -633,3 +633,36 @@ def test_new_dynamic_classic_member_joins_and_syncs_at_its_protocol_version(vers
     synced = driver.sync(member.member_id, 2, protocol_type="consumer", protocol_name="range")
     assert synced.assignment[:2] == version.to_bytes(2, "big") and decoded(synced.assignment) == {("bar", 0)}
     assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
+
+
+def test_classic_static_member_upgrades_itself_by_heartbeating() -> None:
+    """Kafka's testConsumerGroupHeartbeatFromExistingClassicStaticMember."""
+    driver = MixedDriver({"foo": 6, "bar": 3})
+    m, _ = mixed_group(driver, instance_id="i1")
+    group = driver.shard.consumer_groups[GROUP]
+    old, target = group.members[m], group.target_assignment_of(m)
+    epoch = group.group_epoch
+    assert old.is_reconciled_to(epoch)
+    before = len(driver.log)
+    request = dataclasses.replace(
+        join("N", "foo", "bar", instance_id="i1", server_assignor="uniform"), rebalance_timeout_ms=5_000
+    )
+    response = driver.ok(request)
+    replacing = dataclasses.replace(old, member_id="N", member_epoch=0, previous_member_epoch=0)
+    final = dataclasses.replace(
+        replacing, member_epoch=epoch, rebalance_timeout_ms=5_000, server_assignor_name="uniform",
+        classic_member_metadata=None, client_id="", client_host="",
+    )
+    assert driver.log[before:] == [
+        helpers.current_assignment_tombstone(GROUP, m),
+        helpers.target_assignment_tombstone(GROUP, m),
+        helpers.member_subscription_tombstone(GROUP, m),
+        helpers.member_subscription_record(GROUP, replacing),
+        helpers.target_assignment_record(GROUP, "N", target),
+        helpers.current_assignment_record(GROUP, replacing),
+        helpers.member_subscription_record(GROUP, final),
+        helpers.current_assignment_record(GROUP, final),
+    ]
+    assert response.member_epoch == epoch
+    assert driver.shard.timers.get(("consumer-session", GROUP, "N")).deadline_ms == driver.now + 45_000
+    driver.assert_replay_equals_live()
