@@ -4,8 +4,10 @@ session's service: the coordinator assigns, each consumer reconciles
 incrementally, commits and reads its offsets with its member epoch
 (OffsetCommit/OffsetFetch v9), and the admin client lists and describes the
 group (ListGroups v5 types, ConsumerGroupDescribe). A librdkafka consumer
-shares a group with an `actors.GroupMember(group_protocol="consumer")` and
-with a Ray caller driving `Client.consumer_group_heartbeat`. Raw frames check what
+shares a group with an `actors.GroupMember(group_protocol="consumer")`, with
+a Ray caller driving `Client.consumer_group_heartbeat`, and with a classic
+aiokafka consumer (the group is upgraded online, and downgraded when the
+librdkafka consumer leaves). Raw frames check what
 librdkafka never sends: a v0 join without a member id, a v1 one refused,
 and the member checks of OffsetCommit/OffsetFetch by version and epoch.
 
@@ -14,11 +16,14 @@ gives (tests/conftest.py); the tests wait up to TIMEOUT_S."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -306,6 +311,67 @@ def test_a_group_member_and_a_librdkafka_consumer_share_one_consumer_group(
         )
     finally:
         kafka.close()
+
+
+def test_a_classic_aiokafka_group_upgrades_when_a_consumer_protocol_client_joins(
+    service: Client, gateway: GatewayThread
+) -> None:
+    topic, group, count = unique("topic"), unique("kip848-upgrade"), 4
+    service.create_topic(topic, count)
+
+    def group_type() -> str:
+        (listed,) = [g for g in service.list_groups() if g.group_id == group]
+        return listed.group_type
+
+    async def main() -> None:
+        classic = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=gateway.bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=300,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+        )
+        await classic.start()
+        kafka: Member | None = None
+
+        async def settle_both(done: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + TIMEOUT_S
+            while not done():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not in time: {what}")
+                await classic.getmany(timeout_ms=50)
+                if kafka is not None:
+                    kafka.consumer.poll(0)
+
+        def classic_owned() -> set[int]:
+            return {tp.partition for tp in classic.assignment()}
+
+        try:
+            await settle_both(lambda: classic_owned() == set(range(count)), "the classic consumer alone")
+            assert group_type() == "classic"
+            kafka = upgrader = Member(gateway, group, topic, "upgrader")
+
+            def shared() -> bool:
+                mine, theirs = upgrader.owned(), classic_owned()
+                return len(mine) == len(theirs) and mine | theirs == set(range(count))
+
+            await settle_both(shared, "the consumer-protocol client joins the classic group")
+            assert group_type() == "consumer"  # upgraded online (KIP-848 migration)
+
+            kafka.close()
+            kafka = None
+            await settle_both(
+                lambda: classic_owned() == set(range(count)), "the classic consumer alone again"
+            )
+            assert group_type() == "classic"  # downgraded when its last consumer-protocol member left
+        finally:
+            if kafka is not None:
+                kafka.close()
+            await classic.stop()
+
+    asyncio.run(main())
 
 
 def test_the_admin_client_lists_and_describes_a_consumer_group(
