@@ -32,7 +32,9 @@ from spark_bridge.end_offsets import (
     is_history,
 )
 from spark_bridge.rows import (
+    CLASSIC_GROUP_TYPE,
     CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TYPE,
     CONSUMER_MEMBER_METADATA,
     CONSUMER_TARGET_ASSIGNMENT_METADATA,
     GROUP_METADATA,
@@ -41,9 +43,6 @@ from spark_bridge.rows import (
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
 DEFAULT_WINDOW_MS = 60_000
-# Kafka's GroupType names, the rebalance history's `group_type`.
-CLASSIC_GROUP_TYPE = "classic"
-CONSUMER_GROUP_TYPE = "consumer"
 
 
 def _offset_records(log_df: DataFrame) -> DataFrame:

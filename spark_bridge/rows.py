@@ -69,6 +69,10 @@ CONSUMER_GROUP_RECORD_TYPES: dict[type, str] = {
     ConsumerGroupRegularExpressionKey: "consumer_group_regular_expression",
 }
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# Kafka's GroupType names: the rebalance history's `group_type` (classic GroupMetadata records,
+# or the consumer group records of KIP-848).
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 # (name, Spark SQL type name), in row order.
 COLUMNS: tuple[tuple[str, str], ...] = (
