@@ -9,6 +9,12 @@ DataFrame, so user Spark code can filter, join or save it further. Rules:
   partition (groups are routed by id), so its offsets order its records.
   A compacted log gives the same answers as the full one, except for
   history jobs (rates, rebalances) over records compaction removed.
+- A group's history is in log order, (partition, offset): a group's records
+  all live in its one offsets partition. The rebalance history reads both
+  group types (classic GroupMetadata; KIP-848's ConsumerGroupMetadata,
+  member metadata and target assignment metadata) as one history per group
+  id, since a group converts between the types online; `group_type` tells
+  its rows apart (`protocol_type` is "consumer" for both kinds).
 - Time buckets are `window_ms` wide, aligned to the epoch, by batch
   (append) time: `window_start_ms = ts - ts % window_ms`.
 - Lag over time is as of each window's end: the offset committed by then
