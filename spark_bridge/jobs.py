@@ -56,7 +56,8 @@ def _offset_records(log_df: DataFrame) -> DataFrame:
 
 
 def _group_records(log_df: DataFrame) -> DataFrame:
-    return log_df.where(F.col("record_type") == GROUP_METADATA)
+    """The group records of both types: classic GroupMetadata and ConsumerGroupMetadata."""
+    return log_df.where(F.col("record_type").isin(GROUP_METADATA, CONSUMER_GROUP_METADATA))
 
 
 def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
@@ -221,7 +222,7 @@ def _group_epoch_records(log_df: DataFrame) -> DataFrame:
     generation, or none came before; a consumer group's epoch also when it follows that group's
     deletion (its ConsumerGroupMetadata tombstone: the group was created again).
     """
-    records = log_df.where(F.col("record_type").isin(GROUP_METADATA, CONSUMER_GROUP_METADATA)).withColumn(
+    records = _group_records(log_df).withColumn(
         "group_type",
         F.when(F.col("record_type") == GROUP_METADATA, F.lit(CLASSIC_GROUP_TYPE)).otherwise(
             F.lit(CONSUMER_GROUP_TYPE)
@@ -312,7 +313,11 @@ def idle_groups(log_df: DataFrame, now_ms: int, idle_threshold_ms: int) -> DataF
 
 
 def expired_groups(log_df: DataFrame) -> DataFrame:
-    """Groups deleted by a group tombstone, or whose every offset was removed by tombstones."""
+    """Groups deleted by a group tombstone, or whose every offset was removed by tombstones.
+
+    A group's newest record of either type decides: a classic group converted to a consumer
+    group (a GroupMetadata tombstone, then its consumer group records) is not deleted, a
+    consumer group deleted by its ConsumerGroupMetadata tombstone is."""
     groups = _latest(_group_records(log_df), ("group_id",)).select(
         "group_id",
         F.col("tombstone").alias("group_deleted"),

@@ -1,4 +1,5 @@
-"""The rebalance history of consumer groups (KIP-848) and of groups converted between the types.
+"""The rebalance history of consumer groups (KIP-848) and of groups converted between the types,
+and the expired groups of both types.
 
 The log is written from the records a real `coordinator.Shard` produced
 (`consumer_histories.upgrade_round_trip`) and read by the Spark reader; the
@@ -21,7 +22,7 @@ from spark_bridge.reader import read_offsets_log
 from spark_bridge.spark_session import BridgeSession
 
 from tests.spark.consumer_histories import CLASSIC_THEN_CONSUMER_GROUP, CONSUMER_GROUP, upgrade_round_trip
-from tests.spark.histories import T0, write_history
+from tests.spark.histories import T0, group, write_history
 
 pytestmark = pytest.mark.spark
 HISTORY_COLUMNS = (
@@ -132,3 +133,23 @@ def test_a_consumer_group_deleted_and_created_again_starts_over(
     rows = sorted((row.asDict() for row in history.collect()), key=lambda row: row["log_offset"])
     assert of(rows, "x") == [(1, "consumer", 1, 1, None, None), (1, "consumer", 1, 1, 1, 900)]
     assert [(row["log_partition"], row["log_offset"]) for row in rows] == [(2, 1), (2, 7)]
+
+
+def test_expired_groups_reads_both_types(bridge_session: BridgeSession, tmp_path: Path) -> None:
+    upgraded = [
+        Record(GroupMetadataKey("up"), None),
+        helpers.member_subscription_record("up", ConsumerGroupMember("m")),
+        helpers.epoch_record("up", 1),
+    ]
+    deleted = [helpers.member_subscription_tombstone("gone", "m"), helpers.epoch_tombstone("gone")]
+    write_history(str(tmp_path), [
+        (0, T0, [group("up", 1, 1, T0)]),
+        (0, T0 + 1_000, [*upgraded, helpers.member_subscription_record("gone", ConsumerGroupMember("m")),
+                         helpers.epoch_record("gone", 1)]),
+        (0, T0 + 2_000, deleted),
+    ])
+
+    expired = jobs.expired_groups(read_offsets_log(bridge_session.spark, tmp_path)).collect()
+
+    # The upgrade's GroupMetadata tombstone is no deletion; the consumer group's tombstone is.
+    assert [tuple(row) for row in expired] == [("gone", True, 0, 0, T0 + 2_000)]
