@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from spark_bridge.end_offsets import (
     ALWAYS_MS,
@@ -210,7 +211,7 @@ def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFr
     )
 
 
-def _in_log_order(*key: str) -> Window:
+def _in_log_order(*key: str) -> WindowSpec:
     return Window.partitionBy(*key).orderBy("partition", "offset")
 
 

@@ -158,7 +158,7 @@ def _consumer_group_row(
     partition: int, offset: int, batch_ms: int, record_type: str, key: Any, value: Any
 ) -> LogRow:
     head = (partition, offset, batch_ms, record_type, key.group_id, None, None)
-    group_fields = _NO_GROUP_FIELDS
+    group_fields: tuple[Any, ...] = _NO_GROUP_FIELDS
     value_type = type(value)
     if value_type is ConsumerGroupMetadataValue:
         group_fields = (value.epoch, CONSUMER_PROTOCOL_TYPE, None, None, None, None)
