@@ -4,6 +4,10 @@
 namespace) on the current Ray cluster; with no cluster it starts an embedded
 local one, keeping the log in a local data directory. `connect()` returns a
 client for a running service.
+
+Packages built on the service start actors beside it (the Kafka gateways);
+they `attach` each one by name, and `stop()` stops what was attached before
+it removes the service, so this package never imports them.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from dataclasses import replace
 from typing import Any
 
 import ray
+from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_list, _internal_kv_put
 
 from actors.client.client import Client, controller_handle
 from actors.client.topics import ensure_topic_registry, stop_topic_registry
 from actors.controller.actor import Controller
 from actors.controller.forgotten_logs import recover_forgotten_logs
-from actors.controller.ray_store import GcsKvStore
+from actors.controller.ray_store import KV_NAMESPACE, GcsKvStore
 from actors.controller.state import saved_replication_factor
 from actors.core import node_names
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, settings_for_cluster
@@ -121,12 +126,9 @@ def connect(
 
 
 def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Remove the service's Kafka gateways, unload every partition and remove the
-    service's actors; the log stays."""
-    # Imported here: the gateway package is built on this one.
-    from gateway.deploy import stop_gateways
-
-    stop_gateways(namespace)
+    """Stop what was attached to the service (its Kafka gateways), unload every
+    partition and remove the service's actors; the log stays."""
+    stop_attached(namespace)
     stop_topic_registry(namespace)
     try:
         controller = controller_handle(namespace)
@@ -140,3 +142,47 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
         except ValueError:
             return
         time.sleep(0.01)
+
+
+def _attached_prefix(namespace: str) -> str:
+    return f"raygroups/{namespace}/attached/"
+
+
+def attach(name: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Stop the named detached actor `name` of `namespace` with the service: `stop()`
+    calls its `stop()` method (bounded), then kills it. Kept in the GCS KV, so it
+    outlives the process that attached it."""
+    _internal_kv_put(_attached_prefix(namespace) + name, b"", overwrite=True, namespace=KV_NAMESPACE)
+
+
+def attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "") -> list[str]:
+    """The names of the actors attached to the service of `namespace`, starting with `prefix`."""
+    base = _attached_prefix(namespace)
+    keys = _internal_kv_list(base + prefix, namespace=KV_NAMESPACE)
+    return sorted(key.decode()[len(base):] for key in keys)
+
+
+def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_s: float = 30.0) -> int:
+    """Stop and remove every attached actor whose name starts with `prefix`; how many ran."""
+    stopped = []
+    for name in attached(namespace, prefix):
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+        except ValueError:  # already gone
+            actor = None
+        if actor is not None:
+            try:
+                ray.get(actor.stop.remote(), timeout=timeout_s)
+            except Exception:  # an actor that cannot stop cleanly is killed all the same
+                pass
+            ray.kill(actor, no_restart=True)
+            stopped.append(name)
+        _internal_kv_del(_attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
+    for name in stopped:  # the names free once the actors are gone, so a new start makes new ones
+        for _ in range(500):
+            try:
+                ray.get_actor(name, namespace=namespace)
+            except ValueError:
+                break
+            time.sleep(0.01)
+    return len(stopped)

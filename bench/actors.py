@@ -24,12 +24,11 @@ import time
 from typing import Any
 
 import ray
-from rich.console import Console
-from rich.table import Table
 
 from actors.client.client import Client, commit_request
 from actors.client.coalesce import Coalescer
 from bench.embedded import embedded_service
+from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
@@ -172,20 +171,21 @@ async def bench_failover(client: Client, groups: int) -> tuple[float, int]:
     return elapsed, int(status.get("loaded_records", 0))
 
 
-async def run(args: argparse.Namespace, client: Client) -> None:
-    table = Table(title="coordinator on Ray (one machine, fsync on)")
-    for column in ("figure", "value", "baseline", "ratio", "target"):
-        table.add_column(column, justify="left" if column == "figure" else "right")
+async def run(args: argparse.Namespace, client: Client) -> list[tuple[str, ...]]:
+    """The figures table's rows; each figure also on stderr as it is measured."""
+    rows: list[tuple[str, ...]] = []
     per_call = Client(client.controller, coalesce=False)
     ways = {"one call each": per_call, "coalesced": client}
     for name, value, noop in await bench_commits(ways, args.calls, args.concurrency, args.rounds):
-        console.print(f"{name}: {value:,.0f}/s vs no-op {noop:,.0f}/s")
-        table.add_row(
-            f"{name}, {args.concurrency} callers",
-            f"{value:,.0f} calls/s",
-            f"{noop:,.0f} no-op/s",
-            f"{value / noop:.2f}",
-            ">= 0.70",
+        progress(f"{name}: {value:,.0f}/s vs no-op {noop:,.0f}/s")
+        rows.append(
+            (
+                f"{name}, {args.concurrency} callers",
+                f"{value:,.0f} calls/s",
+                f"{noop:,.0f} no-op/s",
+                f"{value / noop:.2f}",
+                ">= 0.70",
+            )
         )
     leader = client.leader(0)
     started = time.perf_counter()
@@ -195,26 +195,27 @@ async def run(args: argparse.Namespace, client: Client) -> None:
     for way, way_client in ways.items():
         for members in args.members:
             seconds = await form_and_rebalance(way_client, f"bench-rebalance-{members}-{way}", members)
-            console.print(f"rebalance of {members}, {way}: {seconds * 1000:,.0f} ms")
-            table.add_row(
-                f"rebalance, {members} members, {way}",
-                f"{seconds * 1000:,.0f} ms",
-                f"{members * round_trip * 1000:,.0f} ms",
-                f"{seconds / (members * round_trip):.2f}",
-                "<= 2 s" if members == 1000 else "",
+            progress(f"rebalance of {members}, {way}: {seconds * 1000:,.0f} ms")
+            rows.append(
+                (
+                    f"rebalance, {members} members, {way}",
+                    f"{seconds * 1000:,.0f} ms",
+                    f"{members * round_trip * 1000:,.0f} ms",
+                    f"{seconds / (members * round_trip):.2f}",
+                    "<= 2 s" if members == 1000 else "",
+                )
             )
     elapsed, records = await bench_failover(client, args.failover_groups)
-    table.add_row(
-        f"failover, {args.failover_groups:,} groups ({records:,} records)",
-        f"{elapsed * 1000:,.0f} ms",
-        f"{round_trip * 1000:.2f} ms",
-        f"{elapsed / round_trip:,.0f}",
-        "< 3 s",
+    rows.append(
+        (
+            f"failover, {args.failover_groups:,} groups ({records:,} records)",
+            f"{elapsed * 1000:,.0f} ms",
+            f"{round_trip * 1000:.2f} ms",
+            f"{elapsed / round_trip:,.0f}",
+            "< 3 s",
+        )
     )
-    console.print(table)
-
-
-console = Console()
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -226,7 +227,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--failover-groups", type=int, default=10_000)
     args = parser.parse_args(argv)
     with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
-        asyncio.run(run(args, client))
+        rows = asyncio.run(run(args, client))
+    print_figures(
+        "coordinator on Ray (one machine, fsync on)",
+        ("figure", "value", "baseline", "ratio", "target"),
+        rows,
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -13,9 +13,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from rich.console import Console
-from rich.table import Table
-
+from bench.table import print_figures
 from coordinator import Errors, Shard
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import (
@@ -138,32 +136,35 @@ def main(argv: list[str] | None = None) -> None:
     big_s = bench_big_rebalance(args.members)
     big_base_s = args.members * 2 / base
 
-    table = Table(title="pure core (one CPU, no Ray, no log)")
-    for column in ("figure", "value", "baseline", "ratio to baseline", "target"):
-        table.add_column(column, justify="right" if column != "figure" else "left")
-    table.add_row("baseline loop (dict store)", f"{base:,.0f} ops/s", "", "1.00", "")
-    table.add_row(
-        "OffsetCommit, 1 partition",
-        f"{commits:,.0f} req/s",
-        f"{base:,.0f} ops/s",
-        f"{commits / base:.3f}",
-        ">= 100,000 req/s",
+    rows = [
+        ("baseline loop (dict store)", f"{base:,.0f} ops/s", "", "1.00", ""),
+        (
+            "OffsetCommit, 1 partition",
+            f"{commits:,.0f} req/s",
+            f"{base:,.0f} ops/s",
+            f"{commits / base:.3f}",
+            ">= 100,000 req/s",
+        ),
+        (
+            "JoinGroup+SyncGroup round (1 member)",
+            f"{rounds:,.0f} rounds/s",
+            f"{base:,.0f} ops/s",
+            f"{rounds / base:.4f}",
+            "",
+        ),
+        (
+            f"rebalance of {args.members} members (join+sync)",
+            f"{big_s * 1000:.1f} ms CPU",
+            f"{big_base_s * 1000:.2f} ms",
+            f"{big_s / big_base_s:.1f}x",
+            "< 50 ms",
+        ),
+    ]
+    print_figures(
+        "pure core (one CPU, no Ray, no log)",
+        ("figure", "value", "baseline", "ratio to baseline", "target"),
+        rows,
     )
-    table.add_row(
-        "JoinGroup+SyncGroup round (1 member)",
-        f"{rounds:,.0f} rounds/s",
-        f"{base:,.0f} ops/s",
-        f"{rounds / base:.4f}",
-        "",
-    )
-    table.add_row(
-        f"rebalance of {args.members} members (join+sync)",
-        f"{big_s * 1000:.1f} ms CPU",
-        f"{big_base_s * 1000:.2f} ms",
-        f"{big_s / big_base_s:.1f}x",
-        "< 50 ms",
-    )
-    Console().print(table)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from rich.console import Console
-from rich.table import Table
 
 import actors
 from actors import GroupMember
 from actors.client.topics import ensure_topic_registry
 from actors.core.settings import ServiceSettings
 from bench.embedded import PARTITIONS, embedded_service
+from bench.table import print_figures
 from coordinator import CoordinatorConfig
 from coordinator.topic_partition import TopicPartition
 
@@ -211,30 +210,26 @@ FIGURES = (
 
 def print_report(args: argparse.Namespace, rtt_s: float, single_s: float, results: dict[str, Any]) -> None:
     title = f"{args.members} GroupMembers in {args.hosts} Ray actors; one topic, {args.partitions} partitions"
-    table = Table(title=title, caption="times: value  (÷ 100 sequential actor calls, ÷ a group of 1 forming)")
-    table.add_column("phase")
-    table.add_column("figure")
-    for assignor, protocol in ASSIGNORS.items():
-        table.add_column(f"{assignor} ({protocol})", justify="right")
+    columns = ["phase", "figure", *(f"{assignor} ({protocol})" for assignor, protocol in ASSIGNORS.items())]
+    rows = []
     for phase, index in (("form", 0), ("one leaves", 1)):
         for label, pick, timed in FIGURES:
             cells = []
             for assignor in ASSIGNORS:
                 value = pick(results[assignor][index])
                 cells.append(
-                    f"{value * 1000:,.0f} ms  (÷ {value / rtt_s:,.1f}, ÷ {value / single_s:,.2f})"
+                    f"{value * 1000:,.0f} ms (÷ {value / rtt_s:,.1f}, ÷ {value / single_s:,.2f})"
                     if timed
                     else f"{value:,}"
                 )
-            table.add_row(phase, label, *cells)
-        table.add_section()
-    console = Console(width=150)
-    console.print(table)
-    console.print(
+            rows.append([phase, label, *cells])
+    notes = [
+        "times: value (÷ 100 sequential actor calls, ÷ a group of 1 forming)",
         f"baselines: 100 sequential no-op sync-actor calls {rtt_s * 1000:.0f} ms; a group of 1 member "
         f"formed in {single_s * 1000:.0f} ms. heartbeat {args.heartbeat_ms} ms, "
-        f"session {args.session_ms} ms, group.initial.rebalance.delay.ms {args.initial_delay_ms}."
-    )
+        f"session {args.session_ms} ms, group.initial.rebalance.delay.ms {args.initial_delay_ms}.",
+    ]
+    print_figures(title, columns, rows, notes=notes)
 
 
 def main() -> None:
@@ -255,7 +250,8 @@ def main() -> None:
         results = {
             a: run_group(client, a, args.members, args.hosts, args.partitions, options) for a in ASSIGNORS
         }
-        print_report(args, rtt_s, single_s, results)
+    print_report(args, rtt_s, single_s, results)
+
 
 if __name__ == "__main__":
     main()

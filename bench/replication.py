@@ -29,6 +29,10 @@ against a baseline taken in the same run:
   directory into a Shard (`log.load_into`, no snapshot), timed in this
   process.
 Every Ray process is gone afterwards (ray.shutdown, cluster.shutdown).
+Stdout holds the figures table only (bench/table.py: plain text at full width
+when piped): progress goes to stderr, and what Ray reports to the driver
+(the crashed nodes' raylets dying, with their logs' tails) to a log file
+named on stderr at the end (bench/driver_log.py).
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ from ray.cluster_utils import Cluster
 import actors
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings
 from actors.demo.sim_cluster import FAST_NODE_FAILURE, simulated_cluster, status_rows, wait_for
-from bench.table import Row, print_table
+from bench.driver_log import log_file
+from bench.table import Row, print_table, progress
 from coordinator import CoordinatorConfig, Errors, Shard
 from log import load_into, replica_dir
 
@@ -470,7 +475,7 @@ def bench_failover(cluster: Cluster, data_dir: str, args: argparse.Namespace) ->
             groups = groups_on(client, PARTITION, filled, count - filled, "fo")
             runs.append(failover_round(cluster, client, settings, groups, args.partitions_per_group))
             filled = count
-            print(f"failover with {runs[-1].groups:,} groups done", flush=True)
+            progress(f"failover with {runs[-1].groups:,} groups done")
     finally:
         actors.stop(settings.namespace)
     return runs
@@ -515,12 +520,13 @@ def run(args: argparse.Namespace) -> list[Row]:
     with simulated_cluster(
         2, NAMESPACE, "raygroups-bench-replication-", system_config=FAST_NODE_FAILURE
     ) as (cluster, data_dir):
+        progress(f"Ray's logs of this cluster: {cluster.head_node.get_logs_dir_path()}")
         if args.reads_only:
             return bench_reads(cluster, data_dir, args)
         rows = bench_throughput(cluster, data_dir, args)
-        print("throughput done", flush=True)
+        progress("throughput done")
         rows += bench_reads(cluster, data_dir, args)
-        print("reads done", flush=True)
+        progress("reads done")
         cluster.add_node(num_cpus=1)  # the failover runs on 4 nodes: one is a spare
         cluster.wait_for_nodes()
         rows += failover_rows(bench_failover(cluster, data_dir, args))
@@ -550,7 +556,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    rows = run(args)
+    # Ray prints what the cluster reports to drivers (the crashed nodes' raylets
+    # dying, with their logs' tails) on stdout: into a log file, named on stderr.
+    with log_file("raygroups-bench-replication"):
+        rows = run(args)
     day = datetime.date.today().isoformat()
     print_table(f"replication on a simulated cluster, {os.cpu_count()} cores, {day}", rows, "ratio", 2)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 INT32_MAX = 2**31 - 1
+# Kafka's ConsumerGroupMigrationPolicy, by its config value.
+MIGRATION_POLICIES = frozenset({"disabled", "upgrade", "downgrade", "bidirectional"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +33,25 @@ class CoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = INT32_MAX
+    # group.consumer.migration.policy (Kafka's default): whether a classic group
+    # converts to a consumer group online when a ConsumerGroupHeartbeat joins it
+    # (upgrade) and back when its last consumer-protocol member leaves
+    # (downgrade). Empty groups convert whatever the policy. Kafka parses the
+    # value case-insensitively; so does this (it is stored lowercase).
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
+        policy = self.group_consumer_migration_policy
+        if not isinstance(policy, str):
+            raise TypeError(f"group_consumer_migration_policy must be a str, got {type(policy).__name__}")
+        if policy.lower() not in MIGRATION_POLICIES:
+            raise ValueError(
+                f"group_consumer_migration_policy must be one of {sorted(MIGRATION_POLICIES)}, got {policy!r}"
+            )
+        object.__setattr__(self, "group_consumer_migration_policy", policy.lower())
         for f in fields(self):
+            if f.name == "group_consumer_migration_policy":
+                continue
             value = getattr(self, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{f.name} must be an int, got {type(value).__name__}")
@@ -47,6 +65,16 @@ class CoordinatorConfig:
             raise ValueError("group_consumer_max_size must be >= 1")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets_topic_num_partitions must be >= 1")
+
+    @property
+    def consumer_group_upgrade_enabled(self) -> bool:
+        """Kafka's `ConsumerGroupMigrationPolicy.isUpgradeEnabled`."""
+        return self.group_consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def consumer_group_downgrade_enabled(self) -> bool:
+        """Kafka's `ConsumerGroupMigrationPolicy.isDowngradeEnabled`."""
+        return self.group_consumer_migration_policy in ("downgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:

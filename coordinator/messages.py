@@ -273,6 +273,9 @@ class OffsetFetchResponse:
 @dataclass(frozen=True, slots=True)
 class DescribeGroupsRequest(_Checked):
     group_ids: tuple[str, ...]
+    # The DescribeGroups API version where it changes the answer: from v6 (KIP-1043) an
+    # unknown group or one of another type is GROUP_ID_NOT_FOUND; before, "Dead" and no error.
+    version: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +296,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,10 +304,18 @@ class DescribeGroupsResponse:
     groups: tuple[DescribedGroup, ...]
 
 
+# The group types ListGroups v5 reports and filters on (Kafka's `GroupType`, by its name).
+GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
+
+
 @dataclass(frozen=True, slots=True)
 class ListGroupsRequest(_Checked):
     # Case-insensitive state names (KIP-518); empty means every state.
     states_filter: tuple[str, ...] = ()
+    # Case-insensitive group types, "classic" or "consumer" (ListGroups v5, KIP-848); empty
+    # means every type, and an unknown type matches no group, as in Kafka.
+    types_filter: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +323,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = GROUP_TYPE_CLASSIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +403,66 @@ class ConsumerGroupHeartbeatResponse:
     assignment: tuple[ConsumerGroupTopicPartitions, ...] | None = None
 
 
+# ---------------------------------------------------- ConsumerGroupDescribe
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeRequest(_Checked):
+    """ConsumerGroupDescribe v0-1 (KIP-848): describe consumer groups of this partition."""
+
+    group_ids: tuple[str, ...]
+
+
+class DescribedTopicPartitions(NamedTuple):
+    """ConsumerGroupDescribe's TopicPartitions: one topic of an assignment, by id and by name."""
+
+    topic_id: UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+# ConsumerGroupDescribe v1's MemberType: how the member talks to the group.
+MEMBER_TYPE_CLASSIC = 0
+MEMBER_TYPE_CONSUMER = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroupMember:
+    """ConsumerGroupDescribe's Member. `assignment` is what the member owns now,
+    `target_assignment` what the group's target gives it; topics sorted by name."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+    member_type: int = MEMBER_TYPE_CONSUMER
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    """ConsumerGroupDescribe's DescribedGroup; an error (GROUP_ID_NOT_FOUND) carries only the id."""
+
+    error: Errors
+    group_id: str
+    error_message: str | None = None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerGroupMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResponse:
+    groups: tuple[DescribedConsumerGroup, ...]
+
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -402,6 +475,7 @@ Request = (
     | DeleteGroupsRequest
     | OffsetDeleteRequest
     | ConsumerGroupHeartbeatRequest
+    | ConsumerGroupDescribeRequest
 )
 
 # The classes a partition actor accepts (coordinator.checks.validate_request).

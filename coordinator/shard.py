@@ -9,7 +9,11 @@ follower's SyncGroup waiting for the leader) is answered in a later Result.
 
 Two group types live side by side: classic groups (`groups`) and KIP-848
 consumer groups (`consumer_groups`, driven by ConsumerGroupHeartbeat through
-`coordinator/consumer/`); one group id is never both in use. Consumer groups
+`coordinator/consumer/`); one group id is never both in use (a classic
+request for a consumer group's id goes to `group_types.py`: classic members
+inside a consumer group; groups convert online between the two types,
+`coordinator/consumer/migration.py`). A group id's committed offsets live on
+its `groups` entry whatever its type: a consumer group's is a bare one. Consumer groups
 read the topics the driver gives with `update_topics(partition_counts,
 now_ms)` (volatile: set again after a load), which also bumps the group
 epoch of every group whose subscribed topics changed.
@@ -47,8 +51,9 @@ from coordinator.consumer.heartbeat import handle_consumer_group_heartbeat
 from coordinator.consumer.replay import replay as replay_consumer_record
 from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
-from coordinator.group_types import classic_join_conflict
+from coordinator.group_types import CLASSIC_REQUEST_TYPES, classic_request_to_consumer_group
 from coordinator.messages import (
+    ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -106,6 +111,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     ListGroupsRequest: admin.handle_list_groups,
     DeleteGroupsRequest: admin.handle_delete_groups,
     ConsumerGroupHeartbeatRequest: handle_consumer_group_heartbeat,
+    ConsumerGroupDescribeRequest: admin.handle_consumer_group_describe,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -116,6 +122,8 @@ TIMER_HANDLERS: dict[str, Callable[..., None]] = {
     "expire-offsets": offsets.on_expire_offsets,
     fencing.SESSION_TIMER: fencing.on_session_timeout,
     fencing.REBALANCE_TIMER: fencing.on_rebalance_timeout,
+    fencing.JOIN_TIMER: fencing.on_join_timeout,
+    fencing.SYNC_TIMER: fencing.on_sync_timeout,
 }
 
 
@@ -152,8 +160,8 @@ class Shard:
         group_id = getattr(request, "group_id", None)
         if group_id is not None and not is_valid_group_id(group_id, request):
             response = error_response(request, Errors.INVALID_GROUP_ID)
-        elif type(request) is JoinGroupRequest and group_id in self.consumer_groups:
-            response = classic_join_conflict(self, request, token)
+        elif group_id in self.consumer_groups and type(request) in CLASSIC_REQUEST_TYPES:
+            response = classic_request_to_consumer_group(self, request, token)
         else:
             response = handler(self, request, token)
         if response is not None:
@@ -284,6 +292,12 @@ class Shard:
         if value is None:
             if group is not None:
                 rebalance.forget_group(self, group)
+                if group.offsets:
+                    # The group's membership goes, its committed offsets stay (Kafka keeps
+                    # offsets apart from groups): a group converted to a consumer group
+                    # keeps them. Deleting a group tombstones its offsets first.
+                    self.groups[group_id] = Group(group_id, self.now_ms)
+                    self.groups[group_id].offsets = group.offsets
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id, self.now_ms)

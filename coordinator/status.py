@@ -16,10 +16,13 @@ from typing import Any
 
 from coordinator.errors import Errors
 from coordinator.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -87,6 +90,10 @@ def _describe_error(r: DescribeGroupsRequest, e: Errors) -> DescribeGroupsRespon
     return DescribeGroupsResponse(tuple(DescribedGroup(e, g, "") for g in r.group_ids))
 
 
+def _consumer_describe_error(r: ConsumerGroupDescribeRequest, e: Errors) -> ConsumerGroupDescribeResponse:
+    return ConsumerGroupDescribeResponse(tuple(DescribedConsumerGroup(e, g) for g in r.group_ids))
+
+
 def _offset_delete_error(r: OffsetDeleteRequest, e: Errors) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(e)
 
@@ -103,6 +110,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     DeleteGroupsRequest: lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids)),
     OffsetDeleteRequest: _offset_delete_error,
     ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
+    ConsumerGroupDescribeRequest: _consumer_describe_error,
 }
 
 
@@ -140,12 +148,13 @@ _ITEM_ERRORS: dict[type, Callable[[Any], Iterable[Errors]]] = {
     OffsetCommitResponse: lambda r: map(_item_error, r.partitions),
     DescribeGroupsResponse: lambda r: map(_item_error, r.groups),
     DeleteGroupsResponse: lambda r: map(itemgetter(1), r.results),
+    ConsumerGroupDescribeResponse: lambda r: map(_item_error, r.groups),
 }
 
 
 def item_errors(response: object) -> Iterable[Errors] | None:
     """The per-item errors of a response that reports errors per partition
-    or per group (OffsetCommit, DescribeGroups, DeleteGroups), else None."""
+    or per group (OffsetCommit, DescribeGroups, DeleteGroups, ConsumerGroupDescribe), else None."""
     errors = _ITEM_ERRORS.get(type(response))
     return None if errors is None else errors(response)
 

@@ -16,10 +16,14 @@ parse (gateway-notes.md sections 2-4):
   broker were too old;
 - Fetch stops at 12: from 13 clients fetch by topic id, which the gateway
   does not map; Metadata stops at 12 with it;
-- OffsetCommit stops at 9 and OffsetFetch at 9: 10 addresses topics by id
-  (KIP-848's new consumer protocol, not served here);
-- ConsumerGroupHeartbeat is left out: clients then use the classic group
-  protocol, the one raygroups' coordinator speaks.
+- OffsetCommit and OffsetFetch up to 10: v9 carries the member id and
+  epoch of a consumer-protocol member (KIP-848); v10 addresses topics by id
+  (Kafka 4.2), which the gateway maps through the registry;
+- ConsumerGroupHeartbeat 0-1 (KIP-848, handlers.consumer): librdkafka
+  (`group.protocol=consumer`) speaks only v1 and needs OffsetCommit and
+  OffsetFetch >= 9 beside it; clients that do not opt in stay on the
+  classic protocol. ConsumerGroupDescribe 0-1 describes those groups (the
+  Java admin falls back to DescribeGroups for a classic one).
 
 `handle(ctx, request)` answers one parsed kio request of a supported key
 and version with the kio response entity of the same version, or None
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.client.client import Client
-from gateway.handlers import admin, data, membership, metadata, offsets
+from gateway.handlers import admin, consumer, data, membership, metadata, offsets
 
 # api key -> (min, max) version advertised.
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -43,8 +47,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch (no records)
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
+    8: (2, 10),  # OffsetCommit
+    9: (1, 10),  # OffsetFetch
     10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
@@ -57,6 +61,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848)
 }
 
 
@@ -111,6 +117,8 @@ HANDLERS: dict[int, Handler] = {
     42: admin.handle_delete_groups,
     47: offsets.handle_offset_delete,
     60: metadata.handle_describe_cluster,
+    68: consumer.handle_consumer_group_heartbeat,
+    69: admin.handle_consumer_group_describe,
 }
 
 

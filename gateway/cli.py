@@ -21,6 +21,14 @@ from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
 _LIMITS = Limits()
 
 
+def register(cli: Any) -> None:
+    """The `raygroups.commands` plugin (actors.cli.main.CommandLine): `gateway`, and the
+    gateways `raygroups start --gateway-port` starts with the service."""
+    add_parsers(cli.commands, cli.common, cli.start)
+    cli.runners["gateway"] = run
+    cli.after_start.append(on_start)
+
+
 def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.ArgumentParser) -> None:
     """The `gateway` command, and `--gateway-port` with the security options on `start`."""
     parser = commands.add_parser(

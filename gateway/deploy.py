@@ -23,7 +23,6 @@ Rules:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.client.client import Client, controller_handle
 from actors.core.settings import DEFAULT_NAMESPACE
+from actors.service import attach, attached, stop_attached
 from gateway.security import SecurityConfig, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway, Limits
 
@@ -113,6 +113,7 @@ def start_gateways(
         if not node.get("Alive"):
             continue
         ray_node_id = node["NodeID"]
+        attach(ACTOR_PREFIX + ray_node_id, namespace)  # `actors.stop()` stops it with the service
         actors.append(
             ray.remote(GatewayActor)
             .options(
@@ -136,16 +137,12 @@ def start_gateways(
 
 
 def gateway_actors(namespace: str = DEFAULT_NAMESPACE) -> list[Any]:
-    names = [
-        entry["name"]
-        for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry["namespace"] == namespace and entry["name"].startswith(ACTOR_PREFIX)
-    ]
+    """The gateway actors deployed (attached to the service) in `namespace`."""
     found = []
-    for name in sorted(names):
+    for name in attached(namespace, ACTOR_PREFIX):
         try:
             found.append(ray.get_actor(name, namespace=namespace))
-        except ValueError:  # removed since it was listed
+        except ValueError:  # removed since it was attached
             continue
     return found
 
@@ -159,15 +156,4 @@ def gateway_addresses(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.
 
 def stop_gateways(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0) -> int:
     """Close every gateway of `namespace` and remove its actor; how many there were."""
-    actors = gateway_actors(namespace)
-    for actor in actors:
-        try:
-            ray.get(actor.stop.remote(), timeout=timeout_s)
-        except Exception:  # a gateway that cannot close cleanly is killed all the same
-            pass
-        ray.kill(actor, no_restart=True)
-    for _ in range(500):  # the names free once the actors are gone, so a new deploy makes new ones
-        if not gateway_actors(namespace):
-            break
-        time.sleep(0.01)
-    return len(actors)
+    return stop_attached(namespace, ACTOR_PREFIX, timeout_s)

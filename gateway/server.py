@@ -166,10 +166,15 @@ class Gateway:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        serving = [c.task for c in self.connections if c.task is not None]
         for connection in list(self.connections):
             connection.abort()
         if self._server is not None:
             await self._server.wait_closed()
+        # Python 3.11's wait_closed does not wait for the connections' tasks: each ends on its
+        # aborted transport, and a task still pending when the loop stops is destroyed mid-close.
+        if serving:
+            await asyncio.wait(serving, timeout=CLOSE_FLUSH_S)
 
     def stats(self) -> dict[str, int]:
         """The server-side state that bounds its memory."""
@@ -207,6 +212,7 @@ class Connection:
         self._reader = reader
         self._writer = writer
         self._idle_s = gateway.limits.idle_timeout_ms / 1000
+        self.task = asyncio.current_task()
 
     async def run(self) -> None:
         try:

@@ -13,7 +13,7 @@ names=("$@")
 if (( ${#names[@]} == 0 )); then
     for f in bench/*.py; do
         name="$(basename "$f" .py)"
-        [[ "$name" == __init__ || "$name" == table || "$name" == embedded ]] || names+=("$name")
+        [[ "$name" == __init__ || "$name" == table || "$name" == embedded || "$name" == driver_log ]] || names+=("$name")
     done
 fi
 for name in "${names[@]}"; do

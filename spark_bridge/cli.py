@@ -1,7 +1,8 @@
 """`raygroups lag` and `raygroups report`: offset analytics from the command line.
 
-Owns the two analytics subcommands; `actors/cli/main.py` mounts them with
-`add_parsers` and dispatches to `COMMANDS`. Rules:
+Owns the two analytics subcommands; `register` plugs them into the
+`raygroups` command (the `raygroups.commands` entry point, actors/cli/main.py)
+with `add_parsers` and `COMMANDS`. Rules:
 - Importing this module is cheap (no Spark, no Ray): the heavy imports
   happen when a command runs, so other subcommands start fast.
 - Each command starts one Spark session (`session()`: RayDP on the Ray
@@ -65,6 +66,15 @@ class TablePrinter(Protocol):
     def __call__(
         self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], as_json: bool
     ) -> None: ...
+
+
+def register(cli: Any) -> None:
+    """The `raygroups.commands` plugin (actors.cli.main.CommandLine): `lag` and `report`,
+    reading the running service's replicas through the CLI's `log_sources`."""
+    add_parsers(
+        cli.commands, cli.log_sources, cli.end_offset_history, cli.progress, print_table=cli.print_table
+    )
+    cli.runners.update(COMMANDS)
 
 
 def add_parsers(

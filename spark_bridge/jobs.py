@@ -9,6 +9,12 @@ DataFrame, so user Spark code can filter, join or save it further. Rules:
   partition (groups are routed by id), so its offsets order its records.
   A compacted log gives the same answers as the full one, except for
   history jobs (rates, rebalances) over records compaction removed.
+- A group's history is in log order, (partition, offset): a group's records
+  all live in its one offsets partition. The rebalance history reads both
+  group types (classic GroupMetadata; KIP-848's ConsumerGroupMetadata,
+  member metadata and target assignment metadata) as one history per group
+  id, since a group converts between the types online; `group_type` tells
+  its rows apart (`protocol_type` is "consumer" for both kinds).
 - Time buckets are `window_ms` wide, aligned to the epoch, by batch
   (append) time: `window_start_ms = ts - ts % window_ms`.
 - Lag over time is as of each window's end: the offset committed by then
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from spark_bridge.end_offsets import (
     ALWAYS_MS,
@@ -31,7 +38,15 @@ from spark_bridge.end_offsets import (
     history_frame,
     is_history,
 )
-from spark_bridge.rows import GROUP_METADATA, OFFSET_COMMIT
+from spark_bridge.rows import (
+    CLASSIC_GROUP_TYPE,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TYPE,
+    CONSUMER_MEMBER_METADATA,
+    CONSUMER_TARGET_ASSIGNMENT_METADATA,
+    GROUP_METADATA,
+    OFFSET_COMMIT,
+)
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
 DEFAULT_WINDOW_MS = 60_000
@@ -42,7 +57,8 @@ def _offset_records(log_df: DataFrame) -> DataFrame:
 
 
 def _group_records(log_df: DataFrame) -> DataFrame:
-    return log_df.where(F.col("record_type") == GROUP_METADATA)
+    """The group records of both types: classic GroupMetadata and ConsumerGroupMetadata."""
+    return log_df.where(F.col("record_type").isin(GROUP_METADATA, CONSUMER_GROUP_METADATA))
 
 
 def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
@@ -195,14 +211,82 @@ def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFr
     )
 
 
-def rebalance_history(log_df: DataFrame) -> DataFrame:
-    """Every generation change of every group, with member counts and the time since the previous one."""
-    metadata = _group_records(log_df).where(~F.col("tombstone"))
-    in_order = Window.partitionBy("group_id").orderBy("offset")
-    changed = metadata.withColumn("_before", F.lag("generation").over(in_order)).where(
-        F.col("_before").isNull() | (F.col("_before") != F.col("generation"))
+def _in_log_order(*key: str) -> WindowSpec:
+    return Window.partitionBy(*key).orderBy("partition", "offset")
+
+
+def _group_epoch_records(log_df: DataFrame) -> DataFrame:
+    """Both types' group records (tombstones too), with `group_type` and `_starts`: True on each
+    record that starts a row of the rebalance history.
+
+    A value starts a row when the group's previous value (of either type) had another type or
+    generation, or none came before; a consumer group's epoch also when it follows that group's
+    deletion (its ConsumerGroupMetadata tombstone: the group was created again).
+    """
+    records = _group_records(log_df).withColumn(
+        "group_type",
+        F.when(F.col("record_type") == GROUP_METADATA, F.lit(CLASSIC_GROUP_TYPE)).otherwise(
+            F.lit(CONSUMER_GROUP_TYPE)
+        ),
     )
-    return changed.select(
+    in_order = _in_log_order("group_id")
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    value = F.when(~F.col("tombstone"), F.struct("group_type", "generation"))
+    previous = F.last(value, ignorenulls=True).over(before)
+    consumer_deleted = F.col("tombstone") & (F.col("record_type") == CONSUMER_GROUP_METADATA)
+    deleted_before = F.lag(consumer_deleted).over(in_order)
+    recreated = (F.col("group_type") == CONSUMER_GROUP_TYPE) & F.coalesce(deleted_before, F.lit(False))
+    changed = (
+        previous.isNull() | (previous["group_type"] != F.col("group_type"))
+        | (previous["generation"] != F.col("generation")) | recreated
+    )
+    return records.withColumn("_starts", ~F.col("tombstone") & changed)
+
+
+def _member_changes(log_df: DataFrame) -> DataFrame:
+    """Consumer group member metadata records, `_delta` +1 where a member starts to exist (its first
+    record, or the first after its tombstone), -1 on its tombstone, 0 when a live member is rewritten."""
+    members = log_df.where(F.col("record_type") == CONSUMER_MEMBER_METADATA)
+    per_member = _in_log_order("group_id", "member_id")
+    was_live = F.coalesce(F.lag(~F.col("tombstone")).over(per_member), F.lit(False))
+    delta = F.when(~F.col("tombstone") & ~was_live, 1).when(F.col("tombstone") & was_live, -1).otherwise(0)
+    return members.withColumn("_delta", delta)
+
+
+def rebalance_history(log_df: DataFrame) -> DataFrame:
+    """Every generation change of every group, classic and consumer, in log order, with member
+    counts, the time since the previous one and (consumer groups) the target assignment epoch.
+
+    Classic groups (GroupMetadata): a row per new generation, `member_count` from the record.
+    Consumer groups (KIP-848, ConsumerGroupMetadata): a row per new group epoch (`generation`),
+    `member_count` the members whose metadata record exists and is not tombstoned at that log
+    position, `assignment_epoch` the newest target assignment epoch written up to the group's next
+    row (equal to the epoch once the coordinator computed its target; lower when the group moved on
+    first; None if the log holds none). A group converted between the types (online upgrade or
+    downgrade) has one history: the conversion is a row of its own (`group_type` changes, the
+    generation usually carries over), and `previous_*` columns refer to the previous row of
+    either type.
+    """
+    events = _group_epoch_records(log_df).unionByName(_member_changes(log_df), allowMissingColumns=True)
+    is_target = F.col("record_type") == CONSUMER_TARGET_ASSIGNMENT_METADATA
+    targets = log_df.where(is_target & ~F.col("tombstone"))
+    events = events.unionByName(targets, allowMissingColumns=True)
+    so_far = _in_log_order("group_id").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    events = events.withColumn("_live", F.sum(F.coalesce("_delta", F.lit(0))).over(so_far)).withColumn(
+        "_row", F.sum(F.coalesce("_starts", F.lit(False)).cast("int")).over(so_far)
+    )
+    whole_row = _in_log_order("group_id", "_row").rowsBetween(
+        Window.unboundedPreceding, Window.unboundedFollowing
+    )
+    events = events.withColumn("_target", F.last("assignment_epoch", ignorenulls=True).over(whole_row))
+    starts = events.where(F.coalesce("_starts", F.lit(False)))
+    in_order = _in_log_order("group_id")
+    target_so_far = F.last("_target", ignorenulls=True).over(so_far)
+    is_consumer = F.col("group_type") == CONSUMER_GROUP_TYPE
+    starts = starts.withColumn(
+        "member_count", F.when(is_consumer, F.col("_live")).otherwise(F.col("member_count")).cast("int")
+    ).withColumn("assignment_epoch", F.when(is_consumer, target_so_far).cast("int"))
+    return starts.select(
         "group_id",
         "generation",
         F.lag("generation").over(in_order).alias("previous_generation"),
@@ -214,6 +298,7 @@ def rebalance_history(log_df: DataFrame) -> DataFrame:
         F.lag("member_count").over(in_order).alias("previous_member_count"),
         "protocol_type", "protocol", "leader",
         F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
+        "group_type", "assignment_epoch",
     )
 
 
@@ -229,7 +314,11 @@ def idle_groups(log_df: DataFrame, now_ms: int, idle_threshold_ms: int) -> DataF
 
 
 def expired_groups(log_df: DataFrame) -> DataFrame:
-    """Groups deleted by a group tombstone, or whose every offset was removed by tombstones."""
+    """Groups deleted by a group tombstone, or whose every offset was removed by tombstones.
+
+    A group's newest record of either type decides: a classic group converted to a consumer
+    group (a GroupMetadata tombstone, then its consumer group records) is not deleted, a
+    consumer group deleted by its ConsumerGroupMetadata tombstone is."""
     groups = _latest(_group_records(log_df), ("group_id",)).select(
         "group_id",
         F.col("tombstone").alias("group_deleted"),

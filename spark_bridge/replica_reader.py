@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from ray.data import Dataset
 
-# Below the actors' per-call limit (log_export.MAX_READ_BYTES, 8 MiB).
+# Below the actors' per-call limit (actors.partition.export.MAX_READ_BYTES, 8 MiB).
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 ATTEMPTS_PER_REPLICA = 3
 CALL_TIMEOUT_S = 60.0

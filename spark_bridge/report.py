@@ -10,8 +10,9 @@ Owns the files of `raygroups report --out DIR`. Rules:
   `time_windows.choose_window_ms` picks from the data's span (so a
   30-second run and a week of history both give curves of many points).
 - Plots (`report_plots`): `lag_over_time.png`, `commit_rate.png` and
-  `rebalances.png`, one line per group for the `top_groups` groups with
-  the most lag (then the most commits); the tables hold every group.
+  `rebalances.png` (classic generations and consumer group epochs), one
+  line per group for the `top_groups` groups with the most lag (then the
+  most commits); the tables hold every group.
 - `report.html` (`report_html`) shows every table and plot on one
   self-contained page.
 - Nothing here reads the clock: `now_ms` comes from the caller.
@@ -148,11 +149,13 @@ def draw_plots(collected: dict[str, Table], span: Span, settings: ReportSettings
     groups = top_groups_by(collected["lag"].dicts(), rate_rows, settings.top_groups)
     lag = report_plots.lag_series(lag_rows, groups, span.window_ms)
     rates = report_plots.rate_series(rate_rows, groups, span)
-    generations = report_plots.generation_series(collected["rebalance_history"].dicts(), groups, span)
+    rebalances = collected["rebalance_history"].dicts()
+    generations = report_plots.generation_series(rebalances, groups, span)
+    consumer_epochs = report_plots.consumer_epoch_points(rebalances, groups)
     return dict(zip(report_plots.PLOT_FILES, (
         report_plots.draw_lag(lag, span, settings.end_offsets_source),
         report_plots.draw_commit_rate(rates, span),
-        report_plots.draw_rebalances(generations, span),
+        report_plots.draw_rebalances(generations, span, consumer_epochs),
     )))
 
 

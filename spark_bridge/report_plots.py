@@ -13,6 +13,11 @@ Owns `lag_over_time.png`, `commit_rate.png` and `rebalances.png`. Rules:
   bursts, one per poll, and a window shorter than the poll interval would
   draw a saw. A group's generation holds from one rebalance to the next
   and to the end of the span.
+- The rebalances plot draws classic generations and consumer group epochs
+  (KIP-848) alike, from the rebalance history's rows of both types: a group
+  converted between the types is one line, and each step carries a marker
+  of its type (a dot for a classic generation, a diamond for a consumer
+  group epoch).
 - Axes cover the data's span only (a datetime axis with concise ticks, in
   UTC); legends sit outside the axes so they never cover a curve.
 - matplotlib's object API on the Agg canvas: no pyplot state, no display.
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_bridge.rows import CONSUMER_GROUP_TYPE
 from spark_bridge.time_windows import describe_window
 
 Series = dict[str, list[tuple[int, float]]]
@@ -95,7 +101,10 @@ def _moving_average(points: list[tuple[int, float]], width: int) -> list[tuple[i
 
 
 def generation_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], span: Span) -> Series:
-    """Per group: (time, generation) at each generation change, held to the end of the span."""
+    """Per group: (time, generation) at each generation change, held to the end of the span.
+
+    A consumer group's rows give its group epochs; a converted group's rows of both types make
+    one series."""
     series: Series = {group: [] for group in groups}
     for row in rows:
         if row["group_id"] in series:
@@ -107,6 +116,15 @@ def generation_series(rows: Iterable[Mapping[str, Any]], groups: Sequence[str], 
             end = max(span.last_ms, points[-1][0])
             held[group] = [*points, (end, points[-1][1])] if end > points[-1][0] else points
     return held
+
+
+def consumer_epoch_points(rows: Iterable[Mapping[str, Any]], groups: Sequence[str]) -> Series:
+    """Per group: the (time, epoch) points of `generation_series` that are consumer group epochs."""
+    points: Series = {}
+    for row in rows:
+        if row["group_id"] in groups and row.get("group_type") == CONSUMER_GROUP_TYPE:
+            points.setdefault(row["group_id"], []).append((row["timestamp_ms"], row["generation"]))
+    return {group: sorted(found) for group, found in points.items()}
 
 
 def draw_lag(series: Series, span: Span, source: str) -> bytes:
@@ -124,15 +142,20 @@ def draw_commit_rate(series: Series, span: Span) -> bytes:
     )
 
 
-def draw_rebalances(series: Series, span: Span) -> bytes:
+def draw_rebalances(series: Series, span: Span, consumer_epochs: Series | None = None) -> bytes:
+    """`consumer_epochs` (`consumer_epoch_points`): the points drawn as consumer group epochs."""
     return _draw(
-        series, span, "Rebalances per group: the generation over time (each step up is a rebalance)",
-        "generation", "markers: each new generation", steps=True,
+        series, span,
+        "Rebalances per group: the generation (classic) or group epoch (consumer), a step per rebalance",
+        "generation / group epoch",
+        "markers: dot = classic generation, diamond = consumer group epoch",
+        steps=True, diamonds=consumer_epochs or {},
     )
 
 
 def _draw(
-    series: Series, span: Span, title: str, ylabel: str, note: str, steps: bool = False
+    series: Series, span: Span, title: str, ylabel: str, note: str, steps: bool = False,
+    diamonds: Series | None = None,
 ) -> bytes:
     from matplotlib.dates import MINUTELY, SECONDLY, AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
@@ -145,7 +168,7 @@ def _draw(
         values = [value for _, value in points]
         if steps:
             line = axes.step(times, values, where="post", label=group)[0]  # type: ignore[arg-type]
-            axes.plot(times[:-1], values[:-1], "o", color=line.get_color(), markersize=4)  # type: ignore[arg-type]
+            _step_markers(axes, points[:-1], set((diamonds or {}).get(group, ())), line.get_color())
         else:
             axes.plot(times, values, marker="." if len(points) <= 60 else None, label=group)  # type: ignore[arg-type]
     locator = AutoDateLocator(minticks=5, maxticks=12)  # type: ignore[no-untyped-call]
@@ -169,6 +192,15 @@ def _draw(
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def _step_markers(axes: Any, points: Sequence[tuple[int, float]], diamonds: set[tuple[int, float]],
+                  color: Any) -> None:
+    """A dot at each point, a diamond at each of `diamonds`."""
+    for marker, size, chosen in (("o", 4, False), ("D", 5, True)):
+        shown = [(_utc(ms), value) for ms, value in points if ((ms, value) in diamonds) is chosen]
+        if shown:
+            axes.plot([t for t, _ in shown], [v for _, v in shown], marker, color=color, markersize=size)
 
 
 def _utc(ms: int) -> datetime:

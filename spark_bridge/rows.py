@@ -11,11 +11,17 @@ the driver-side reader and the tests. Rules:
   fields are None and `tombstone` is True.
 - The consumer group records of KIP-848 (Kafka's key versions 3-8 and 16)
   each have a `record_type` of their own (`CONSUMER_GROUP_RECORD_TYPES`)
-  and fill `group_id` and `tombstone`; ConsumerGroupMetadata also fills
-  `generation` with the group epoch and `protocol_type` with "consumer".
-  Their other fields (members, assignments) have no columns yet: the jobs
-  select offset commits and group metadata by `record_type`, so these rows
-  change none of their results.
+  and fill `group_id` and `tombstone`. ConsumerGroupMetadata also fills
+  `generation` with the group epoch and `protocol_type` with "consumer";
+  the member records (member metadata, target assignment member, current
+  member assignment) fill `member_id` (tombstones too: it is a key field);
+  a current member assignment fills `member_epoch`, the target assignment
+  metadata `assignment_epoch`. What the rebalance history needs; the rest
+  of their fields (subscriptions, assignments) have no columns. Offset
+  commits and classic group metadata leave these three columns None, and
+  jobs select records by `record_type`.
+- New columns go at the end of `COLUMNS`, so a row's existing positions
+  never move.
 - Kafka's "none" sentinels (-1 leader epoch, -1 expire timestamp) become
   None, so SQL null checks and aggregates mean what they say.
 - `partition` and `offset` locate the record in the offsets log;
@@ -32,6 +38,7 @@ from coordinator.records import (
     NO_LEADER_EPOCH,
     NO_TIMESTAMP,
     ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
@@ -39,6 +46,7 @@ from coordinator.records import (
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -49,16 +57,22 @@ from coordinator.records import (
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
 CONSUMER_GROUP_METADATA = "consumer_group_metadata"
+CONSUMER_MEMBER_METADATA = "consumer_group_member_metadata"
+CONSUMER_TARGET_ASSIGNMENT_METADATA = "consumer_group_target_assignment_metadata"
 CONSUMER_GROUP_RECORD_TYPES: dict[type, str] = {
     ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA,
     ConsumerGroupPartitionMetadataKey: "consumer_group_partition_metadata",
-    ConsumerGroupMemberMetadataKey: "consumer_group_member_metadata",
-    ConsumerGroupTargetAssignmentMetadataKey: "consumer_group_target_assignment_metadata",
+    ConsumerGroupMemberMetadataKey: CONSUMER_MEMBER_METADATA,
+    ConsumerGroupTargetAssignmentMetadataKey: CONSUMER_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupTargetAssignmentMemberKey: "consumer_group_target_assignment_member",
     ConsumerGroupCurrentMemberAssignmentKey: "consumer_group_current_member_assignment",
     ConsumerGroupRegularExpressionKey: "consumer_group_regular_expression",
 }
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# Kafka's GroupType names: the rebalance history's `group_type` (classic GroupMetadata records,
+# or the consumer group records of KIP-848).
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 # (name, Spark SQL type name), in row order.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -81,6 +95,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("member_count", "int"),
     ("state_timestamp", "long"),
     ("tombstone", "boolean"),
+    ("member_id", "string"),
+    ("member_epoch", "int"),
+    ("assignment_epoch", "int"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 
@@ -89,6 +106,12 @@ LogRow = tuple[Any, ...]
 # Value fields of the other record type, all None.
 _NO_GROUP_FIELDS = (None,) * 6
 _NO_COMMIT_FIELDS = (None,) * 5
+# member_id, member_epoch, assignment_epoch: only consumer group records have them.
+_NO_CONSUMER_FIELDS = (None,) * 3
+_MEMBER_KEYS = frozenset({
+    ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+})
 
 
 def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: Record) -> LogRow:
@@ -102,7 +125,7 @@ def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: 
         return _group_row(partition, offset, batch_timestamp_ms, key, value)
     record_type = CONSUMER_GROUP_RECORD_TYPES.get(type(key))
     if record_type is not None:
-        return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key[0], value)
+        return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key, value)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -111,11 +134,11 @@ def _offset_commit_row(
 ) -> LogRow:
     head = (partition, offset, batch_ms, OFFSET_COMMIT, key.group_id, key.topic, key.partition)
     if value is None:
-        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,)
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS
     epoch = None if value.leader_epoch == NO_LEADER_EPOCH else value.leader_epoch
     expire = None if value.expire_timestamp_ms == NO_TIMESTAMP else value.expire_timestamp_ms
     fields = (value.offset, epoch, value.metadata, value.commit_timestamp_ms, expire)
-    return head + fields + _NO_GROUP_FIELDS + (False,)
+    return head + fields + _NO_GROUP_FIELDS + (False,) + _NO_CONSUMER_FIELDS
 
 
 def _group_row(
@@ -123,22 +146,30 @@ def _group_row(
 ) -> LogRow:
     head = (partition, offset, batch_ms, GROUP_METADATA, key.group_id, None, None)
     if value is None:
-        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,)
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS
     fields = (
         value.generation, value.protocol_type, value.protocol, value.leader, len(value.members),
         value.current_state_timestamp_ms,
     )
-    return head + _NO_COMMIT_FIELDS + fields + (False,)
+    return head + _NO_COMMIT_FIELDS + fields + (False,) + _NO_CONSUMER_FIELDS
 
 
 def _consumer_group_row(
-    partition: int, offset: int, batch_ms: int, record_type: str, group_id: str, value: Any
+    partition: int, offset: int, batch_ms: int, record_type: str, key: Any, value: Any
 ) -> LogRow:
-    head = (partition, offset, batch_ms, record_type, group_id, None, None)
-    group_fields = _NO_GROUP_FIELDS
-    if type(value) is ConsumerGroupMetadataValue:
+    head = (partition, offset, batch_ms, record_type, key.group_id, None, None)
+    group_fields: tuple[Any, ...] = _NO_GROUP_FIELDS
+    value_type = type(value)
+    if value_type is ConsumerGroupMetadataValue:
         group_fields = (value.epoch, CONSUMER_PROTOCOL_TYPE, None, None, None, None)
-    return head + _NO_COMMIT_FIELDS + group_fields + (value is None,)
+    member_id = key.member_id if type(key) in _MEMBER_KEYS else None
+    member_epoch = value.member_epoch if value_type is ConsumerGroupCurrentMemberAssignmentValue else None
+    assignment_epoch = (
+        value.assignment_epoch if value_type is ConsumerGroupTargetAssignmentMetadataValue else None
+    )
+    return (
+        head + _NO_COMMIT_FIELDS + group_fields + (value is None, member_id, member_epoch, assignment_epoch)
+    )
 
 
 def row_dict(row: LogRow) -> dict[str, Any]:

@@ -6,6 +6,11 @@
   `uuid1`/`uuid4`.
 - log/ never imports actors/, spark_bridge/, Ray or Spark.
 - spark_bridge/ never imports actors/.
+- actors/ never imports gateway/ or spark_bridge/: they plug into it (CLI
+  entry points, actors attached to the service).
+
+The rules between the subpackages of actors/ and coordinator/ are in
+tests/test_layers.py.
 
 Relative imports cannot leave their own top-level package, so only absolute
 imports are checked. Every import counts, including ones under
@@ -36,6 +41,7 @@ FORBIDDEN_IMPORTS: dict[str, frozenset[str]] = {
     ),
     "log": frozenset({"actors", "spark_bridge", "ray", "raydp", "pyspark"}),
     "spark_bridge": frozenset({"actors"}),
+    "actors": frozenset({"gateway", "spark_bridge"}),
 }
 
 # Builtins that do I/O or import dynamically, forbidden in the core.
@@ -157,11 +163,13 @@ def test_checker_reports_each_violation_with_file_and_line(tmp_path: Path) -> No
     )
     _write(tmp_path, "log/bad.py", "import actors.cli.main\nfrom spark_bridge import reader\nimport ray\n")
     _write(tmp_path, "spark_bridge/bad.py", "\n\nfrom actors import connect\n")
+    _write(tmp_path, "actors/cli/bad.py", "from gateway import cli\n")
     _write(tmp_path, "coordinator/broken.py", "def (:\n")
 
     got = [str(v) for v in find_violations(tmp_path)]
 
     assert got == [
+        "actors/cli/bad.py:1: actors/ must not import 'gateway'",
         "coordinator/assignors/bad.py:1: coordinator/ must not import 'time'",
         "coordinator/assignors/bad.py:2: coordinator/ must not import 'ray'",
         "coordinator/assignors/bad.py:3: coordinator/ must not import 'os.path'",
@@ -192,6 +200,6 @@ def test_checker_accepts_allowed_imports(tmp_path: Path) -> None:
     )
     _write(tmp_path, "log/ok.py", "import os\nimport msgpack\nfrom coordinator.records import Record\n")
     _write(tmp_path, "spark_bridge/ok.py", "import pyspark\nimport raydp\nfrom log import reader\n")
-    _write(tmp_path, "actors/anything.py", "import ray\nimport time\nfrom spark_bridge import jobs\n")
+    _write(tmp_path, "actors/anything.py", "import ray\nimport time\nfrom log import reader\n")
 
     assert find_violations(tmp_path) == []

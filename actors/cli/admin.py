@@ -30,17 +30,30 @@ from actors.cli.status_table import failing, node_text, nodes_text, status_table
 from actors.cli.tables import print_table
 from actors.client.client import Client
 from coordinator import Errors
+from coordinator.messages import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
+
+GROUP_TYPES = (GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER)
 
 
 def cmd_list(client: Client, args: argparse.Namespace) -> int:
-    groups = client.list_groups(args.state or ())
+    """Every group with its type ("classic" or "consumer", Kafka's `--list --type`), state
+    and protocol type; `--state` and `--type` filter (repeatable, case-insensitive)."""
+    groups = client.list_groups(args.state or (), args.type or ())
     print_table(
         "consumer groups",
-        ["GROUP", "STATE", "PROTOCOL-TYPE"],
-        [[g.group_id, g.state, g.protocol_type] for g in groups],
+        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+        [[g.group_id, g.group_type, g.state, g.protocol_type] for g in groups],
         args.json,
     )
     return 0
+
+
+def group_type(text: str) -> str:
+    """A `--type` value: Kafka's tool accepts "classic" and "consumer", in any case."""
+    lowered = text.strip().lower()
+    if lowered not in GROUP_TYPES:
+        raise argparse.ArgumentTypeError(f"invalid type {text!r}: valid types are {', '.join(GROUP_TYPES)}")
+    return lowered
 
 
 def cmd_delete(client: Client, args: argparse.Namespace) -> int:
@@ -171,6 +184,10 @@ def _one_line(exc: Exception) -> str:
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser("list", parents=[common], help="list consumer groups")
     p.add_argument("--state", action="append", help="only groups in this state (repeatable)")
+    p.add_argument(
+        "--type", action="append", type=group_type,
+        help="only groups of this type: classic or consumer (repeatable)",
+    )
     add_describe_parser(commands, common)
     p = commands.add_parser("delete", parents=[common], help="delete Empty consumer groups")
     p.add_argument("groups", nargs="+")

@@ -2,11 +2,17 @@
 
 One subcommand per job; `main` returns the process exit code so it can be
 called from tests as well as from the console script. `start` runs the
-service on a Ray cluster (an existing one, or a local head it starts);
-`demo` is the embedded demo; the admin commands are in `admin_cli`. The
-analytics (`lag`, `report`) are `spark_bridge.cli`'s; this module hands
-them the running service's replicas (`service_log_sources`), through which
-they read the log when no `--data-dir` is given.
+service on a Ray cluster (an existing one, or a local head it starts); the
+admin commands are in `admin`.
+
+Commands of the packages built on this one plug in through the
+`raygroups.commands` entry-point group (pyproject.toml): the demo
+(`actors.demo.command`), the Kafka gateway (`gateway.cli`) and the offset
+analytics `lag` and `report` (`spark_bridge.cli`). Each entry point names a
+`register(cli: CommandLine)` function that adds its parsers and runners, so
+this package imports none of them. The analytics read the running
+service's replicas through `CommandLine.log_sources` when no `--data-dir`
+is given.
 """
 
 from __future__ import annotations
@@ -14,19 +20,39 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 from actors.cli.admin import ADMIN_COMMANDS, add_parsers
 from actors.cli.tables import print_table, progress
 from actors.core.settings import DEFAULT_NAMESPACE
-from gateway import cli as gateway_cli
-from spark_bridge import cli as spark_cli
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
+PLUGIN_GROUP = "raygroups.commands"
+Runner = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass
+class CommandLine:
+    """What a command plugin's `register` gets: where to add its parsers, what to run
+    for them, and the service's helpers it may use."""
+
+    commands: Any  # argparse's subparsers action
+    common: argparse.ArgumentParser  # --address, --namespace, --json
+    start: argparse.ArgumentParser  # `raygroups start`, for options started with the service
+    # {partition: [replica handles]} of the running service, and the end offsets its registry recorded.
+    log_sources: Callable[[argparse.Namespace], dict[int, list[Any]]]
+    end_offset_history: Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
+    runners: dict[str, Runner] = field(default_factory=dict)
+    # Run after `raygroups start` started the service, before it prints the status.
+    after_start: list[Callable[[argparse.Namespace], None]] = field(default_factory=list)
+    progress: Any = progress
+    print_table: Any = print_table
+
+
+def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
     parser = argparse.ArgumentParser(
         prog="raygroups",
         description="Kafka consumer groups on Ray: coordinator, CLI and offset analytics.",
@@ -36,14 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser("demo", help="embedded demo: groups, a killed member and partition, recovery")
-    demo.add_argument("--data-dir", help="default: raygroups-data/demo, or demo-replicated with --replicated")
-    demo.add_argument("--seconds", type=float, default=8.0)
-    demo.add_argument("--no-report", action="store_true", help="skip the Spark analytics at the end")
-    demo.add_argument(
-        "--replicated", action="store_true",
-        help="replication instead: a simulated 4-node cluster loses a leader's node and disk (no analytics)",
-    )
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR,
@@ -63,12 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
-    gateway_cli.add_parsers(commands, common, start)
     add_parsers(commands, common)
-    spark_cli.add_parsers(
-        commands, service_log_sources, service_end_offset_history, progress, print_table=print_table
+    cli = CommandLine(
+        commands, common, start, service_log_sources, service_end_offset_history, runners={"stop": run_stop}
     )
-    return parser
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name):
+        plugin.load()(cli)
+    return parser, cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_command_line()[0]
 
 
 def service_log_sources(args: argparse.Namespace) -> dict[int, list[Any]]:
@@ -90,40 +113,7 @@ def service_end_offset_history(args: argparse.Namespace) -> list[tuple[str, int,
     return client.end_offset_history()
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    import ray
-
-    from actors.demo.embedded import print_lag
-    from actors.demo.embedded import run_demo as demo
-
-    if args.replicated:
-        from actors.demo.replicated import run_replicated_demo
-
-        replicated_dir = args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo-replicated")
-        return run_replicated_demo(os.path.abspath(replicated_dir), args.seconds)
-    data_dir = os.path.abspath(args.data_dir or os.path.join(DEFAULT_DATA_DIR, "demo"))
-    page = os.path.join(data_dir, "report", "report.html")
-    try:
-        client = demo(data_dir, args.seconds)
-        if not args.no_report:
-            # Spark on the same Ray cluster reads the log through the service's replicas and
-            # measures lag against the end offsets its registry recorded, as `raygroups report` does.
-            report = build_parser().parse_args(["report", "--out", os.path.dirname(page)])
-            if spark_cli.report_command(report) != 0:
-                return 1
-        print_lag(client)
-        if not args.no_report:
-            print(f"report page (tables and plots): {page}")
-    finally:
-        from actors.service import stop
-
-        if ray.is_initialized():
-            stop()
-            ray.shutdown()
-    return 0
-
-
-def run_start(args: argparse.Namespace) -> int:
+def run_start(args: argparse.Namespace, after_start: Sequence[Callable[[argparse.Namespace], None]]) -> int:
     import actors
 
     address = args.address
@@ -139,7 +129,8 @@ def run_start(args: argparse.Namespace) -> int:
             address=address or "auto", replication_factor=args.replication_factor,
             min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
         )
-    gateway_cli.on_start(args)
+    for started in after_start:
+        started(args)
     return ADMIN_COMMANDS["status"](client, args)
 
 
@@ -162,10 +153,11 @@ def run_admin(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    runners = {"demo": run_demo, "start": run_start, "stop": run_stop, "gateway": gateway_cli.run,
-               **spark_cli.COMMANDS}
-    return runners.get(args.command, run_admin)(args)
+    parser, cli = build_command_line()
+    args = parser.parse_args(argv)
+    if args.command == "start":
+        return run_start(args, cli.after_start)
+    return cli.runners.get(args.command, run_admin)(args)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from actors.cli.group_views import describe_views
 from actors.cli.tables import print_table, progress, track
 from actors.client.client import Client
 from actors.core.settings import SystemClock
@@ -168,7 +169,7 @@ def plan_all(
     """A plan per inactive group, and the refusals of the others (Kafka's messages)."""
     plans: list[GroupPlan] = []
     refused: list[str] = []
-    for described in client.describe_groups(groups):
+    for described in describe_views(client, groups):
         group, state = described.group_id, described.state
         if state not in INACTIVE_STATES:
             refused.append(

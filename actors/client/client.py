@@ -33,10 +33,13 @@ from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, 
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -290,16 +293,34 @@ class Client:
     # ------------------------------------------------- admin, fanned out
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        """DescribeGroups: classic groups. A consumer group, like an unknown id, is "Dead"."""
         described: list[DescribedGroup] = []
         for p, ids in self._by_partition(group_ids).items():
             response: DescribeGroupsResponse = self.send(DescribeGroupsRequest(tuple(ids)), partition=p)
             described.extend(response.groups)
         return described
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        """ConsumerGroupDescribe (KIP-848): consumer groups, with member epochs and target
+        assignments. A classic or unknown id is answered GROUP_ID_NOT_FOUND (its
+        `error_message` says which); describe those with `describe_groups`, as Kafka's
+        admin client falls back to DescribeGroups."""
+        described: list[DescribedConsumerGroup] = []
+        for p, ids in self._by_partition(group_ids).items():
+            response: ConsumerGroupDescribeResponse = self.send(
+                ConsumerGroupDescribeRequest(tuple(ids)), partition=p
+            )
+            described.extend(response.groups)
+        return described
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        """Every group of every partition, sorted by id, with its type ("classic" or
+        "consumer") and state; `states` and `types` filter, case-insensitive (an
+        unknown name matches nothing)."""
+        request = ListGroupsRequest(tuple(states), tuple(types))
         listed: list[ListedGroup] = []
         for p in range(self.num_partitions):
-            response: ListGroupsResponse = self.send(ListGroupsRequest(tuple(states)), partition=p)
+            response: ListGroupsResponse = self.send(request, partition=p)
             listed.extend(response.groups)
         return sorted(listed, key=lambda g: g.group_id)
 

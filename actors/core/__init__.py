@@ -1,0 +1,13 @@
+"""What every part of the Ray layer shares.
+
+Owns: the service's settings and names (`settings.py`: `ServiceSettings`,
+the controller's and registry's actor names, defaults by cluster size), the
+compact pickled form of the core's messages between processes (`wire.py`,
+registered when `actors` is imported), the named detached singleton actors
+(`singleton.py`), node names, the stable identity of a node and its disk
+(`node_names.py`), and the metrics of partitions and the controller
+(`metrics.py`, through `ray.util.metrics`).
+
+Rules: no actor lives here and nothing here decides protocol behaviour.
+Imports: `coordinator`, `log`, Ray; no other subpackage of `actors`.
+"""

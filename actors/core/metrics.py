@@ -13,7 +13,7 @@ survived.
 Ray's metrics agent (installed with `ray[default]`) exports them for
 Prometheus under the `ray_` prefix, e.g. `ray_raygroups_requests_total`;
 the Ray dashboard's Metrics view shows them once Prometheus and Grafana are
-set up (README, "Metrics").
+set up (docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from log.config import LogConfig
 
 DEFAULT_NAMESPACE = "raygroups"
 # Kafka's offsets.topic.num.partitions is 50; an embedded service on one
-# machine gets fewer actors by default (documented in the README).
+# machine gets fewer actors by default (documented in docs/operations.md, Settings).
 CLUSTER_PARTITIONS = 50
 EMBEDDED_PARTITIONS = 8
 CONTROLLER_NAME = "raygroups-controller"

@@ -1,4 +1,4 @@
-"""What GroupMember, AsyncGroupMember and their shared decisions (`member_loop`) exchange:
+"""What GroupMember, AsyncGroupMember and their shared decisions (`loop`) exchange:
 configuration, errors raised to the application, and the effects the loop yields.
 
 Effects are requests to a driver: `Send` a group request, `Describe` topics

@@ -1,6 +1,6 @@
 """AsyncGroupMember: GroupMember for asyncio code, such as async Ray actors.
 
-The same constructor and decisions as `member.GroupMember` (`member_loop`),
+The same constructor and decisions as `group_member.GroupMember` (`loop`),
 driven by an asyncio task on the running loop with the client's `*_async`
 methods, so the member never blocks the event loop. The I/O methods
 (`start`, `wait_for_assignment`, `commit`, `committed`, `close`) are

@@ -3,8 +3,8 @@
 Like Kafka's KafkaConsumer group management (ConsumerCoordinator): the member
 joins, runs the assignor when it leads, syncs, heartbeats and rejoins in a
 background thread, calls the rebalance listeners in that thread, and commits
-and fetches offsets. The decisions live in `member_loop.MemberLoop`, shared
-with `async_member.AsyncGroupMember` (the same API as coroutines, for async
+and fetches offsets. The decisions live in `loop.MemberLoop`, shared
+with `async_group_member.AsyncGroupMember` (the same API as coroutines, for async
 actors and asyncio programs); this module owns the constructor both share
 (`MemberBase`) and the blocking driver.
 

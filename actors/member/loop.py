@@ -4,8 +4,8 @@
 core: it yields `Send` (a group request), `Describe` (topic partition
 counts), `Notify` (a rebalance listener call) and `Wait` (sleep until woken
 or a timeout), and receives each effect's result. A driver performs the
-effects, blocking (`member.GroupMember`) or awaiting
-(`async_member.AsyncGroupMember`), and throws a failed effect's exception
+effects, blocking (`group_member.GroupMember`) or awaiting
+(`async_group_member.AsyncGroupMember`), and throws a failed effect's exception
 back in at the yield. The driver stops the generator at the first effect
 boundary after `close()`, so nothing is decided after a close.
 

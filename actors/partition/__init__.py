@@ -1,0 +1,18 @@
+"""The offsets partition actor: one per partition and replica.
+
+Owns: the actor shell `OffsetPartition` (`actor.py`: the core's `Shard` and
+`PartitionRuntime`, the log, the timer and flush tasks, the write-path rule
+carried out), its replica roles (`roles.py`: leader, follower, standby,
+epochs), the leader's pushes and the high watermark (`leader.py`), the
+follower's appends and truncation (`follower.py`), the push link between
+them (`link.py`), disk-failure handling and recovery (`recovery.py`), log
+maintenance (`maintenance.py`: snapshots and compaction) and reading its
+log files for Spark (`export.py`).
+
+Rules: protocol decisions are the core's (`coordinator`), replication
+decisions the pure `coordinator.replication`; this package moves requests,
+records and time into them and results out. A background task that fails
+fails the partition (it reloads), never silently.
+Imports: `actors.core`, `coordinator`, `log`, Ray. Not the controller, the
+client or anything above them.
+"""

@@ -6,7 +6,7 @@ response once its followers hold the records), so its round trip is paid by
 every commit. A Ray actor call costs about 2.3 ms round trip on this 2-core
 host under the replication benchmark's load, of which the follower's own work
 (append, fsync, decode, replay) is 0.7 ms; the rest is Ray's per-call work
-in both processes' core workers (measured, README Benchmarks). A message on
+in both processes' core workers (measured, docs/benchmarks.md). A message on
 an open socket costs the two processes' wake-ups and a msgpack frame.
 
 Ray stays the control plane: the follower's actor hands out its endpoint

@@ -27,18 +27,26 @@ STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
 
-def handle_join_group(shard: Shard, request: JoinGroupRequest, token: Token) -> JoinGroupResponse | None:
+def join_request_error(shard: Shard, request: JoinGroupRequest) -> Errors | None:
+    """The checks of every JoinGroup, whatever the group's type (Kafka's GroupCoordinatorService)."""
     config = shard.config
     if not (
         config.group_min_session_timeout_ms
         <= request.session_timeout_ms
         <= config.group_max_session_timeout_ms
     ):
-        return JoinGroupResponse(Errors.INVALID_SESSION_TIMEOUT, request.member_id)
+        return Errors.INVALID_SESSION_TIMEOUT
     if request.rebalance_timeout_ms < 0:
         # Kafka does not check this; a negative timeout would complete every
         # join phase at once, so it is refused as a malformed request.
-        return JoinGroupResponse(Errors.INVALID_REQUEST, request.member_id)
+        return Errors.INVALID_REQUEST
+    return None
+
+
+def handle_join_group(shard: Shard, request: JoinGroupRequest, token: Token) -> JoinGroupResponse | None:
+    error = join_request_error(shard, request)
+    if error is not None:
+        return JoinGroupResponse(error, request.member_id)
     if token is None:
         raise ValueError("a JoinGroup that may park needs a token")
     is_new = request.member_id == UNKNOWN_MEMBER_ID

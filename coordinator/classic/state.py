@@ -28,8 +28,6 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
 }
 
-STATES_BY_LOWER_NAME = {state.value.lower(): state for state in GroupState}
-
 
 class IllegalStateTransition(RuntimeError):
     """A broken invariant: the shard must be reloaded from its log."""

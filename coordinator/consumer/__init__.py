@@ -10,13 +10,18 @@ Kafka's record helpers). These import only shared modules
 
 The protocol on the Shard: the ConsumerGroupHeartbeat handler
 (`heartbeat.py`), its request checks (`validation.py`), fencing and the
-session and rebalance timers (`fencing.py`), topics and regex subscriptions
-(`subscriptions.py`, RE2 through `google-re2`), the OffsetCommit/OffsetFetch
-member checks (`offsets_check.py`). These may import the shared modules of
-`coordinator` (messages, errors, records, timers), `coordinator.classic` (a
-consumer group meets and, when migrating, converts classic groups) and, for
-types only, `coordinator.shard`. The one-id-one-type rule between the two
-group types is the shard's (`coordinator/group_types.py`).
+session, rebalance, join and sync timers (`fencing.py`), topics and regex
+subscriptions (`subscriptions.py`, RE2 through `google-re2`), the
+OffsetCommit/OffsetFetch member checks (`offsets_check.py`), the group as
+ConsumerGroupDescribe shows it (`describe.py`; the handler is in
+`coordinator/admin.py`), classic-protocol members inside a consumer group
+(`classic_members.py`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and the
+online conversions between the two group types (`migration.py`). These may
+import the shared modules of `coordinator` (messages, errors, records,
+timers), `coordinator.classic` (a consumer group meets and, when migrating,
+converts classic groups) and, for types only, `coordinator.shard`. The
+one-id-one-type rule between the two group types is the shard's
+(`coordinator/group_types.py`).
 No I/O, no clock; randomness only through the shard's seeded source.
 """
 

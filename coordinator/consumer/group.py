@@ -175,6 +175,16 @@ class ConsumerGroup:
                 _add_count(counts, topic, 0, -1)
         return counts
 
+    def compute_subscribed_topic_names_without(
+        self, removed: list[ConsumerGroupMember]
+    ) -> dict[str, SubscriptionCount]:
+        """Kafka's `computeSubscribedTopicNames(Set<ConsumerGroupMember>)`: the counts without `removed`."""
+        counts = dict(self.subscribed_topic_names)
+        for member in removed:
+            for name in member.subscribed_topic_names:
+                _add_count(counts, name, -1, 0)
+        return counts
+
     def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
         """Kafka's `waitingOnUnreleasedPartition`: a target partition still owned by someone else."""
         if member.state is not MemberState.UNRELEASED_PARTITIONS:

@@ -22,18 +22,25 @@ member names one). The response carries the assignment only for a full
 request (epoch 0, or rebalance timeout, names or regex, and owned partitions
 all set: Kafka 4.0's rule) or when the assigned partitions changed.
 
+A join (epoch 0) to the id of a classic group: an empty one that was stored
+is tombstoned and replaced, a non-empty one is upgraded to a consumer group
+when `migration.py` allows it (its records come first in the batch), else
+GROUP_ID_NOT_FOUND. A consumer-protocol static member may take the instance
+id of a classic-protocol member at once (Kafka: UNRELEASED_INSTANCE_ID only
+between two consumer-protocol members). A leave (or fencing) of the last
+consumer-protocol member may downgrade the group (`fencing.py`).
+
 Departures:
-- A group id held by a classic group that has members (or a rebalance in
-  progress) answers GROUP_ID_NOT_FOUND: there is no online upgrade yet. An
-  empty classic group is not tombstoned (Kafka deletes it): it is where the
-  shard keeps the group's committed offsets.
+- An empty classic group that was never stored (a simple group: offsets
+  only) gets no tombstone: it has no record to delete, and it keeps holding
+  the group id's committed offsets for the consumer group.
 - A member id generated for a v0 join comes from the shard's seeded random
   source (`Shard.random_uuid`), in Kafka's base64 form.
 - No lazy metadata refresh: `Shard.update_topics` refreshes groups eagerly,
   and a new regex is resolved in the heartbeat that brings it
   (`subscriptions.py`).
-- No classic-protocol members inside a consumer group, no per-group
-  session/heartbeat overrides, no throttle time.
+- No per-group session/heartbeat overrides, no throttle time. Classic-protocol
+  members are served by `classic_members.py`.
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ import base64
 import dataclasses
 from typing import TYPE_CHECKING
 
+from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
+from coordinator.consumer import migration
 from coordinator.consumer import records as helpers
 from coordinator.consumer.assignors import ASSIGNORS, DEFAULT_ASSIGNOR_NAME, PartitionAssignorError
 from coordinator.consumer.assignors.spec import EMPTY_ASSIGNMENT, Assignment, SubscriptionType, TopicMetadata
@@ -85,7 +94,7 @@ from coordinator.messages import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupTopicPartitions,
 )
-from coordinator.records import Record
+from coordinator.records import GroupMetadataKey, Record
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard, Token
@@ -101,7 +110,7 @@ def handle_consumer_group_heartbeat(
     try:
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return _leave(shard, request)
-        return _Heartbeat(shard, request).run()
+        return HeartbeatStep(shard, request).run()
     except HeartbeatError as exc:
         return ConsumerGroupHeartbeatResponse(exc.error, exc.message)
     except FencedMemberEpochError as exc:
@@ -131,19 +140,29 @@ def existing_group(shard: Shard, group_id: str) -> ConsumerGroup:
     return group
 
 
-def _group_for_heartbeat(shard: Shard, group_id: str, create: bool) -> ConsumerGroup:
-    """Kafka's `getOrMaybeCreateConsumerGroup`; a new group exists once its records are written."""
+def _group_for_heartbeat(
+    shard: Shard, group_id: str, create: bool
+) -> tuple[ConsumerGroup, list[Record], Group | None]:
+    """Kafka's `getOrMaybeCreateConsumerGroup`: (group, records that make it, classic group upgraded).
+
+    A new or converted group exists once its records are written.
+    """
     group = shard.consumer_groups.get(group_id)
     if group is not None:
-        return group
+        return group, [], None
     if not create:
         raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
     classic = shard.groups.get(group_id)
-    if classic is not None and (
-        classic.members or classic.pending_members or not classic.is_(GroupState.EMPTY)
-    ):
-        raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
-    return ConsumerGroup(group_id)
+    if classic is None:
+        return ConsumerGroup(group_id), [], None
+    if classic.is_(GroupState.EMPTY) and not classic.members:
+        # Kafka's `maybeDeleteEmptyClassicGroup` (a stored one: see Departures).
+        tombstone = [Record(GroupMetadataKey(group_id), None)] if classic.generation_id > 0 else []
+        return ConsumerGroup(group_id), tombstone, None
+    if migration.validate_online_upgrade(shard, classic):
+        records, converted = migration.convert_to_consumer_group(shard, classic)
+        return converted, records, classic
+    raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
 
 
 def _leave(shard: Shard, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
@@ -153,10 +172,10 @@ def _leave(shard: Shard, request: ConsumerGroupHeartbeatRequest) -> ConsumerGrou
     if request.instance_id is None:
         member = group.members.get(request.member_id)
         if member is None:
-            raise _unknown_member(group, request.member_id)
+            raise unknown_member(group, request.member_id)
         fence_member(shard, group, member)
         return answer
-    member = _known_static_member(group, request.member_id, request.instance_id)
+    member = known_static_member(group, request.member_id, request.instance_id)
     if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         leaving = dataclasses.replace(
             member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}
@@ -169,13 +188,13 @@ def _leave(shard: Shard, request: ConsumerGroupHeartbeatRequest) -> ConsumerGrou
     return answer
 
 
-def _unknown_member(group: ConsumerGroup, member_id: str) -> HeartbeatError:
+def unknown_member(group: ConsumerGroup, member_id: str) -> HeartbeatError:
     return HeartbeatError(
         Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
     )
 
 
-def _known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerGroupMember:
+def known_static_member(group: ConsumerGroup, member_id: str, instance_id: str) -> ConsumerGroupMember:
     """Kafka's `throwIfStaticMemberIsUnknown` then `throwIfInstanceIdIsFenced`."""
     member = group.static_member(instance_id)
     if member is None:
@@ -189,34 +208,27 @@ def _known_static_member(group: ConsumerGroup, member_id: str, instance_id: str)
     return member
 
 
-class _Heartbeat:
+class HeartbeatStep:
     """One regular heartbeat (epoch >= 0), computed from the group as it was, then written."""
+
+    request: ConsumerGroupHeartbeatRequest
 
     def __init__(self, shard: Shard, request: ConsumerGroupHeartbeatRequest) -> None:
         self.shard = shard
         self.request = request
-        self.records: list[Record] = []
         self.join = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        self.group = _group_for_heartbeat(shard, request.group_id, self.join)
+        self.group, self.records, self.upgraded = _group_for_heartbeat(shard, request.group_id, self.join)
+        self.owned = request.topic_partitions
         self.replaced: ConsumerGroupMember | None = None
         self.new_regex_topics: frozenset[str] | None = None
 
     def run(self) -> ConsumerGroupHeartbeatResponse:
-        shard, request, group = self.shard, self.request, self.group
-        self._check_size()
-        member_id = request.member_id or kafka_uuid_string(shard)
-        member = self._member(member_id)
+        shard, group = self.shard, self.group
+        self._check_size(self.request.member_id)
+        member = self._member(self.request.member_id or kafka_uuid_string(shard))
         updated = self._updated(member)
-        group_epoch, metadata, kind = self._subscription(member, updated)
-        if group_epoch > group.assignment_epoch:
-            target = self._update_target(group_epoch, member, updated, metadata, kind)
-            target_epoch = group_epoch
-        else:
-            target_epoch = group.assignment_epoch
-            target = group.target_assignment_for(updated.member_id, updated.instance_id)
-        reconciled = self._reconcile(updated, target_epoch, target)
-        for record in self.records:
-            shard.write(record)
+        reconciled = self.update_and_reconcile(member, updated)
+        self.write_records()
         if reconciled is not updated:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 schedule_rebalance_timeout(shard, group.group_id, reconciled)
@@ -225,10 +237,32 @@ class _Heartbeat:
         schedule_session_timeout(shard, group.group_id, reconciled.member_id)
         return self._response(member, reconciled)
 
-    def _check_size(self) -> None:
+    def update_and_reconcile(
+        self, member: ConsumerGroupMember, updated: ConsumerGroupMember
+    ) -> ConsumerGroupMember:
+        """Steps 1-3 of Kafka's heartbeat: subscription and epoch, target assignment, reconciliation."""
+        group = self.group
+        group_epoch, metadata, kind = self._subscription(member, updated)
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target(group_epoch, member, updated, metadata, kind)
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+            target = group.target_assignment_for(updated.member_id, updated.instance_id)
+        return self._reconcile(updated, target_epoch, target)
+
+    def write_records(self) -> None:
+        """Write every record collected; an upgraded classic group's parked requests are answered first."""
+        if self.upgraded is not None:
+            migration.retire_classic_group(self.shard, self.upgraded)
+        for record in self.records:
+            self.shard.write(record)
+        if self.upgraded is not None:
+            migration.schedule_converted_sessions(self.shard, self.group)
+
+    def _check_size(self, member_id: str) -> None:
         """Kafka's `throwIfConsumerGroupIsFull`."""
         max_size = self.shard.config.group_consumer_max_size
-        member_id = self.request.member_id
         if len(self.group.members) >= max_size and (not member_id or member_id not in self.group.members):
             raise HeartbeatError(
                 Errors.GROUP_MAX_SIZE_REACHED,
@@ -241,19 +275,19 @@ class _Heartbeat:
         if request.instance_id is None:
             found = group.members.get(member_id)
             if found is None and not self.join:
-                raise _unknown_member(group, member_id)
+                raise unknown_member(group, member_id)
             member = found or ConsumerGroupMember(member_id)
             if not self.join:  # KAFKA-19233: epoch 0 from a known member is a rejoin
                 check_member_epoch(member.assignment_state, request.member_epoch, owned)
             return member
         if not self.join:
-            member = _known_static_member(group, member_id, request.instance_id)
+            member = known_static_member(group, member_id, request.instance_id)
             check_member_epoch(member.assignment_state, request.member_epoch, owned)
             return member
         existing = group.static_member(request.instance_id)
         if existing is None:
             return group.members.get(member_id) or ConsumerGroupMember(member_id)
-        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.use_classic_protocol:
             raise HeartbeatError(
                 Errors.UNRELEASED_INSTANCE_ID,
                 f"Static member {member_id} with instance id {request.instance_id} cannot join the group "
@@ -402,9 +436,7 @@ class _Heartbeat:
     ) -> ConsumerGroupMember:
         """Kafka's `maybeReconcile`, without its timers (set once the records are written)."""
         current = updated.assignment_state
-        state = maybe_reconcile(
-            current, target_epoch, target, self.group.current_partition_epoch, self.request.topic_partitions
-        )
+        state = maybe_reconcile(current, target_epoch, target, self.group.current_partition_epoch, self.owned)
         if state == current:
             return updated
         reconciled = updated.with_assignment_state(state)

@@ -17,8 +17,8 @@ Rules, as Kafka:
   ClassicMemberMetadata.
 
 Departures: the reconciliation fields can be read and replaced as one
-`MemberAssignmentState` (what `reconciliation.py` computes); describe and
-the classic-protocol join helpers are left to the handlers that need them.
+`MemberAssignmentState` (what `reconciliation.py` computes); describe is left
+to the handler that needs it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from coordinator.consumer.assignors.spec import Assignment
 from coordinator.consumer.reconciliation import MemberAssignmentState, MemberState
 from coordinator.records import (
     ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     TopicPartitions,
@@ -76,6 +77,18 @@ class ConsumerGroupMember:
     @property
     def use_classic_protocol(self) -> bool:
         return self.classic_member_metadata is not None
+
+    @property
+    def supported_classic_protocols(self) -> tuple[ClassicProtocol, ...]:
+        """A classic member's JoinGroup protocols, in its order (Kafka's `supportedClassicProtocols`)."""
+        classic = self.classic_member_metadata
+        return () if classic is None else classic.supported_protocols
+
+    @property
+    def classic_protocol_session_timeout_ms(self) -> int | None:
+        """A classic member's own session timeout (Kafka's `classicProtocolSessionTimeout`)."""
+        classic = self.classic_member_metadata
+        return None if classic is None else classic.session_timeout_ms
 
     @property
     def is_static(self) -> bool:

@@ -11,8 +11,8 @@ Kafka's `ConsumerGroup.validateOffsetCommit` / `validateOffsetFetch` with
 - A fetch without member id and with a negative epoch is accepted; otherwise
   the same member and epoch checks apply (OffsetFetch v9+ carries them).
 Departure: the offsets themselves stay in the shard's classic `Group` of the
-same id (the offsets store both group types share), so an offsets-only group
-of that id is listed by the classic admin calls.
+same id (the offsets store both group types share); the admin calls never
+show that holder as a classic group of its own (`coordinator/admin.py`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,13 @@ from typing import Any
 from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -56,6 +61,10 @@ _FAILED: dict[type, Callable[[Any, Errors], Any]] = {
     ),
     ListGroupsRequest: lambda r, e: ListGroupsResponse(e),
     DeleteGroupsRequest: lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids)),
+    ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
+    ConsumerGroupDescribeRequest: lambda r, e: ConsumerGroupDescribeResponse(
+        tuple(DescribedConsumerGroup(e, g) for g in r.group_ids)
+    ),
 }
 
 

@@ -4,9 +4,15 @@
   controller is the gateway asked, the topics those of the registry
   (handlers/topics.py, where partition leadership is explained).
   Metadata v0 asks for every topic with an empty list, v1+ with null (an
-  empty list then asks for none); v10+ may name a topic by id. An unknown
-  topic gets UNKNOWN_TOPIC_OR_PARTITION (unknown id: UNKNOWN_TOPIC_ID) and
-  no partitions: topics are never created on demand.
+  empty list then asks for none). An unknown topic gets
+  UNKNOWN_TOPIC_OR_PARTITION and no partitions: topics are never created
+  on demand. v10+ answers each topic's id, the registry's (topics.py).
+- Lookups by topic id, as KafkaApis.handleTopicMetadataRequest: v12+ may
+  name topics by id (librdkafka does for KIP-848 assignments); once any
+  non-zero id is asked, the names are ignored and each distinct id is
+  answered, an unknown one with UNKNOWN_TOPIC_ID, a null name and its id.
+  v10-11 with a null name or an id is Kafka's error response: every topic
+  asked answered INVALID_REQUEST.
 - FindCoordinator names the gateway asked as every group's coordinator.
   Every gateway reaches every offsets partition through Ray, so any one
   can coordinate any group; the one a client just reached is known to be
@@ -28,13 +34,17 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.errors import Errors
 from gateway.handlers.entities import respond
-from gateway.handlers.topics import LEADER_EPOCH, partition_counts, topic_id
+from gateway.handlers.topics import LEADER_EPOCH, topics_with_ids
 
 if TYPE_CHECKING:
     from gateway.apis import RequestContext
 
 GROUP_KEY_TYPE = 0
 ZERO_UUID = uuid.UUID(int=0)
+# The zero UUID as kio reads and writes it (the same 16 zero bytes): "no topic id".
+NO_TOPIC_ID = None
+# MetadataRequest.json: "Version 12 supports topic Id"; 10-11 have the field but Kafka refuses it.
+TOPIC_ID_LOOKUP_VERSION = 12
 NO_TRANSACTIONS = "raygroups coordinates consumer groups only: there is no transaction coordinator"
 
 
@@ -51,14 +61,22 @@ def _brokers(ctx: RequestContext) -> list[dict[str, Any]]:
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     asked = request.topics
     every = asked is None or (request.__version__ == 0 and not asked)
-    counts = await partition_counts(
-        ctx, None if every or any(t.name is None for t in asked) else [t.name for t in asked]
-    )
     if every:
-        topics = [_topic(ctx, name, counts[name]) for name in sorted(counts)]
+        known = await topics_with_ids(ctx, None)
+        topics = [_topic(ctx, name, *known[name]) for name in sorted(known)]
+    elif request.__version__ < TOPIC_ID_LOOKUP_VERSION and any(
+        t.name is None or _asked_id(t) != ZERO_UUID for t in asked
+    ):
+        topics = [_invalid(t) for t in asked]
     else:
-        by_id = {topic_id(name): name for name in counts}
-        topics = [_asked_topic(ctx, t, counts, by_id) for t in asked]
+        ids = list(dict.fromkeys(i for i in map(_asked_id, asked) if i != ZERO_UUID))
+        # Kafka: once any topic is asked by id, the names asked are not looked at.
+        known = await topics_with_ids(ctx, None if ids else [t.name for t in asked])
+        if ids:
+            names = {topic_id: name for name, (_, topic_id) in known.items()}
+            topics = [_topic_by_id(ctx, i, names.get(i), known) for i in ids]
+        else:
+            topics = [_topic_by_name(ctx, t.name, known) for t in asked]
     node = ctx.gateway.node_id
     return respond(
         request,
@@ -71,35 +89,47 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _asked_topic(
-    ctx: RequestContext, asked: Any, counts: dict[str, int], by_id: dict[uuid.UUID, str]
+def _asked_id(asked: Any) -> uuid.UUID:
+    """The topic id a Metadata topic asks for (kio reads the zero UUID as None; v0-9 have none)."""
+    return getattr(asked, "topic_id", None) or ZERO_UUID
+
+
+def _invalid(asked: Any) -> dict[str, Any]:
+    """Kafka's MetadataRequest.getErrorResponse entry for a v10-11 request with a null name or an id."""
+    return {
+        "error_code": Errors.INVALID_REQUEST,
+        "name": asked.name or "",
+        "topic_id": getattr(asked, "topic_id", NO_TOPIC_ID),
+        "partitions": [],
+    }
+
+
+def _topic_by_id(
+    ctx: RequestContext, topic_id: uuid.UUID, name: str | None, known: dict[str, tuple[int, uuid.UUID]]
 ) -> dict[str, Any]:
-    name = asked.name
     if name is None:
-        name = by_id.get(getattr(asked, "topic_id", None) or ZERO_UUID)
-        if name is None:
-            return {
-                "error_code": ErrorCode.unknown_topic_id,
-                "name": None,
-                "topic_id": asked.topic_id,
-                "partitions": [],
-            }
-    if name not in counts:
+        unknown = ErrorCode.unknown_topic_id
+        return {"error_code": unknown, "name": None, "topic_id": topic_id, "partitions": []}
+    return _topic(ctx, name, *known[name])
+
+
+def _topic_by_name(ctx: RequestContext, name: str, known: dict[str, tuple[int, uuid.UUID]]) -> dict[str, Any]:
+    if name not in known:
         return {
             "error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION,
             "name": name,
-            "topic_id": ZERO_UUID,
+            "topic_id": NO_TOPIC_ID,
             "partitions": [],
         }
-    return _topic(ctx, name, counts[name])
+    return _topic(ctx, name, *known[name])
 
 
-def _topic(ctx: RequestContext, name: str, partitions: int) -> dict[str, Any]:
+def _topic(ctx: RequestContext, name: str, partitions: int, topic_id: uuid.UUID) -> dict[str, Any]:
     node = ctx.gateway.node_id
     return {
         "error_code": Errors.NONE,
         "name": name,
-        "topic_id": topic_id(name),
+        "topic_id": topic_id,
         "is_internal": False,
         "partitions": [
             {

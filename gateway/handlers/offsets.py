@@ -3,12 +3,22 @@
 Group offsets go through the coordinator, by version:
 - OffsetCommit v2-4 carry a retention time (-1: the broker's retention
   decides, KIP-211), v6+ a leader epoch per partition, v7+ the group
-  instance id. A null commit metadata is stored as "".
+  instance id. A null commit metadata is stored as "". The version goes to
+  the core: a consumer group's member must commit with v9+ (KIP-848), and
+  v9+ answers GROUP_ID_NOT_FOUND where older versions answer
+  ILLEGAL_GENERATION (coordinator/consumer/offsets_check.py).
 - OffsetFetch v1 names its partitions and has no group error field: a
   group error goes to every partition, as Kafka's OffsetFetchResponse
   writes it; v2+ may ask for every partition (null topics) and answer a
   group error; v8+ asks for several groups at once, sent concurrently to
-  their coordinators.
+  their coordinators; v9+ names, per group, the consumer-protocol member
+  asking and its epoch, which the core checks (KIP-848).
+- v10 of both names topics by id only (the registry's, handlers/topics.py);
+  offsets stay stored by name. As Kafka's broker: an OffsetCommit topic id
+  it does not know answers UNKNOWN_TOPIC_ID for each of its partitions
+  (and a commit of unknown ids only never reaches the coordinator); an
+  OffsetFetch id it does not know answers UNKNOWN_TOPIC_ID with offset -1;
+  asked for every topic, a committed topic without an id is left out.
 Topic offsets come from the registry (handlers/topics.py):
 - ListOffsets: -2 (earliest) and -4 (earliest local, v8+: there is no
   tiered storage) are the log start offset, -1 (latest) the end offset,
@@ -40,8 +50,11 @@ Topic offsets come from the registry (handlers/topics.py):
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
 
 from actors.client import topics as registry
 from coordinator.errors import Errors
@@ -57,12 +70,15 @@ from coordinator.messages import (
 from coordinator.reset_plan import TP, TopicView, offset_at_time
 from gateway.handlers.calls import send
 from gateway.handlers.entities import ms, respond
-from gateway.handlers.topics import LEADER_EPOCH, offset_bounds, partition_error
+from gateway.handlers.topics import LEADER_EPOCH, TopicIds, offset_bounds, partition_error, topic_ids
 
 if TYPE_CHECKING:
     from gateway.apis import RequestContext
 
 EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
+# OffsetCommit and OffsetFetch v10 (KIP-848, stable in Kafka 4.2) name topics by id only.
+TOPIC_ID_VERSION = 10
+ZERO_UUID = uuid.UUID(int=0)
 UNKNOWN = -1  # Kafka's UNKNOWN_OFFSET, UNKNOWN_TIMESTAMP and no leader epoch
 NO_RECORD = (UNKNOWN, UNKNOWN)
 
@@ -93,40 +109,75 @@ def _results(results: Iterable[PartitionResult]) -> list[dict[str, Any]]:
 
 
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
-    retention = getattr(request, "retention_time", None)
-    commit = OffsetCommitRequest(
-        group_id=request.group_id,
-        partitions=tuple(
-            OffsetCommitPartition(
-                t.name,
-                p.partition_index,
-                p.committed_offset,
-                p.committed_metadata or "",
-                getattr(p, "committed_leader_epoch", -1),
-            )
-            for t in request.topics
-            for p in t.partitions
-        ),
-        generation_id=request.generation_id_or_member_epoch,
-        member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None),
-        # Only v2-4 have the field.
-        retention_time_ms=ms(retention) if retention is not None else -1,
+    ids = await topic_ids(ctx) if request.__version__ >= TOPIC_ID_VERSION else None
+    named = [(t, _topic_name(t, ids)) for t in request.topics]
+    unknown = [t for t, name in named if name is None]
+    partitions = tuple(
+        OffsetCommitPartition(
+            name,
+            p.partition_index,
+            p.committed_offset,
+            p.committed_metadata or "",
+            getattr(p, "committed_leader_epoch", -1),
+        )
+        for t, name in named
+        if name is not None
+        for p in t.partitions
     )
-    committed = await send(ctx.client, commit)
-    return respond(request, {"topics": _results(committed.partitions)})
+    results: tuple[PartitionResult, ...] = ()
+    # As Kafka: a v10 commit whose every topic id is unknown never reaches the coordinator.
+    if partitions or not unknown:
+        retention = getattr(request, "retention_time", None)
+        commit = OffsetCommitRequest(
+            group_id=request.group_id,
+            partitions=partitions,
+            generation_id=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            # Only v2-4 have the field.
+            retention_time_ms=ms(retention) if retention is not None else -1,
+            version=request.__version__,
+        )
+        results = (await send(ctx.client, commit)).partitions
+    topics = _results(results)
+    if ids is not None:
+        topics = [{**t, "topic_id": ids.ids[t["name"]]} for t in topics] + [
+            {
+                "topic_id": t.topic_id,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": ErrorCode.unknown_topic_id}
+                    for p in t.partitions
+                ],
+            }
+            for t in unknown
+        ]
+    return respond(request, {"topics": topics})
+
+
+def _topic_name(topic: Any, ids: TopicIds | None) -> str | None:
+    """A request topic's name: its own below v10, its id's from v10 (None: unknown id)."""
+    if ids is None:
+        return topic.name  # type: ignore[no-any-return]
+    return ids.names.get(topic.topic_id or ZERO_UUID)
 
 
 # -------------------------------------------------------------- OffsetFetch
 
 
-def _wanted(topics: Any) -> tuple[tuple[str, int], ...] | None:
+def _wanted(topics: Any, ids: TopicIds | None = None) -> tuple[tuple[str, int], ...] | None:
     if topics is None:
         return None
-    return tuple((t.name, p) for t in topics for p in t.partition_indexes)
+    named = ((_topic_name(t, ids), t) for t in topics)
+    return tuple((name, p) for name, t in named if name is not None for p in t.partition_indexes)
 
 
-def _group_answer(fetched: OffsetFetchResponse, wanted: Any, error_per_partition: bool) -> dict[str, Any]:
+def _group_answer(
+    fetched: OffsetFetchResponse,
+    wanted: Any,
+    error_per_partition: bool,
+    ids: TopicIds | None = None,
+    asked: Any = None,
+) -> dict[str, Any]:
     partitions = list(fetched.partitions)
     if error_per_partition and fetched.error is not Errors.NONE:
         partitions = [_unknown(t, p, fetched.error) for t, p in wanted or ()]
@@ -141,30 +192,69 @@ def _group_answer(fetched: OffsetFetchResponse, wanted: Any, error_per_partition
             "error_code": f.error,
         },
     )
+    if ids is not None:
+        topics = _by_id(topics, ids, asked if fetched.error is Errors.NONE else None)
     return {"topics": topics, "error_code": fetched.error}
+
+
+def _by_id(topics: list[dict[str, Any]], ids: TopicIds, asked: Any) -> list[dict[str, Any]]:
+    """v10's topics by id: a committed topic the registry has no id for (asked for every
+    topic) is left out, an unknown id asked for is answered UNKNOWN_TOPIC_ID."""
+    known = [{**t, "topic_id": ids.ids[t["name"]]} for t in topics if t["name"] in ids.ids]
+    unknown = [
+        {
+            "topic_id": t.topic_id,
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.unknown_topic_id,
+                }
+                for p in t.partition_indexes
+            ],
+        }
+        for t in asked or ()
+        if _topic_name(t, ids) is None
+    ]
+    return known + unknown
 
 
 def _unknown(topic: str, partition: int, error: Errors) -> FetchedOffset:
     return FetchedOffset(topic, partition, -1, -1, "", error)
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, stable: bool) -> OffsetFetchResponse:
-    return await send(ctx.client, OffsetFetchRequest(group_id, _wanted(topics), stable))  # type: ignore[no-any-return]
+async def _fetch_group(
+    ctx: RequestContext, group_id: str, wanted: Any, stable: bool, member: Any = None
+) -> OffsetFetchResponse:
+    fetch = OffsetFetchRequest(
+        group_id,
+        wanted,
+        stable,
+        # v9+: a consumer-protocol member's id and epoch (null and -1 from anyone else).
+        member_id=getattr(member, "member_id", None),
+        member_epoch=getattr(member, "member_epoch", -1),
+    )
+    return await send(ctx.client, fetch)  # type: ignore[no-any-return]
 
 
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     stable = getattr(request, "require_stable", False)
     if request.__version__ >= 8:
+        ids = await topic_ids(ctx) if request.__version__ >= TOPIC_ID_VERSION else None
+        wanted = [_wanted(g.topics, ids) for g in request.groups]
         fetched = await asyncio.gather(
-            *(_fetch_group(ctx, g.group_id, g.topics, stable) for g in request.groups)
+            *(_fetch_group(ctx, g.group_id, w, stable, g) for g, w in zip(request.groups, wanted))
         )
         groups = [
-            {"group_id": g.group_id, **_group_answer(f, _wanted(g.topics), False)}
-            for g, f in zip(request.groups, fetched)
+            {"group_id": g.group_id, **_group_answer(f, w, False, ids, g.topics)}
+            for g, w, f in zip(request.groups, wanted, fetched)
         ]
         return respond(request, {"groups": groups})
-    one = await _fetch_group(ctx, request.group_id, request.topics, stable)
-    return respond(request, _group_answer(one, _wanted(request.topics), request.__version__ < 2))
+    wanted_one = _wanted(request.topics)
+    one = await _fetch_group(ctx, request.group_id, wanted_one, stable)
+    return respond(request, _group_answer(one, wanted_one, request.__version__ < 2))
 
 
 # ------------------------------------------------------------- OffsetDelete

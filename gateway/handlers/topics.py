@@ -8,8 +8,9 @@ producers or adapters report them. Rules:
 - Every partition's leader is the gateway asked, at leader epoch 0 (the
   registry has no leader changes): any gateway answers for every
   partition, and the one a client reached is the one known to be up.
-- A topic's id is a UUID derived from its name (uuid5), so it is stable
-  across gateways and restarts and never the zero UUID Kafka reserves.
+- A topic's id is the registry's (`Client.topic_ids_async`): given at
+  creation, kept with the topic, never the zero UUID Kafka reserves, and
+  the id the coordinator assigns consumer groups' partitions by (KIP-848).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from actors.client import topics as registry
@@ -26,18 +28,34 @@ if TYPE_CHECKING:
     from gateway.apis import RequestContext
 
 LEADER_EPOCH = 0
-_TOPIC_ID_NAMESPACE = uuid.UUID("5f0c6c1e-3b7a-4c1e-9a51-72617967726f")
 
 Bounds = dict[tuple[str, int], int]
 
 
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(_TOPIC_ID_NAMESPACE, name)
+async def topics_with_ids(
+    ctx: RequestContext, names: Iterable[str] | None
+) -> dict[str, tuple[int, uuid.UUID]]:
+    """(partition count, topic id) per existing topic of `names` (every topic when None)."""
+    wanted = None if names is None else list(names)
+    counts, ids = await asyncio.gather(
+        ctx.client.describe_topics_async(wanted), ctx.client.topic_ids_async(wanted)
+    )
+    # A topic created between the two reads is left to the next request.
+    return {name: (count, ids[name]) for name, count in counts.items() if name in ids}
 
 
-async def partition_counts(ctx: RequestContext, names: Iterable[str] | None) -> dict[str, int]:
-    """Partition count per existing topic of `names` (every topic when None)."""
-    return await ctx.client.describe_topics_async(None if names is None else list(names))
+@dataclass(frozen=True, slots=True)
+class TopicIds:
+    """The registry's topic ids both ways, for requests that name topics by id."""
+
+    names: dict[uuid.UUID, str]
+    ids: dict[str, uuid.UUID]
+
+
+async def topic_ids(ctx: RequestContext) -> TopicIds:
+    """Every topic's id, and every id's topic."""
+    ids = await ctx.client.topic_ids_async(None)
+    return TopicIds({topic_id: name for name, topic_id in ids.items()}, ids)
 
 
 async def offset_bounds(ctx: RequestContext, names: Iterable[str]) -> tuple[Bounds, Bounds]:

@@ -152,7 +152,11 @@ def test_one_group_id_is_never_both_types() -> None:
 
     other = Driver({"foo": 1})
     other.ok(join("A", "foo"))
+    # A JoinGroup to a consumer group with members joins it as a classic member (test_migration.py);
+    # a subscription that is not ConsumerProtocol bytes is refused.
     answer = other.shard.handle(classic_join(), other.now, "join").responses[0][1]
+    assert isinstance(answer, JoinGroupResponse) and answer.error is Errors.MEMBER_ID_REQUIRED
+    answer = other.shard.handle(classic_join(answer.member_id), other.now, "join").responses[0][1]
     assert isinstance(answer, JoinGroupResponse) and answer.error is Errors.INCONSISTENT_GROUP_PROTOCOL
     other.ok(beat("A", -1))
     # An empty consumer group is deleted (its tombstones) and the classic group is created.

@@ -5,16 +5,12 @@ one is a valid frame body of its version."""
 
 from __future__ import annotations
 
-import asyncio
-import io
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
-from kio.serial import entity_reader, entity_writer
 
 from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
@@ -37,64 +33,8 @@ from coordinator.routing import partition_for
 from gateway import apis
 from gateway.handlers.entities import ERROR_CODES
 
+from tests.gateway.fake_client import GATEWAY, FakeClient, call
 from tests.gateway.kafka_support import kio_request
-
-
-class FakeClient:
-    """Records the coordinator requests; answers with `answer(request)`."""
-
-    def __init__(self, answer: Callable[[Any], Any], num_partitions: int = 3) -> None:
-        self.answer = answer
-        self.num_partitions = num_partitions
-        self.sent: list[tuple[Any, int | None]] = []
-        self.leaders: list[Any] = ["leader"] * num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
-
-    def leader(self, partition: int) -> Any:
-        return self.leaders[partition]
-
-    async def refresh_async(self) -> None:
-        pass
-
-    async def send_async(
-        self, request: Any, partition: int | None = None, timeout_s: float | None = None
-    ) -> Any:
-        self.sent.append((request, partition))
-        response = self.answer(request)
-        if isinstance(response, BaseException):
-            raise response
-        return response
-
-    join_group_async = sync_group_async = send_async
-
-
-GATEWAY = apis.GatewayInfo(
-    node_id=3, host="gw.example", port=19092, brokers=((1, "other", 9), (3, "gw.example", 19092))
-)
-
-
-def call(client: FakeClient, request: Any) -> Any:
-    """`apis.handle` on `request`, its response checked to round-trip through kio."""
-    ctx = apis.RequestContext(
-        client_id="cid",
-        client_host="10.0.0.9",
-        api_version=request.__version__,
-        correlation_id=1,
-        principal=None,
-        gateway=GATEWAY,
-        client=client,  # type: ignore[arg-type]
-    )
-    response = asyncio.run(apis.handle(ctx, request))
-    if response is not None:
-        schema = load_response_schema(request.__api_key__, request.__version__)
-        assert type(response) is schema
-        out = io.BytesIO()
-        entity_writer(schema)(out, response)
-        assert entity_reader(schema)(out.getvalue(), 0)[0] == response
-    return response
-
 
 # ------------------------------------------------------------ the table
 
@@ -119,8 +59,8 @@ def test_the_table_lets_every_client_in() -> None:
     assert table[11][0] <= 0 and table[14][0] <= 0  # aiokafka joins with v0-2/5, syncs with v0/1/3
     assert table[0] == (3, 11)  # librdkafka fetches only from a broker with Produce >= 3
     assert table[1] == (4, 12) and table[3][1] == 12  # no topic ids in Fetch
-    assert table[8] == (2, 9) and table[9] == (1, 9)
-    assert 68 not in table  # ConsumerGroupHeartbeat: clients stay on the classic protocol
+    assert table[8] == (2, 10) and table[9] == (1, 10)  # librdkafka's consumer protocol needs 9
+    assert table[68] == (0, 1)  # ConsumerGroupHeartbeat: librdkafka speaks only v1
     assert table[22] == (0, 5)  # InitProducerId: idempotent producers reach Produce's refusal
     assert {42, 47} <= table.keys()
 
@@ -318,21 +258,25 @@ def test_offset_fetch_v8_answers_several_groups_each_from_its_coordinator() -> N
 # ------------------------------------------------------------ admin and discovery
 
 
-def test_list_groups_asks_every_offsets_partition_and_filters_by_type() -> None:
+def test_list_groups_asks_every_offsets_partition_with_the_filters_and_answers_types() -> None:
     def listed(request: Any) -> ListGroupsResponse:
-        return ListGroupsResponse(Errors.NONE, (ListedGroup(f"g{len(client.sent)}", "consumer", "Stable"),))
+        kind = "consumer" if len(client.sent) == 2 else "classic"
+        return ListGroupsResponse(
+            Errors.NONE, (ListedGroup(f"g{len(client.sent)}", "consumer", "Stable", kind),)
+        )
 
     client = FakeClient(listed, num_partitions=3)
-    response = call(client, kio_request(16, 5, states_filter=["stable"], types_filter=[]))
+    response = call(client, kio_request(16, 5, states_filter=["stable"], types_filter=["Consumer"]))
     assert sorted(p for _, p in client.sent) == [0, 1, 2]
-    assert client.sent[0][0].states_filter == ("stable",)
+    # The core filters (coordinator/admin.py), as Kafka's coordinator.
+    assert {(r.states_filter, r.types_filter) for r, _ in client.sent} == {(("stable",), ("Consumer",))}
     assert sorted((g.group_id, g.group_state, g.group_type) for g in response.groups) == [
         ("g1", "Stable", "classic"),
-        ("g2", "Stable", "classic"),
+        ("g2", "Stable", "consumer"),
         ("g3", "Stable", "classic"),
     ]
-    assert call(client, kio_request(16, 5, states_filter=[], types_filter=["Classic"])).groups
-    assert call(client, kio_request(16, 5, states_filter=[], types_filter=["consumer"])).groups == ()
+    call(client, kio_request(16, 3))
+    assert {(r.states_filter, r.types_filter) for r, _ in client.sent[3:]} == {((), ())}
 
 
 def test_describe_and_delete_groups_answer_in_the_order_asked() -> None:
@@ -350,6 +294,10 @@ def test_describe_and_delete_groups_answer_in_the_order_asked() -> None:
     described = call(client, kio_request(15, 5, groups=names, include_authorized_operations=False))
     assert [g.group_id for g in described.groups] == names
     assert len(client.sent) == len({partition_for(n, 8) for n in names})
+    assert {g.authorized_operations for g in described.groups} == {-(2**31)}  # not asked
+    asked = call(client, kio_request(15, 5, groups=["a"], include_authorized_operations=True))
+    # No authorizer: every group operation Kafka supports (READ, DELETE, DESCRIBE, DESCRIBE/ALTER_CONFIGS).
+    assert asked.groups[0].authorized_operations == 3400
     deleted = call(client, kio_request(42, 2, groups_names=names))
     assert [(r.group_id, r.error_code) for r in deleted.results] == [
         ("c", ErrorCode.none),

@@ -64,18 +64,28 @@ def test_metadata_lists_the_gateway_as_broker_and_leader_and_unknown_topics_as_e
     )
 
 
-def test_metadata_topic_ids_are_stable_and_not_zero(gateway: GatewayThread, topic: str) -> None:
+def test_metadata_topic_ids_are_the_registrys_and_answer_lookups_by_id(
+    service: Client, gateway: GatewayThread, topic: str
+) -> None:
     first = exchange(gateway, metadata(12, [topic])).topics[0].topic_id
     every = {t.name: t.topic_id for t in exchange(gateway, metadata(12, None)).topics}
-    assert first == every[topic] != uuid.UUID(int=0)
+    # The id the coordinator assigns consumer groups' partitions by (KIP-848).
+    assert first == every[topic] == service.topic_ids([topic])[topic] != uuid.UUID(int=0)
+    stranger = uuid.uuid4()
     by_id = kio_request(
         3,
         12,
-        topics=[{"name": None, "topic_id": first}],
+        topics=[{"name": None, "topic_id": first}, {"name": None, "topic_id": stranger}],
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-    assert exchange(gateway, by_id).topics[0].name == topic
+    found, unknown = exchange(gateway, by_id).topics
+    assert (found.name, found.error_code, len(found.partitions)) == (topic, ErrorCode.none, 3)
+    assert (unknown.name, unknown.topic_id, unknown.error_code) == (
+        None,
+        stranger,
+        ErrorCode.unknown_topic_id,
+    )
 
 
 def test_metadata_v0_with_no_topics_lists_every_topic(gateway: GatewayThread, topic: str) -> None:

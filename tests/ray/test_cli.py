@@ -24,7 +24,8 @@ def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str
     (leader, follower), gen = form_group(service, "cli-live", 2)
     service.commit_offsets("cli-live", {("t", 0): 7}, gen, leader)
     code, listed = run_json(capsys, "list")
-    assert code == 0 and {"GROUP": "cli-live", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"} in listed
+    listing = {"GROUP": "cli-live", "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"}
+    assert code == 0 and listing in listed
     code, described = run_json(capsys, "describe", "cli-live")
     assert code == 0
     assert [(r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"]) for r in described] == [("t", 0, 7)]

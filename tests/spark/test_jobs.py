@@ -163,10 +163,10 @@ def test_commit_rate_per_group_and_minute(log_df: DataFrame) -> None:
 
 def test_rebalance_history(log_df: DataFrame) -> None:
     assert collect(jobs.rebalance_history(log_df), "group_id", "generation") == [
-        ("gone", 1, None, T0 + 3_000, None, 1, None, "consumer", "range", "m0", 1, 0),
-        ("gone", 2, 1, T0 + 20_000, 17_000, 0, 1, "consumer", None, None, 1, 3),
-        ("orders-app", 1, None, T0 + 1_000, None, 2, None, "consumer", "range", "m0", 0, 0),
-        ("orders-app", 2, 1, T0 + 61_000, 60_000, 3, 2, "consumer", "range", "m0", 0, 5),
+        ("gone", 1, None, T0 + 3_000, None, 1, None, "consumer", "range", "m0", 1, 0, "classic", None),
+        ("gone", 2, 1, T0 + 20_000, 17_000, 0, 1, "consumer", None, None, 1, 3, "classic", None),
+        ("orders-app", 1, None, T0 + 1_000, None, 2, None, "consumer", "range", "m0", 0, 0, "classic", None),
+        ("orders-app", 2, 1, T0 + 61_000, 60_000, 3, 2, "consumer", "range", "m0", 0, 5, "classic", None),
     ]
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 
+from coordinator.consumer import ConsumerGroupMember
+from coordinator.consumer import records as helpers
 from coordinator.records import (
     CONSUMER_GROUP_KEY_TYPES,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -13,15 +17,18 @@ from coordinator.records import (
     ConsumerGroupMetadataValue,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    TopicPartitions,
 )
 from spark_bridge.rows import (
     COLUMN_NAMES,
     COLUMNS,
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_RECORD_TYPES,
+    CONSUMER_MEMBER_METADATA,
     GROUP_METADATA,
     OFFSET_COMMIT,
     record_to_row,
@@ -36,6 +43,7 @@ NONE_GROUP_FIELDS = dict.fromkeys(
 NONE_COMMIT_FIELDS = dict.fromkeys(
     ["committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp"]
 )
+NONE_CONSUMER_FIELDS = dict.fromkeys(["member_id", "member_epoch", "assignment_epoch"])
 
 
 def test_offset_commit_row() -> None:
@@ -46,7 +54,7 @@ def test_offset_commit_row() -> None:
         "partition": 3, "offset": 42, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
         "group_id": "g", "topic": "orders", "topic_partition": 7, "committed_offset": 1234,
         "leader_epoch": 1, "metadata": "meta-1234", "commit_timestamp": T0 - 5, "expire_timestamp": T0 + 99,
-        **NONE_GROUP_FIELDS, "tombstone": False,
+        **NONE_GROUP_FIELDS, "tombstone": False, **NONE_CONSUMER_FIELDS,
     }
 
 
@@ -65,7 +73,7 @@ def test_offset_tombstone_keeps_its_key() -> None:
     assert row == {
         "partition": 1, "offset": 9, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
         "group_id": "g", "topic": "t", "topic_partition": 2, **NONE_COMMIT_FIELDS, **NONE_GROUP_FIELDS,
-        "tombstone": True,
+        "tombstone": True, **NONE_CONSUMER_FIELDS,
     }
 
 
@@ -76,7 +84,7 @@ def test_group_metadata_row() -> None:
         "partition": 2, "offset": 5, "batch_timestamp": T0 + 1, "record_type": GROUP_METADATA,
         "group_id": "g", "topic": None, "topic_partition": None, **NONE_COMMIT_FIELDS,
         "generation": 4, "protocol_type": "consumer", "protocol": "range", "leader": "m0",
-        "member_count": 3, "state_timestamp": T0, "tombstone": False,
+        "member_count": 3, "state_timestamp": T0, "tombstone": False, **NONE_CONSUMER_FIELDS,
     }
 
 
@@ -119,8 +127,59 @@ def test_consumer_group_records_get_rows_of_their_own_kind() -> None:
     assert (rows[0]["generation"], rows[0]["protocol_type"]) == (7, "consumer")
     assert rows[2] == {
         **dict.fromkeys(COLUMN_NAMES), "partition": 3, "offset": 2, "batch_timestamp": T0,
-        "record_type": "consumer_group_member_metadata", "group_id": "cg", "tombstone": False,
+        "record_type": CONSUMER_MEMBER_METADATA, "group_id": "cg", "tombstone": False, "member_id": "m1",
     }
+
+
+def test_consumer_group_member_and_epoch_columns() -> None:
+    tp = TopicPartitions(UUID(int=7), (0, 1))
+    member = ConsumerGroupMember("m1", member_epoch=5, previous_member_epoch=4)
+    records = [
+        helpers.epoch_record("cg", 5),
+        helpers.target_assignment_record("cg", "m1", {UUID(int=7): frozenset({0, 1})}),
+        helpers.target_assignment_epoch_record("cg", 5),
+        helpers.current_assignment_record("cg", member),
+        helpers.member_subscription_tombstone("cg", "m1"),
+        helpers.target_assignment_tombstone("cg", "m1"),
+        helpers.current_assignment_tombstone("cg", "m1"),
+        helpers.target_assignment_epoch_tombstone("cg"),
+        Record(ConsumerGroupRegularExpressionKey("cg", "t.*"), None),
+    ]
+    assert records[1].value == ConsumerGroupTargetAssignmentMemberValue((tp,))
+
+    rows = [row_dict(record_to_row(0, offset, T0, record)) for offset, record in enumerate(records)]
+
+    extra = [(row["member_id"], row["member_epoch"], row["assignment_epoch"]) for row in rows]
+    assert extra == [
+        (None, None, None),
+        ("m1", None, None),
+        (None, None, 5),
+        ("m1", 5, None),
+        # A tombstone keeps its key's member id; its value's epochs are gone.
+        ("m1", None, None),
+        ("m1", None, None),
+        ("m1", None, None),
+        (None, None, None),
+        (None, None, None),
+    ]
+    assert rows[0]["generation"] == 5 and all(row["generation"] is None for row in rows[1:])
+    assert all(row["record_type"] != GROUP_METADATA for row in rows)
+
+
+def test_offset_and_classic_rows_have_no_consumer_group_fields() -> None:
+    for record in (commit("g", "t", 0, 1, T0), offset_tombstone("g", "t", 0), group("g", 1, 2, T0),
+                   group_tombstone("g")):
+        row = row_dict(record_to_row(0, 0, T0, record))
+        assert (row["member_id"], row["member_epoch"], row["assignment_epoch"]) == (None, None, None)
+
+
+def test_new_columns_come_after_the_existing_ones() -> None:
+    assert COLUMN_NAMES[:19] == (
+        "partition", "offset", "batch_timestamp", "record_type", "group_id", "topic", "topic_partition",
+        "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+        "generation", "protocol_type", "protocol", "leader", "member_count", "state_timestamp", "tombstone",
+    )
+    assert COLUMNS[19:] == (("member_id", "string"), ("member_epoch", "int"), ("assignment_epoch", "int"))
 
 
 def test_every_consumer_group_record_type_has_a_distinct_row_kind() -> None:
