@@ -65,7 +65,13 @@ import ray
 
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample
 from actors.client.retry import Backoff, Retry, call_with_retry, call_with_retry_async
-from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, SystemClock
+from actors.core.settings import (
+    CONTROLLER_NAME,
+    DEFAULT_NAMESPACE,
+    TOPIC_REGISTRY_NAME,
+    ServiceSettings,
+    SystemClock,
+)
 from actors.core.singleton import detached_singleton
 from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.errors import Errors
@@ -73,7 +79,6 @@ from coordinator.topic_partition import TopicPartition
 from log.fsutil import atomic_write_json
 
 logger = logging.getLogger(__name__)
-TOPIC_REGISTRY_NAME = "raygroups-topics"
 NUDGE_TIMEOUT_S = 10.0
 TOPICS_FILE = "topics.json"
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")

@@ -19,6 +19,8 @@ DEFAULT_NAMESPACE = "raygroups"
 CLUSTER_PARTITIONS = 50
 EMBEDDED_PARTITIONS = 8
 CONTROLLER_NAME = "raygroups-controller"
+# The topic registry (actors/client/topics.py); partition leaders read it too.
+TOPIC_REGISTRY_NAME = "raygroups-topics"
 
 
 def partition_dir(data_dir: str, partition: int) -> str:

@@ -32,7 +32,7 @@ from uuid import UUID
 
 import ray
 
-from actors.client.topics import TOPIC_REGISTRY_NAME, TopicsView
+from actors.core.settings import TOPIC_REGISTRY_NAME
 from coordinator.shard import Shard
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ class TopicsWatch:
         """Ask the registry; True when it answered a view newer than the last one."""
         try:
             registry = self._registry or await asyncio.to_thread(self._lookup)
-            answer: TopicsView | None = await asyncio.wait_for(
+            # None, or (token, partition counts, topic ids): `TopicRegistry.topics_if_changed`.
+            answer: tuple[str, dict[str, int], dict[str, UUID]] | None = await asyncio.wait_for(
                 registry.topics_if_changed.remote(self.token), CALL_TIMEOUT_S
             )
         except Exception as exc:  # down, restarting or not started yet: try again later
