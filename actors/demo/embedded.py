@@ -18,9 +18,7 @@ partitions, small batches) falls behind while the others keep up.
 `billing` uses the consumer group protocol (KIP-848, `group_protocol=
 "consumer"`): the coordinator assigns its partitions with its `uniform`
 assignor and its members reconcile incrementally; the others are classic
-groups. Its rows in the tables come from `raygroups describe` where that
-shows a consumer group's members, else from its members themselves and its
-committed offsets (`_consumer_group_rows`).
+groups; `raygroups describe` shows both types alike.
 """
 
 from __future__ import annotations
@@ -224,7 +222,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
         f"{status[partition]['state']}"
     )
     console.print("consumer groups after recovery (raygroups describe):")
-    print_table("", DESCRIBE_COLUMNS, _group_rows(client, _holders(consumers)), as_json=False)
+    print_table("", DESCRIBE_COLUMNS, describe_rows(client, [g.group_id for g in GROUPS]), as_json=False)
     ray.get([c.close.remote() for c in consumers.values()])
     producers.stop()
     for c in consumers.values():
@@ -236,7 +234,7 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
 def print_lag(client: Client) -> None:
     """The demo's last table: `raygroups describe` of its groups, with each partition's lag."""
     console.print("\nconsumer lag at the end (raygroups describe), against the producers' last end offsets:")
-    print_table("", DESCRIBE_COLUMNS, _group_rows(client, {}), as_json=False)
+    print_table("", DESCRIBE_COLUMNS, describe_rows(client, [g.group_id for g in GROUPS]), as_json=False)
 
 
 Holders = dict[str, tuple[bool, dict[tuple[str, int], tuple[str, str, str]]]]
@@ -251,34 +249,6 @@ def _holders(consumers: dict[tuple[str, int], Any]) -> Holders:
         was_stable, partitions = held.get(group_id, (True, {}))
         held[group_id] = (was_stable and stable, {**partitions, **holding})
     return held
-
-
-def _group_rows(client: Client, holders: Holders) -> list[list[Any]]:
-    """`raygroups describe` rows of the demo's groups; a consumer group whose members
-    describe does not show gets its rows from its members (`holders`) and its commits."""
-    rows = describe_rows(client, [g.group_id for g in GROUPS])
-    for group in GROUPS:
-        own = [row for row in rows if row[0] == group.group_id]
-        members_shown = any(row[6] is not None for row in own)
-        if group.group_protocol == "consumer" and not members_shown:
-            held = holders.get(group.group_id, (True, {}))[1]
-            rows = [row for row in rows if row[0] != group.group_id]
-            rows += _consumer_group_rows(client, group.group_id, held)
-    return sorted(rows, key=lambda row: row[0])
-
-
-def _consumer_group_rows(
-    client: Client, group_id: str, held: dict[tuple[str, int], tuple[str, str, str]]
-) -> list[list[Any]]:
-    committed = client.fetch_offsets(group_id).offsets()
-    keys = sorted(set(committed) | set(held))
-    ends = {(tp.topic, tp.partition): end for tp, end in client.end_offsets({t for t, _ in keys}).items()}
-    rows = []
-    for key in keys:
-        current, end = committed.get(key), ends.get(key)
-        lag = end - current if current is not None and end is not None else None
-        rows.append([group_id, *key, current, end, lag, *held.get(key, (None, None, None))])
-    return rows
 
 
 def _wait_stable(
