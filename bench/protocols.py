@@ -150,7 +150,7 @@ def run_join_leave(
         events = events_of(hosts)
         # The newcomer's first `on_assigned` with partitions (a consumer-protocol member is
         # told its empty assignment at once, before any partition is released to it).
-        newcomer = [(at, parts) for at, name, kind, parts in events if (name, kind) == ("newcomer", "assigned")]
+        newcomer = [(at, parts) for at, name, kind, parts in events if name == "newcomer" and kind == "assigned"]
         consumes = min(at for at, parts in newcomer if parts)
         joined = owners_of(hosts)
         join_paused = unchanged_pauses(events, start, before, joined)
@@ -194,7 +194,8 @@ def print_report(args: argparse.Namespace, growth: dict[str, Growth], joins: dic
         notes=[
             "times: value (x the consumer protocol's in this run)",
             f"heartbeat interval {args.heartbeat_ms} ms for both protocols; classic metadata.max.age.ms "
-            f"{args.classic_metadata_max_age_ms or args.heartbeat_ms} ms; session timeout {args.session_ms} ms",
+            f"{args.classic_metadata_max_age_ms or args.heartbeat_ms} ms; "
+            f"session timeout {args.session_ms} ms",
         ],
     )
 
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-ms", type=int, default=30_000)
     parser.add_argument(
         "--classic-metadata-max-age-ms", type=int,
-        help="how often a classic leader re-reads the topics (default: the heartbeat interval; Kafka's: 300000)",
+        help="how often a classic leader re-reads the topics (default: the heartbeat interval; "
+        "Kafka's: 300000)",
     )
     args = parser.parse_args(argv)
     config = CoordinatorConfig(
