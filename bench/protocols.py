@@ -150,8 +150,9 @@ def run_join_leave(
         events = events_of(hosts)
         # The newcomer's first `on_assigned` with partitions (a consumer-protocol member is
         # told its empty assignment at once, before any partition is released to it).
-        newcomer = [(at, parts) for at, name, kind, parts in events if name == "newcomer" and kind == "assigned"]
-        consumes = min(at for at, parts in newcomer if parts)
+        consumes = min(
+            at for at, name, kind, parts in events if name == "newcomer" and kind == "assigned" and parts
+        )
         joined = owners_of(hosts)
         join_paused = unchanged_pauses(events, start, before, joined)
         leaving = time.time()
