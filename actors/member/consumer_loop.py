@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -71,6 +70,7 @@ from actors.member.api import (
     TopicIds,
     Wait,
 )
+from actors.member.loop_base import LoopBase
 from coordinator.errors import Errors
 from coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
@@ -109,7 +109,7 @@ class _Sent:
     owned: Assignment
 
 
-class ConsumerLoop:
+class ConsumerLoop(LoopBase):
     """One consumer-protocol member's state and decisions; state the application reads is under `lock`."""
 
     def __init__(
@@ -119,25 +119,16 @@ class ConsumerLoop:
         set_stable: Callable[[bool], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
-        self.wake, self._set_stable, self.clock = wake, set_stable, clock
-        self.lock = threading.RLock()
+        super().__init__(config, wake, set_stable, clock)
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
-        self.owned: frozenset[TopicPartition] = frozenset()
         self.subscription: tuple[str, ...] | None = (
             config.topics if config.subscription_pattern is None else None
         )
         self.protocol_name = config.group_remote_assignor
         self.leader_id = ""  # no member leads: the coordinator assigns
         self.heartbeat_interval_ms = config.heartbeat_interval_ms
-        self.rebalances = 0
-        self.stable = False
         self.parked = False  # never parked: no request waits at the coordinator
-        self.closed = False
-        self.fatal: BaseException | None = None
-        self.last_poll = clock()
-        self.next_heartbeat = 0.0
         self._target: Assignment | None = None  # an assignment not reconciled yet
         self._resolve_after = 0.0
         self._first_assignment = True
@@ -151,34 +142,6 @@ class ConsumerLoop:
         return self.member_epoch
 
     # ------------------------------------------------- called by the application
-
-    def assignment(self) -> set[TopicPartition]:
-        with self.lock:
-            return set(self.owned)
-
-    def poll(self) -> None:
-        expired = self._poll_expired()
-        self.last_poll = self.clock()
-        if expired:
-            self.wake()
-
-    def fail(self, exc: BaseException) -> None:
-        if not isinstance(exc, GroupMemberError):
-            logger.error("%s: member loop failed", self.config.group_id, exc_info=exc)
-        self.fatal = exc
-        self._set_stable(True)  # wakes waiters, who raise
-
-    def raise_fatal(self) -> None:
-        if self.fatal is not None:
-            raise self.fatal
-
-    def close(self) -> bool:
-        """Mark closed; False when it already was."""
-        if self.closed:
-            return False
-        self.closed = True
-        self.wake()
-        return True
 
     def commit_request(
         self, offsets: Mapping[TopicPartition | tuple[str, int], int], metadata: str
@@ -243,10 +206,6 @@ class ConsumerLoop:
             due.append(self._resolve_after)
         return max(0.0, min(due) - self.clock())
 
-    def _poll_expired(self) -> bool:
-        # At the deadline itself, as `_idle_s` wakes for it: never a wait of 0 s over and over.
-        return (self.clock() - self.last_poll) * 1000 >= self.config.max_poll_interval_ms
-
     def _send(self, request: ConsumerGroupHeartbeatRequest) -> Steps[ConsumerGroupHeartbeatResponse | None]:
         """The response, or None when no coordinator answered in time (the caller retries)."""
         try:
@@ -256,10 +215,6 @@ class ConsumerLoop:
         except Exception as exc:  # the client gave up: coordinator unavailable or unreachable
             logger.warning("%s: ConsumerGroupHeartbeat not answered: %r", self.config.group_id, exc)
             return None
-
-    def _change_stable(self, stable: bool) -> None:
-        self.stable = stable
-        self._set_stable(stable)
 
     # ------------------------------------------------------------ heartbeat
 

@@ -39,7 +39,6 @@ Rules, as Kafka's ConsumerCoordinator / AbstractCoordinator:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -58,6 +57,7 @@ from actors.member.api import (
     Steps,
     Wait,
 )
+from actors.member.loop_base import LoopBase
 from coordinator.assignors.base import RebalanceProtocol
 from coordinator.assignors.leader import perform_assignment, subscription_metadata
 from coordinator.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
@@ -79,7 +79,7 @@ from coordinator.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 
-class MemberLoop:
+class MemberLoop(LoopBase):
     """One member's state and decisions. State read by the application is guarded by `lock`."""
 
     def __init__(
@@ -89,62 +89,26 @@ class MemberLoop:
         set_stable: Callable[[bool], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
+        super().__init__(config, wake, set_stable, clock)
         self.protocol = config.protocol
-        self.wake, self._set_stable, self.clock = wake, set_stable, clock
-        self.lock = threading.RLock()
         self.member_id = ""
         self.generation_id = -1
         self.protocol_name: str | None = None
         self.leader_id = ""
-        self.owned: frozenset[TopicPartition] = frozenset()
         self.subscription: tuple[str, ...] | None = None if config.pattern else config.topics
-        self.rebalances = 0
-        self.stable = False
         self.need_rejoin = True
         self.parked = False  # a JoinGroup or SyncGroup is waiting at the coordinator
-        self.closed = False
-        self.fatal: BaseException | None = None
-        self.last_poll = clock()
-        self.next_heartbeat = self.next_metadata = 0.0
+        self.next_metadata = 0.0
         self._last_assignment: list[TopicPartition] | None = None
         self._last_generation = -1
         self._metadata_snapshot: dict[str, int] | None = None  # the leader's view of group topics
 
     # ------------------------------------------------- called by the application
 
-    def assignment(self) -> set[TopicPartition]:
-        with self.lock:
-            return set(self.owned)
-
-    def poll(self) -> None:
-        expired = self._poll_expired()
-        self.last_poll = self.clock()
-        if expired:
-            self.wake()
-
     def request_rejoin(self) -> None:
         self.need_rejoin = True
         self._change_stable(False)
         self.wake()
-
-    def fail(self, exc: BaseException) -> None:
-        if not isinstance(exc, GroupMemberError):
-            logger.error("%s: member loop failed", self.config.group_id, exc_info=exc)
-        self.fatal = exc
-        self._set_stable(True)  # wakes waiters, who raise
-
-    def raise_fatal(self) -> None:
-        if self.fatal is not None:
-            raise self.fatal
-
-    def close(self) -> bool:
-        """Mark closed; False when it already was."""
-        if self.closed:
-            return False
-        self.closed = True
-        self.wake()
-        return True
 
     def commit_request(
         self, offsets: Mapping[TopicPartition | tuple[str, int], int], metadata: str
@@ -193,9 +157,6 @@ class MemberLoop:
             yield from self._heartbeat()
         if not self.need_rejoin and self._watches_metadata() and now >= self.next_metadata:
             yield from self._refresh_metadata()
-
-    def _poll_expired(self) -> bool:
-        return (self.clock() - self.last_poll) * 1000 > self.config.max_poll_interval_ms
 
     def _send(self, request: Request, timeout_s: float) -> Steps[Any]:
         """The response, or None when no coordinator answered in time (the caller retries)."""
@@ -262,10 +223,6 @@ class MemberLoop:
             yield Notify("revoked", partitions)
             with self.lock:
                 self.owned -= partitions
-
-    def _change_stable(self, stable: bool) -> None:
-        self.stable = stable
-        self._set_stable(stable)
 
     # ---------------------------------------------------------- join & sync
 
