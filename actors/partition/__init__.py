@@ -6,8 +6,9 @@ carried out), its replica roles (`roles.py`: leader, follower, standby,
 epochs), the leader's pushes and the high watermark (`leader.py`), the
 follower's appends and truncation (`follower.py`), the push link between
 them (`link.py`), disk-failure handling and recovery (`recovery.py`), log
-maintenance (`maintenance.py`: snapshots and compaction) and reading its
-log files for Spark (`export.py`).
+maintenance (`maintenance.py`: snapshots and compaction), reading its log
+files for Spark (`export.py`), and the topic registry's view its shard's
+consumer groups assign from (`topics_watch.py`).
 
 Rules: protocol decisions are the core's (`coordinator`), replication
 decisions the pure `coordinator.replication`; this package moves requests,
