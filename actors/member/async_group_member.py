@@ -31,7 +31,7 @@ from actors.member.api import (
     advance,
     committed_offsets,
 )
-from actors.member.group_member import STALE_FETCH_RETRIES, MemberBase, Offsets
+from actors.member.group_member import STALE_FETCH_RETRIES, MemberBase, Offsets, log_keep_alive_failure
 from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
@@ -186,9 +186,11 @@ class AsyncGroupMember(MemberBase):
             keeper.cancel()
 
     async def _keep_alive(self) -> None:
-        """Heartbeats while a coroutine listener runs; the loop's own heartbeat handles any error."""
+        """Heartbeats while a coroutine listener runs; the loop's own heartbeat handles any
+        error. One not answered (a leader failover) is sent again at the next interval."""
         interval_s = self._keep_alive_interval_s()
         client = await self._connected()
+        failures = 0
         while True:
             await asyncio.sleep(interval_s)
             request = self.core.heartbeat_request()
@@ -196,5 +198,6 @@ class AsyncGroupMember(MemberBase):
                 return
             try:
                 await client.send_async(request, timeout_s=interval_s)
-            except Exception:
-                return
+            except Exception as exc:
+                failures += 1
+                log_keep_alive_failure(self.config.group_id, failures, exc)

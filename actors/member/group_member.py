@@ -19,7 +19,8 @@ Rules:
   abandoned (it drops its answer) for a static one, which sends none.
 - Listeners run in the member's thread, which sends keep-alive heartbeats
   from a helper thread meanwhile, so a listener slower than the session
-  timeout keeps the membership (Kafka's heartbeat thread does the same). Their
+  timeout keeps the membership (Kafka's heartbeat thread does the same),
+  also across a leader failover: one not answered is sent again. Their
   exceptions are logged, not raised: the membership goes on.
 - `group_protocol="consumer"` makes a KIP-848 member (`consumer_loop.ConsumerLoop`):
   the coordinator assigns (`group_remote_assignor` names its assignor; the
@@ -72,6 +73,12 @@ DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")  # Kafka's partition.assignm
 # A consumer-protocol member's OffsetFetch refused for a stale epoch is sent again with
 # the newer one its heartbeat brings, as Kafka's consumer retries it, this many times.
 STALE_FETCH_RETRIES = 3
+
+
+def log_keep_alive_failure(group_id: str, failures: int, exc: BaseException) -> None:
+    """A keep-alive heartbeat not answered: the first, and every tenth after, logged."""
+    log = logger.warning if failures == 1 or failures % 10 == 0 else logger.debug
+    log("%s: keep-alive heartbeat not answered (%d times), sent again: %r", group_id, failures, exc)
 
 
 class MemberBase(ABC):
@@ -362,13 +369,17 @@ class GroupMember(MemberBase):
             done.set()
 
     def _keep_alive(self, done: threading.Event) -> None:
-        """Heartbeats while a listener runs; the loop's own heartbeat handles any error."""
+        """Heartbeats while a listener runs; the loop's own heartbeat handles any error.
+        One not answered (the coordinator moving: a leader failover) is sent again at the
+        next interval, as Kafka's heartbeat thread goes on looking for the coordinator."""
         interval_s = self._keep_alive_interval_s()
+        failures = 0
         while not done.wait(interval_s):
             request = self.core.heartbeat_request()
             if request is None:
                 return
             try:
                 self._connected().send(request, timeout_s=interval_s)
-            except Exception:
-                return
+            except Exception as exc:
+                failures += 1
+                log_keep_alive_failure(self.config.group_id, failures, exc)

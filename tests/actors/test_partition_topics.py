@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,58 @@ def test_a_promoted_follower_serves_the_group_with_its_topics(
         again = await heartbeat(b, ConsumerGroupHeartbeatRequest("g", "m1", joined.member_epoch))
         assert again.error is Errors.NONE and again.member_epoch == joined.member_epoch
         assert b.runtime.shard.consumer_groups["g"].group_epoch == epoch
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_promoted_follower_fences_a_member_stuck_mid_revocation(
+    tmp_path: Path, fake_registry: FakeRegistry
+) -> None:
+    """A member that never acknowledges its revocation is fenced by the promoted follower
+    after its rebalance timeout (the timer is armed again at the promotion, as Kafka's
+    onLoaded does), and its partitions go to the member waiting for them; the session
+    timeout, far longer, plays no part."""
+    from tests.actors.replication_support import Cluster
+
+    async def scenario() -> None:
+        fake_registry.grow("t", 4)
+        config = CoordinatorConfig(
+            group_initial_rebalance_delay_ms=0, group_consumer_session_timeout_ms=60_000
+        )
+        cluster = Cluster(tmp_path, topics_refresh_interval_s=0.01, coordinator=config)
+        a = await cluster.start()
+        await until(lambda: "t" in a.runtime.shard.topics, "the registry's topics")
+        stuck = await heartbeat(a, replace(join("stuck"), rebalance_timeout_ms=1_000))
+        assert assigned(stuck) == 4
+        owned = stuck.assignment
+        acked = await heartbeat(a, ConsumerGroupHeartbeatRequest("g", "stuck", 1, topic_partitions=owned))
+        assert acked.error is Errors.NONE
+        waiting = await heartbeat(a, join("waiting"))
+        assert waiting.error is Errors.NONE and assigned(waiting) == 0
+        # "stuck" hears it must revoke 2 partitions, and crashes in its revoke listener.
+        told = await heartbeat(a, ConsumerGroupHeartbeatRequest("g", "stuck", 1))
+        assert told.error is Errors.NONE and assigned(told) == 2 and told.member_epoch == 1
+        group = a.runtime.shard.consumer_groups["g"]
+        assert group.members["stuck"].state.name == "UNREVOKED_PARTITIONS"
+        b = cluster.replicas["b"]
+        end = a.log.log_end_offset
+        await until(lambda: b.follower is not None and b.follower.high_watermark == end, "b to catch up")
+        cluster.handles["a"].stop()
+        await cluster.elect("b", ("b", "c"), ("c",))
+        promoted = b.runtime.shard.consumer_groups["g"]
+        assert promoted.members["stuck"].state.name == "UNREVOKED_PARTITIONS"
+        epoch, parts = waiting.member_epoch, 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_S
+        while parts < 4:  # the waiting member heartbeats until it has everything
+            assert loop.time() < deadline, f"not reassigned: {promoted.members}"
+            await asyncio.sleep(0.05)
+            response = await heartbeat(b, ConsumerGroupHeartbeatRequest("g", "waiting", epoch))
+            assert response.error is Errors.NONE, response
+            epoch = response.member_epoch
+            parts = assigned(response) if response.assignment is not None else parts
+        assert "stuck" not in promoted.members
         await cluster.close()
 
     run(scenario())
