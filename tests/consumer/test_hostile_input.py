@@ -13,14 +13,17 @@ rebuilds the live groups. Another group's member is served right after each.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import fields
 from typing import Any
 from uuid import UUID
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from coordinator import InvalidRequestError, validate_request
 from coordinator.checks import INT64_MAX, INT64_MIN
@@ -198,10 +201,10 @@ def driver() -> tuple[Driver, int]:
 
 
 def join(group: str, member: str, *topics: str, **extra: Any) -> ConsumerGroupHeartbeatRequest:
+    extra.setdefault("subscribed_topic_names", topics)
     return ConsumerGroupHeartbeatRequest(
-        group, member, 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=topics,
-        topic_partitions=(), **extra,
-    )  # fmt: skip
+        group, member, 0, rebalance_timeout_ms=REBALANCE_MS, topic_partitions=(), **extra
+    )
 
 
 BASES: list[Any] = [
@@ -223,6 +226,12 @@ def encodable(records: list[Any]) -> None:
     """The log can write the records and reads back the same."""
     if records:
         assert decode_records(encode_payload(records)) == records
+
+
+def event(value: str) -> None:
+    """Statistics for `--hypothesis-show-statistics` (what the requests met), inside a Hypothesis test."""
+    with contextlib.suppress(InvalidArgument):
+        hypothesis_event(value)
 
 
 def check_hostile_request(d: Driver, other_epoch: int, request: Any) -> None:
@@ -282,4 +291,67 @@ def test_anything_that_is_not_a_request_is_refused(request: object) -> None:
         assert str(refused).startswith("not a group protocol request: ")
     else:
         raise AssertionError(f"accepted {type(request).__name__}")
+    check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
+
+
+# ---------------------------------------------------------------- bounds a hostile member meets
+
+# 6,400 bytes whose RE2 program is huge: 6.9 s of CPU to compile with RE2's default memory budget.
+SLOW_TO_COMPILE = "[a-z0-9-]{1,200}" * 400
+
+
+def test_strings_the_wire_could_not_carry_are_refused() -> None:
+    d, other_epoch = driver()
+    cases = {
+        "SubscribedTopicRegex": {"subscribed_topic_names": None, "subscribed_topic_regex": "a" * 32_768},
+        "MemberId": {"member_id": "m" * 32_768},
+        "InstanceId": {"instance_id": "é" * 16_384},
+        "A SubscribedTopicNames entry": {"subscribed_topic_names": ("foo", "t" * 40_000)},
+        "ClientId": {"client_id": "c" * 50_000},
+    }
+    for name, changes in cases.items():
+        request = forged(ConsumerGroupHeartbeatRequest, {**vars_of(join(GROUP, "Z", "foo")), **changes})
+        validate_request(request)
+        response = d.refused(request, Errors.INVALID_REQUEST)
+        assert response.error_message == f"{name} is longer than 32767 bytes."
+    # At the limit, accepted.
+    d.ok(join(GROUP, "m" * 32_767, subscribed_topic_names=None, subscribed_topic_regex="f" * 32_767))
+    check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
+
+
+def vars_of(request: Any) -> dict[str, Any]:
+    return {f.name: getattr(request, f.name) for f in fields(request)}
+
+
+def test_a_regex_too_costly_to_compile_is_refused_quickly() -> None:
+    d, other_epoch = driver()
+    reasons = {
+        SLOW_TO_COMPILE: "pattern too large - compile failed.",
+        "\\pL" * 10_000: "pattern too large - compile failed.",
+        ".{0,30}" * 4_000: "pattern too large - compile failed.",
+        "((a{100}){100}){100}": "invalid repetition size: {100}.",
+    }
+    for pattern, reason in reasons.items():
+        response = d.refused(
+            join(GROUP, "R", subscribed_topic_names=None, subscribed_topic_regex=pattern),
+            Errors.INVALID_REGULAR_EXPRESSION,
+        )
+        assert (response.error_message or "").endswith(f"is not a valid regular expression: {reason}")
+    check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
+
+
+def test_a_stored_regex_that_no_longer_compiles_matches_nothing() -> None:
+    """Written before the memory budget (or by another version): a topic change must not break the shard."""
+    from coordinator.consumer import records as helpers
+    from coordinator.consumer.group import ResolvedRegularExpression
+
+    d, other_epoch = driver()
+    stored = helpers.regular_expression_record(
+        GROUP, SLOW_TO_COMPILE, ResolvedRegularExpression(frozenset({"foo"}), 1, d.now)
+    )
+    d.shard.replay(stored)
+    d.log.append(stored)
+    d.topics({**TOPICS, "new": 1})
+    assert d.shard.consumer_groups[GROUP].resolved_regular_expressions[SLOW_TO_COMPILE].topics == frozenset()
+    d.assert_replay_equals_live()
     check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
