@@ -190,9 +190,9 @@ def hostile(draw: st.DrawFn, base: Any, with_junk: bool = True) -> Any:
 # ---------------------------------------------------------------- the group under attack
 
 
-def driver() -> tuple[Driver, int]:
+def driver(assignment_interval_ms: int = 0) -> tuple[Driver, int]:
     """Group GROUP with members A and B on foo and bar (A reconciled), group OTHER with member C."""
-    d = Driver(TOPICS)
+    d = Driver(TOPICS, group_consumer_assignment_interval_ms=assignment_interval_ms)
     d.ok(join(GROUP, "A", "foo", "bar"))
     d.ok(join(GROUP, "B", "foo", instance_id="i-b", subscribed_topic_regex=None))
     d.ok(ConsumerGroupHeartbeatRequest(GROUP, "A", 1, topic_partitions=()))
@@ -273,9 +273,11 @@ def test_garbage_is_refused_or_answered_never_raised(data: st.DataObject) -> Non
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_well_typed_nonsense_is_answered_never_raised(data: st.DataObject) -> None:
     """Values of the right types that make no sense (negative or duplicate partitions, unknown
-    topic ids, epochs out of range, odd versions): they reach the shard, which answers."""
-    d, other_epoch = driver()
+    topic ids, epochs out of range, odd versions): they reach the shard, which answers; with
+    assignment batching (KIP-1263) on or off, and time passing between requests."""
+    d, other_epoch = driver(data.draw(st.sampled_from([0, 1_000]), label="assignment interval"))
     for _ in range(data.draw(st.integers(1, 6), label="requests")):
+        d.advance(data.draw(st.sampled_from([0, 0, 400, 1_000]), label="ms"))
         base = data.draw(st.sampled_from(BASES), label="base")
         check_hostile_request(d, other_epoch, data.draw(hostile(base, with_junk=False), label="request"))
     d.assert_replay_equals_live()
