@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 
 TOPIC_ID_NAMESPACE = UUID("6f1b6a2e-5a53-4f0e-9c39-7261796772f0")
 REGEX_MAX_MEM_BYTES = 1 << 20
-REGEX_CACHE_SIZE = 256
+# At most this many patterns of up to REGEX_MAX_MEM_BYTES each stay compiled (64 MiB at worst).
+REGEX_CACHE_SIZE = 64
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 _OPTIONS.max_mem = REGEX_MAX_MEM_BYTES
@@ -85,19 +86,21 @@ def topics_from_counts(
 
 
 @lru_cache(maxsize=REGEX_CACHE_SIZE)
-def _fullmatch(regex: str) -> Callable[[str], object]:
-    """The compiled pattern's fullmatch; raises InvalidRegularExpression (never cached)."""
+def _fullmatch(regex: str) -> Callable[[str], object] | str:
+    """The compiled pattern's fullmatch, or why it does not compile (cached too: a refused
+    pattern can take a good part of a second to refuse, and a client may send it again)."""
     try:
         return re2.compile(regex, options=_OPTIONS).fullmatch  # type: ignore[no-any-return]
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and type(exc.args[0]) is bytes else exc
-        message = f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}."
-        raise InvalidRegularExpression(message) from exc
+        return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}."
 
 
 def resolve_regex(regex: str, topic_names: Iterable[str]) -> frozenset[str]:
     """The topics `regex` fully matches, with RE2 semantics; raises InvalidRegularExpression."""
     fullmatch = _fullmatch(regex)
+    if isinstance(fullmatch, str):
+        raise InvalidRegularExpression(fullmatch)
     return frozenset(name for name in topic_names if fullmatch(name) is not None)
 
 
