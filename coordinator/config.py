@@ -33,6 +33,12 @@ class CoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = INT32_MAX
+    # Kafka 4.3's consumer.assignment.interval.ms (KIP-1263: assignment batching): an epoch
+    # bump runs the assignor only if its last run for the group is at least this old, else
+    # the next heartbeat after the interval runs it for every change made meanwhile. Kafka's
+    # default is 1,000; 0 here runs it on every bump, as Kafka 4.0-4.2 do
+    # (coordinator/consumer/heartbeat.py).
+    group_consumer_assignment_interval_ms: int = 0
     # group.consumer.migration.policy (Kafka's default): whether a classic group
     # converts to a consumer group online when a ConsumerGroupHeartbeat joins it
     # (upgrade) and back when its last consumer-protocol member leaves

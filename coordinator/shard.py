@@ -38,6 +38,7 @@ from itertools import repeat
 from random import Random
 from typing import Any
 from uuid import UUID
+from weakref import WeakKeyDictionary
 
 from coordinator import admin, offsets
 from coordinator.classic import join, rebalance
@@ -140,6 +141,9 @@ class Shard:
         self.groups: dict[str, Group] = {}
         # KIP-848 consumer groups, beside the classic ones (one id is never both in use).
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # When each consumer group's assignor last ran (KIP-1263's batching): volatile, as in
+        # Kafka; keyed by the group object, so a deleted group's entry goes with it.
+        self.consumer_assignment_ms: WeakKeyDictionary[ConsumerGroup, int] = WeakKeyDictionary()
         # The topics the driver gives (`update_topics`): volatile, set again after a load.
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_version = 0

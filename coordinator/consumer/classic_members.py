@@ -133,6 +133,8 @@ def supports_classic_protocols(group: ConsumerGroup, protocol_type: str, names: 
 class _ClassicJoin(HeartbeatStep):
     """A classic member's JoinGroup computed as a heartbeat: subscription, target, reconciliation."""
 
+    may_defer_assignment = False  # its SyncGroup answers with the assignment
+
     def __init__(
         self,
         shard: Shard,
@@ -151,6 +153,7 @@ class _ClassicJoin(HeartbeatStep):
         self.upgraded = None
         self.replaced: ConsumerGroupMember | None = None
         self.new_regex_topics: frozenset[str] | None = None
+        self.assigned = False
         self.owned = _owned_partitions(shard, subscription)
 
     @staticmethod

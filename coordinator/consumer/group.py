@@ -111,6 +111,10 @@ class ConsumerGroup:
         self.classic_protocol_members_supported_protocols: dict[str, int] = {}
         self.inverted_target_assignment: dict[UUID, dict[int, str]] = {}
         self.partition_epochs: dict[UUID, dict[int, int]] = {}
+        # The members not reconciled to the target epoch, kept as members change so that
+        # the state is known without visiting every member (Kafka scans them on each change:
+        # quadratic when 10,000 members join or a log of them is replayed).
+        self.unreconciled_members: set[str] = set()
 
     # ----------------------------------------------------------- reading
 
@@ -207,6 +211,10 @@ class ConsumerGroup:
         self._update_state()
 
     def set_target_assignment_epoch(self, epoch: int) -> None:
+        if epoch != self.assignment_epoch:
+            self.unreconciled_members = {
+                member_id for member_id, member in self.members.items() if not member.is_reconciled_to(epoch)
+            }
         self.assignment_epoch = epoch
         self._update_state()
 
@@ -225,6 +233,10 @@ class ConsumerGroup:
         self._add_partition_epochs(new.partitions_pending_revocation, new.member_epoch)
         if new.instance_id is not None:
             self.static_members[new.instance_id] = new.member_id
+        if new.is_reconciled_to(self.assignment_epoch):
+            self.unreconciled_members.discard(new.member_id)
+        else:
+            self.unreconciled_members.add(new.member_id)
         self._update_state()
 
     def remove_member(self, member_id: str) -> None:
@@ -236,6 +248,7 @@ class ConsumerGroup:
         self._remove_partition_epochs(old)
         if old.instance_id is not None:
             self.static_members.pop(old.instance_id, None)
+        self.unreconciled_members.discard(member_id)
         self._update_state()
 
     def update_target_assignment(self, member_id: str, assignment: Assignment) -> None:
@@ -265,7 +278,7 @@ class ConsumerGroup:
             self.state = ConsumerGroupState.EMPTY
         elif self.group_epoch > self.assignment_epoch:
             self.state = ConsumerGroupState.ASSIGNING
-        elif any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+        elif self.unreconciled_members:
             self.state = ConsumerGroupState.RECONCILING
         else:
             self.state = ConsumerGroupState.STABLE

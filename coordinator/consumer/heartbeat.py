@@ -41,6 +41,19 @@ Departures:
   (`subscriptions.py`).
 - No per-group session/heartbeat overrides, no throttle time. Classic-protocol
   members are served by `classic_members.py`.
+
+Assignment batching (Kafka 4.3, KIP-1263), when
+`group_consumer_assignment_interval_ms` is set: an epoch bump runs the
+assignor only if its last run for the group (volatile, per shard) is at least
+that old; otherwise the heartbeat reconciles the member to the current target
+(a new member gets the target epoch and nothing yet) and the first heartbeat
+after the interval runs the assignor once for every change made meanwhile.
+Without it, 10,000 members joining one group run the assignor 10,000 times
+over ever more members: quadratic, minutes of the partition's only thread
+(tests/consumer/test_scale.py). A JoinGroup of a classic-protocol member
+always runs it (its SyncGroup needs the assignment). Departure: Kafka also
+revokes, while the target lags, the partitions of topics a member stopped
+subscribing to; here they go with the next run (at most the interval later).
 """
 
 from __future__ import annotations
@@ -212,6 +225,8 @@ class HeartbeatStep:
     """One regular heartbeat (epoch >= 0), computed from the group as it was, then written."""
 
     request: ConsumerGroupHeartbeatRequest
+    # Whether an assignor run may wait for the group's assignment interval (KIP-1263).
+    may_defer_assignment = True
 
     def __init__(self, shard: Shard, request: ConsumerGroupHeartbeatRequest) -> None:
         self.shard = shard
@@ -221,6 +236,7 @@ class HeartbeatStep:
         self.owned = request.topic_partitions
         self.replaced: ConsumerGroupMember | None = None
         self.new_regex_topics: frozenset[str] | None = None
+        self.assigned = False
 
     def run(self) -> ConsumerGroupHeartbeatResponse:
         shard, group = self.shard, self.group
@@ -229,6 +245,7 @@ class HeartbeatStep:
         updated = self._updated(member)
         reconciled = self.update_and_reconcile(member, updated)
         self.write_records()
+        self.note_assignment()
         if reconciled is not updated:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 schedule_rebalance_timeout(shard, group.group_id, reconciled)
@@ -243,13 +260,28 @@ class HeartbeatStep:
         """Steps 1-3 of Kafka's heartbeat: subscription and epoch, target assignment, reconciliation."""
         group = self.group
         group_epoch, metadata, kind = self._subscription(member, updated)
-        if group_epoch > group.assignment_epoch:
+        if group_epoch > group.assignment_epoch and self._assignment_due():
             target = self._update_target(group_epoch, member, updated, metadata, kind)
             target_epoch = group_epoch
+            self.assigned = True
         else:
             target_epoch = group.assignment_epoch
             target = group.target_assignment_for(updated.member_id, updated.instance_id)
         return self._reconcile(updated, target_epoch, target)
+
+    def _assignment_due(self) -> bool:
+        """KIP-1263: the assignor runs at most once per interval for a group."""
+        interval = self.shard.config.group_consumer_assignment_interval_ms
+        if interval == 0 or not self.may_defer_assignment:
+            return True
+        last = self.shard.consumer_assignment_ms.get(self.group)
+        return last is None or self.shard.now_ms - last >= interval
+
+    def note_assignment(self) -> None:
+        """Once the records are written: when the group's assignor last ran."""
+        group = self.shard.consumer_groups.get(self.group.group_id)
+        if self.assigned and group is not None:
+            self.shard.consumer_assignment_ms[group] = self.shard.now_ms
 
     def write_records(self) -> None:
         """Write every record collected; an upgraded classic group's parked requests are answered first."""

@@ -83,12 +83,27 @@ def subscription_type(members: Sequence[TargetMember]) -> SubscriptionType:
     return SubscriptionType.HETEROGENEOUS
 
 
-def member_spec(member: TargetMember, assignment: Assignment, topic_ids: Mapping[str, UUID]) -> MemberSpec:
-    """Kafka's `createMemberSubscriptionAndAssignment`: names resolved, unknown ones dropped."""
-    subscribed = tuple(
-        topic_ids[name] for name in name_set_order(member.subscribed_topic_names) if name in topic_ids
-    )
-    ordered = {topic_id: assignment[topic_id] for topic_id in topic_map_order(assignment)}
+def member_spec(
+    member: TargetMember,
+    assignment: Assignment,
+    topic_ids: Mapping[str, UUID],
+    resolved: dict[tuple[str, ...], tuple[UUID, ...]] | None = None,
+) -> MemberSpec:
+    """Kafka's `createMemberSubscriptionAndAssignment`: names resolved, unknown ones dropped.
+
+    `resolved` caches the resolution of each list of names for one `topic_ids`: members
+    mostly share their subscriptions, and the assignor runs over every member.
+    """
+    names = member.subscribed_topic_names
+    subscribed = None if resolved is None else resolved.get(names)
+    if subscribed is None:
+        subscribed = tuple(topic_ids[name] for name in name_set_order(names) if name in topic_ids)
+        if resolved is not None:
+            resolved[names] = subscribed
+    if len(assignment) < 2:
+        ordered = dict(assignment)
+    else:
+        ordered = {topic_id: assignment[topic_id] for topic_id in topic_map_order(assignment)}
     return MemberSpec(member.member_id, subscribed, ordered, member.instance_id, member.rack_id)
 
 
@@ -116,12 +131,13 @@ def build_target_assignment(
     )
     final = _final_members(members, updates)
     specs = []
+    resolved: dict[tuple[str, ...], tuple[UUID, ...]] = {}
     for member_id in _spec_order(members, updates):
         member = final[member_id]
         assignment = _starting_assignment(
             member, target_assignment, static_members or {}, member_id in updates
         )
-        specs.append(member_spec(member, assignment, resolver))
+        specs.append(member_spec(member, assignment, resolver, resolved))
     kind = (
         subscription if subscription is not None else subscription_type([final[s.member_id] for s in specs])
     )

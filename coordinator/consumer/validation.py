@@ -7,8 +7,14 @@ empty regex), in Kafka's order; every failure is INVALID_REQUEST except an
 unknown server assignor (UNSUPPORTED_ASSIGNOR). The answer goes to that
 member alone and nothing is written.
 
-Departure: a regex sent at version 0 (where the field does not exist on the
-wire) is refused with INVALID_REQUEST, as the wire decoder would.
+Departures, both refusing what Kafka's wire decoder refuses before its
+checks run (a request that arrives through a Ray handle has no wire):
+- a regex sent at version 0 (where the field does not exist on the wire) is
+  refused with INVALID_REQUEST;
+- a string longer than 32,767 UTF-8 bytes (Kafka's strings carry at most
+  that many, `MAX_STRING_BYTES`) is refused with INVALID_REQUEST, checked
+  first; the group id is the shard's to check (INVALID_GROUP_ID, as for every
+  request).
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 # Kafka's CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION (KIP-1082).
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 REGEX_MIN_VERSION = 1
+# Kafka's generated readers refuse a string longer than 0x7fff bytes.
+MAX_STRING_BYTES = 32_767
+# No str of fewer characters can exceed MAX_STRING_BYTES in UTF-8 (at most 4 bytes each).
+_SHORT_STRING_CHARS = MAX_STRING_BYTES // 4
 
 Problem = tuple[Errors, str]
 
@@ -32,6 +42,9 @@ def heartbeat_request_error(
     request: ConsumerGroupHeartbeatRequest, assignors: Collection[str]
 ) -> Problem | None:
     """The error and message Kafka answers for a malformed heartbeat, or None."""
+    oversized = _oversized_field(request)
+    if oversized is not None:
+        return Errors.INVALID_REQUEST, f"{oversized} is longer than {MAX_STRING_BYTES} bytes."
     epoch = request.member_epoch
     if (
         request.version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION
@@ -56,6 +69,28 @@ def heartbeat_request_error(
             f"ServerAssignor {request.server_assignor} is not supported. "
             f"Supported assignors: {', '.join(assignors)}."
         )
+    return None
+
+
+def _too_long(value: str | None) -> bool:
+    return value is not None and len(value) > _SHORT_STRING_CHARS and len(value.encode()) > MAX_STRING_BYTES
+
+
+def _oversized_field(request: ConsumerGroupHeartbeatRequest) -> str | None:
+    """The name of the first string field (the group id aside) the wire could not carry."""
+    for value, name in (
+        (request.member_id, "MemberId"),
+        (request.instance_id, "InstanceId"),
+        (request.rack_id, "RackId"),
+        (request.subscribed_topic_regex, "SubscribedTopicRegex"),
+        (request.server_assignor, "ServerAssignor"),
+        (request.client_id, "ClientId"),
+        (request.client_host, "ClientHost"),
+    ):
+        if _too_long(value):
+            return name
+    if any(map(_too_long, request.subscribed_topic_names or ())):
+        return "A SubscribedTopicNames entry"
     return None
 
 

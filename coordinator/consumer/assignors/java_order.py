@@ -99,6 +99,8 @@ def _bucket(hash_code: int, capacity: int) -> int:
 
 def hash_order(keys: Sequence[K], hash_code: Callable[[K], int], capacity: int) -> list[K]:
     """`keys` (distinct) in the iteration order of a Java hash table of `capacity`."""
+    if len(keys) < 2:  # the common case of a member on one topic: nothing to order
+        return list(keys)
     indexed = sorted(range(len(keys)), key=lambda i: (_bucket(hash_code(keys[i]), capacity), i))
     return [keys[i] for i in indexed]
 
