@@ -45,15 +45,6 @@ class AsyncGroupMember(MemberBase):
         self._stable = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def _wake_loop(self) -> None:
-        self._wake.set()
-
-    def _set_stable(self, stable: bool) -> None:
-        if stable:
-            self._stable.set()
-        else:
-            self._stable.clear()
-
     async def _connected(self) -> Client:
         if self.client is None:
             self.client = await asyncio.to_thread(connect)

@@ -33,6 +33,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -140,11 +141,18 @@ class MemberBase(ABC):
     @abstractmethod
     def _init_driver(self) -> None: ...
 
-    @abstractmethod
-    def _wake_loop(self) -> None: ...
+    # The driver's events (threading's or asyncio's): wake the loop; stable, for waiters.
+    _wake: threading.Event | asyncio.Event
+    _stable: threading.Event | asyncio.Event
 
-    @abstractmethod
-    def _set_stable(self, stable: bool) -> None: ...
+    def _wake_loop(self) -> None:
+        self._wake.set()
+
+    def _set_stable(self, stable: bool) -> None:
+        if stable:
+            self._stable.set()
+        else:
+            self._stable.clear()
 
     # ------------------------------------------------------------ state
 
@@ -235,15 +243,6 @@ class GroupMember(MemberBase):
         self._wake = threading.Event()
         self._stable = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def _wake_loop(self) -> None:
-        self._wake.set()
-
-    def _set_stable(self, stable: bool) -> None:
-        if stable:
-            self._stable.set()
-        else:
-            self._stable.clear()
 
     def _connected(self) -> Client:
         if self.client is None:
