@@ -36,9 +36,10 @@ DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
 
 
 def init_local_ray(num_cpus: int = 4, namespace: str = DEFAULT_NAMESPACE, **kwargs: Any) -> None:
-    """An embedded single-machine Ray cluster with quiet logs."""
+    """An embedded single-machine Ray cluster with quiet logs: Ray's own lines on stderr."""
     if ray.is_initialized():
         return
+    raylet_messages_to_stderr()
     ray.init(
         # "local": a new cluster even when another one runs on this machine.
         address="local",
@@ -51,6 +52,30 @@ def init_local_ray(num_cpus: int = 4, namespace: str = DEFAULT_NAMESPACE, **kwar
         configure_logging=True,
         **kwargs,
     )
+
+
+def raylet_messages_to_stderr() -> None:
+    """Send what the raylets publish to this driver (worker-pool warnings, a node marked
+    dead, a raylet's last log lines) to stderr, as Ray's other log lines, not amid the
+    program's output on stdout.
+
+    Ray's driver prints them from a background thread through
+    `ray._private.worker.print_to_stdstream` with `is_err` False (stdout); this wraps
+    that function for messages whose pid is "raylet". Private API: if Ray renames it,
+    this does nothing and the messages stay on stdout (tests/actors/test_service_output.py
+    notices)."""
+    worker_module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(worker_module, "print_to_stdstream", None)
+    if original is None or getattr(original, "raygroups_to_stderr", False):
+        return
+
+    def print_raylet_to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            data = {**data, "is_err": True}
+        original(data, ignore_prefix)
+
+    print_raylet_to_stderr.raygroups_to_stderr = True  # type: ignore[attr-defined]
+    worker_module.print_to_stdstream = print_raylet_to_stderr
 
 
 def start(
