@@ -41,7 +41,7 @@ from actors.core.settings import DEFAULT_NAMESPACE, EMBEDDED_PARTITIONS
 from actors.member.api import CommitFailedError
 from coordinator import CoordinatorConfig
 
-console = Console()
+console = Console(soft_wrap=True)  # lines are never broken by rich: piped, one line each
 
 
 @dataclass(frozen=True)
