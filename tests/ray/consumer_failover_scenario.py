@@ -243,17 +243,22 @@ def run(cluster: Any, data_dir: str, case: str) -> None:
     client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     client.create_topic(TOPIC, TOPIC_PARTITIONS)
-    group = group_on(client, 0)
-    before_row = rows(client)[0]
+    partition = 0
     if case == "leader-node":
-        # The victim must be a worker without the controller and the topic registry.
+        # The victim must be a worker without the controller and the topic registry: the
+        # group goes on a partition with a replica on such a worker (with 4 nodes and the
+        # two singletons on two workers, partition 0 may have none there).
         spared = {actor_node(CONTROLLER_NAME), actor_node(TOPIC_REGISTRY_NAME)}
         workers = {w.node_id for w in cluster.worker_nodes} - spared
+        partition = next(p for p, row in sorted(rows(client).items()) if set(row["isr"]) & workers)
+        before_row = rows(client)[partition]
         if before_row["leader_node"] not in workers:
-            client.reassign(0, next(n for n in before_row["isr"] if n in workers))
-            wait_for("partition 0 led from a worker", lambda: rows(client)[0]["leader_node"] in workers)
+            client.reassign(partition, next(n for n in before_row["isr"] if n in workers))
+            wait_for(f"partition {partition} led from a worker",
+                     lambda: rows(client)[partition]["leader_node"] in workers)
             wait_for("every partition fully replicated", lambda: fully_replicated(client))
-            before_row = rows(client)[0]
+    group = group_on(client, partition)
+    before_row = rows(client)[partition]
 
     events: list[Event] = []
     lock = threading.Lock()
@@ -296,26 +301,26 @@ def run(cluster: Any, data_dir: str, case: str) -> None:
         time.sleep(1.0)  # heartbeats meanwhile (C's, A's keep-alives) write nothing
         later = describe(client, group)
         assert later == old, f"the group changed while A holds its revocation:\n{old}\n{later}"
-        old_leader = rows(client)[0]
+        old_leader = rows(client)[partition]
         old_node = old_leader["leader_node"]
         assert old.assignment_epoch > first_epoch and len(old.members) == 3, old
 
         # The failover.
         if case == "leader-actor":
             client.refresh()
-            ray.kill(client.leader(0), no_restart=True)
+            ray.kill(client.leader(partition), no_restart=True)
         else:
             remove_with_disk(cluster, worker_node(cluster, old_node), data_dir)
         wait_for("a follower elected",
-                 lambda: rows(client)[0].get("leader_node") not in (None, old_node)
-                 and rows(client)[0].get("state") == "ACTIVE", timeout_s=WAIT_S)
-        new_row = rows(client)[0]
+                 lambda: rows(client)[partition].get("leader_node") not in (None, old_node)
+                 and rows(client)[partition].get("state") == "ACTIVE", timeout_s=WAIT_S)
+        new_row = rows(client)[partition]
         assert new_row["leader_node"] in old_leader["isr"] and new_row["epoch"] > old_leader["epoch"], new_row
         new = describe(client, group)
         assert new == old, f"the new leader's group differs:\nold {old}\nnew {new}"
         if case == "leader-actor":  # the old leader's disk is still there: compare the logs
-            written = group_records(data_dir, old_node, 0, group)
-            replayed = group_records(data_dir, new_row["leader_node"], 0, group)
+            written = group_records(data_dir, old_node, partition, group)
+            replayed = group_records(data_dir, new_row["leader_node"], partition, group)
             missing = {o: r for o, r in written.items() if replayed.get(o) != r}
             assert written and not missing, f"records of the old leader not in the new one's log: {missing}"
 
@@ -350,7 +355,7 @@ def run(cluster: Any, data_dir: str, case: str) -> None:
             recorded = list(events)
         assert not [e for e in recorded if e.kind == "lost"], f"partitions lost: {recorded}"
         intervals = check_no_double_ownership(recorded, time.monotonic())
-        print(f"{case}: partition 0 moved {old_node[:12]} -> {new_row['leader_node'][:12]} (epoch "
+        print(f"{case}: partition {partition} moved {old_node[:12]} -> {new_row['leader_node'][:12]} (epoch "
               f"{old_leader['epoch']} -> {new_row['epoch']}) with A mid-revocation at epoch "
               f"{min(m.member_epoch for m in old.members)}, target {old.assignment_epoch}; "
               f"{intervals} ownership intervals, none overlapping; no member fenced; "
