@@ -463,6 +463,29 @@ class ConsumerGroupDescribeResponse:
     groups: tuple[DescribedConsumerGroup, ...]
 
 
+# ------------------------------------------------------ AssignmentWatch (raygroups' own)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentWatchRequest(_Checked):
+    """Not Kafka's: a consumer-protocol Ray member idle between heartbeats asks to be
+    answered as soon as its next heartbeat would change its partitions, or after
+    `timeout_ms` (coordinator/consumer/watch.py)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentWatchResponse:
+    """`changed`: heartbeat now. False: the watch timed out or was replaced."""
+
+    error: Errors
+    changed: bool = False
+
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -476,6 +499,7 @@ Request = (
     | OffsetDeleteRequest
     | ConsumerGroupHeartbeatRequest
     | ConsumerGroupDescribeRequest
+    | AssignmentWatchRequest
 )
 
 # The classes a partition actor accepts (coordinator.checks.validate_request).

@@ -82,6 +82,7 @@ from coordinator.committed import CommittedOffsets, offset_writes
 from coordinator.errors import Errors
 from coordinator.held import Held, HeldResponses
 from coordinator.messages import (
+    AssignmentWatchRequest,
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
@@ -142,6 +143,7 @@ REQUEST_GROUPS: dict[type, Callable[[Any], tuple[str, ...]]] = {
     DescribeGroupsRequest: _groups_of,
     DeleteGroupsRequest: _groups_of,
     ConsumerGroupDescribeRequest: _groups_of,
+    AssignmentWatchRequest: _group_of,
 }
 # Group ends kept before those already committed are dropped (then twice the survivors).
 GROUP_ENDS_PRUNE_AT = 65_536

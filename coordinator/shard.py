@@ -45,7 +45,7 @@ from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
 from coordinator.config import CoordinatorConfig
-from coordinator.consumer import fencing
+from coordinator.consumer import fencing, watch
 from coordinator.consumer.assignors.spec import TopicMetadata
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.heartbeat import handle_consumer_group_heartbeat
@@ -54,6 +54,8 @@ from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
 from coordinator.group_types import CLASSIC_REQUEST_TYPES, classic_request_to_consumer_group
 from coordinator.messages import (
+    AssignmentWatchRequest,
+    AssignmentWatchResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
@@ -113,6 +115,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     DeleteGroupsRequest: admin.handle_delete_groups,
     ConsumerGroupHeartbeatRequest: handle_consumer_group_heartbeat,
     ConsumerGroupDescribeRequest: admin.handle_consumer_group_describe,
+    AssignmentWatchRequest: watch.handle_assignment_watch,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -125,6 +128,7 @@ TIMER_HANDLERS: dict[str, Callable[..., None]] = {
     fencing.REBALANCE_TIMER: fencing.on_rebalance_timeout,
     fencing.JOIN_TIMER: fencing.on_join_timeout,
     fencing.SYNC_TIMER: fencing.on_sync_timeout,
+    watch.WATCH_TIMER: watch.on_watch_timeout,
 }
 
 
@@ -144,6 +148,8 @@ class Shard:
         # When each consumer group's assignor last ran (KIP-1263's batching): volatile, as in
         # Kafka; keyed by the group object, so a deleted group's entry goes with it.
         self.consumer_assignment_ms: WeakKeyDictionary[ConsumerGroup, int] = WeakKeyDictionary()
+        # Parked assignment watches of Ray members, by group (coordinator/consumer/watch.py).
+        self.assignment_watches: dict[str, watch.GroupWatches] = {}
         # The topics the driver gives (`update_topics`): volatile, set again after a load.
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_version = 0
@@ -170,6 +176,9 @@ class Shard:
             response = handler(self, request, token)
         if response is not None:
             out.responses.append((token, response))
+        if self.assignment_watches:
+            for changed in getattr(request, "group_ids", None) or (group_id,):
+                watch.nudge(self, changed)
         return out
 
     # -------------------------------------------------------------- timers
@@ -181,6 +190,8 @@ class Shard:
             self._begin(now_ms)
             kind, *args = timer.key
             TIMER_HANDLERS[str(kind)](self, *args, payload=timer.payload)
+            if args and args[0] in self.assignment_watches:
+                watch.nudge(self, args[0])
             result = self._end()
             if result:
                 results.append(result)
@@ -243,6 +254,8 @@ class Shard:
         self.topics_version += 1
         for group in list(self.consumer_groups.values()):
             refresh_group(self, group, self.topics_version)
+        for group_id in list(self.assignment_watches):
+            watch.nudge(self, group_id)
         return self._end()
 
     def unload(self, now_ms: int) -> Result:
@@ -254,6 +267,7 @@ class Shard:
                 self.reply(token, rebalance.not_coordinator_response(request_type, member))
                 member.join_token = member.sync_token = None
             group.state = GroupState.DEAD
+        watch.answer_all(self, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
         self.groups.clear()
         self.consumer_groups.clear()
         self.timers.clear()

@@ -16,6 +16,8 @@ from typing import Any
 
 from coordinator.errors import Errors
 from coordinator.messages import (
+    AssignmentWatchRequest,
+    AssignmentWatchResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
@@ -111,6 +113,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     OffsetDeleteRequest: _offset_delete_error,
     ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
     ConsumerGroupDescribeRequest: _consumer_describe_error,
+    AssignmentWatchRequest: lambda r, e: AssignmentWatchResponse(e),
 }
 
 

@@ -21,6 +21,7 @@ actor use the `*_async` methods.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -166,6 +167,22 @@ class Client:
             self._refresh_after(route)
 
         return call_with_retry(attempt, self._retry(request, timeout_s), on_retry)
+
+    def send_later(self, request: Request) -> concurrent.futures.Future[Any]:
+        """One attempt, not waited for (no retry): the response, or the error, in a future.
+        For a request that may stay parked, such as an assignment watch."""
+        leader = _Route(self, self._partition(request, None)).take()
+        ref = leader.handle_wire.remote(request)
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def resolve(done: concurrent.futures.Future[Any]) -> None:
+            try:
+                answer.set_result(_answer(loads_response(done.result())))
+            except Exception as exc:
+                answer.set_exception(exc)
+
+        ref.future().add_done_callback(resolve)
+        return answer
 
     async def send_async(
         self, request: Request, partition: int | None = None, timeout_s: float | None = None

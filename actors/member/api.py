@@ -90,6 +90,9 @@ class MemberConfig:
     # and a subscription regex the coordinator resolves (RE2, full match).
     group_remote_assignor: str | None = None
     subscription_pattern: str | None = None
+    # Consumer protocol only, not Kafka's: between heartbeats, ask the coordinator to
+    # answer as soon as a heartbeat would change the assignment (coordinator/consumer/watch.py).
+    assignment_watch: bool = True
 
     def __post_init__(self) -> None:
         if self.group_protocol not in GROUP_PROTOCOLS:
@@ -165,7 +168,16 @@ class Wait:
     timeout_s: float
 
 
-Effect = Send | Describe | TopicIds | Notify | Wait
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """`Wait`, while `request` (an AssignmentWatchRequest) is parked at the coordinator:
+    the driver returns its response once answered, None when woken or timed out first."""
+
+    request: Request
+    timeout_s: float
+
+
+Effect = Send | Describe | TopicIds | Notify | Wait | Watch
 Steps = Generator[Effect, Any, T]
 
 

@@ -28,6 +28,7 @@ from actors.member.api import (
     Send,
     Steps,
     TopicIds,
+    Watch,
     advance,
     committed_offsets,
 )
@@ -148,12 +149,27 @@ class AsyncGroupMember(MemberBase):
         if isinstance(effect, Notify):
             await self._notify(effect)
             return None
+        if isinstance(effect, Watch):
+            return await self._watch(effect)
         try:
             await asyncio.wait_for(self._wake.wait(), effect.timeout_s)
         except TimeoutError:
             pass
         self._wake.clear()
         return None
+
+    async def _watch(self, effect: Watch) -> Any:
+        """Wait, with the watch's answer (if it comes first) as the result."""
+        client = await self._connected()
+        answer = asyncio.ensure_future(client.send_async(effect.request, timeout_s=effect.timeout_s))
+        woken = asyncio.ensure_future(self._wake.wait())
+        await asyncio.wait({answer, woken}, timeout=effect.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        woken.cancel()
+        self._wake.clear()
+        if not answer.done():
+            answer.cancel()
+            return None
+        return None if answer.cancelled() or answer.exception() is not None else answer.result()
 
     async def _describe(self, topics: tuple[str, ...] | None) -> Any:
         if self.topic_partitions is None:

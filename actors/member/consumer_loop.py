@@ -15,6 +15,13 @@ ConsumerMembershipManager / ConsumerHeartbeatRequestManager do:
 - Heartbeat at the interval the coordinator returns. Each heartbeat sends
   only what changed since the last acknowledged one (Kafka's HeartbeatState),
   everything after a join, an error or an unanswered request.
+- Not Kafka's (`assignment_watch`, on by default): after each heartbeat the
+  member idles with an assignment watch parked at the coordinator
+  (`Watch`; coordinator/consumer/watch.py) and heartbeats at once when it
+  answers `changed`: a new assignment, or a partition released for it,
+  reaches the member in milliseconds, not up to an interval later. A watch
+  that woke the member for nothing is not sent again before the next regular
+  heartbeat, so a wrong answer can cost a heartbeat, never a loop.
 - Reconcile each new assignment: revoked partitions go to `on_revoked`
   first and leave the owned set, then added ones join it and go to
   `on_assigned`; the next heartbeat, sent at once, acknowledges the new
@@ -69,10 +76,13 @@ from actors.member.api import (
     Steps,
     TopicIds,
     Wait,
+    Watch,
 )
 from actors.member.loop_base import LoopBase
+from coordinator.consumer.watch import MAX_WATCH_MS
 from coordinator.errors import Errors
 from coordinator.messages import (
+    AssignmentWatchRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupTopicPartitions,
@@ -94,6 +104,8 @@ RETRIED_ERRORS = frozenset(
     {Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 )
 Assignment = tuple[ConsumerGroupTopicPartitions, ...]
+# Shorter idle times are waited out: a watch would cost more than it could save.
+MIN_WATCH_S = 0.05
 
 
 def new_member_id() -> str:
@@ -135,6 +147,8 @@ class ConsumerLoop(LoopBase):
         self._sent: _Sent | None = None  # None: the next heartbeat sends every field
         self._names: dict[uuid.UUID, str] = {}
         self._ids: dict[str, uuid.UUID] = {}
+        self._watch_armed = False  # a watch may be parked until the next heartbeat
+        self._early = False  # this heartbeat was moved earlier by a watch
 
     @property
     def generation_id(self) -> int:
@@ -197,6 +211,8 @@ class ConsumerLoop(LoopBase):
                 yield from self._reconcile(self._target)
             elif now >= self.next_heartbeat:
                 yield from self._heartbeat()
+            elif self._watch_armed and self._idle_s() >= MIN_WATCH_S:
+                yield from self._watch()
             else:
                 yield Wait(self._idle_s())
 
@@ -231,9 +247,15 @@ class ConsumerLoop(LoopBase):
         if response.error is not Errors.NONE:
             yield from self._on_error(response)
             return
+        early, self._early = self._early, False
         with self.lock:
+            epoch_before = self.member_epoch
             self.member_id = response.member_id or self.member_id
             self.member_epoch = response.member_epoch
+        # A watch that woke the member for nothing is not sent again before the next regular heartbeat.
+        woken_for_nothing = early and response.assignment is None and response.member_epoch == epoch_before
+        joined = self.member_epoch > JOIN_EPOCH
+        self._watch_armed = self.config.assignment_watch and joined and not woken_for_nothing
         if response.heartbeat_interval_ms > 0:
             self.heartbeat_interval_ms = response.heartbeat_interval_ms
         self.next_heartbeat = now + self.heartbeat_interval_ms / 1000
@@ -242,6 +264,18 @@ class ConsumerLoop(LoopBase):
             self._change_stable(False)
         elif self._sent is not None and self._sent.owned == self._owned_by_id():
             self._change_stable(True)
+
+    def _watch(self) -> Steps[None]:
+        """Idle until the next heartbeat with a watch parked at the coordinator
+        (coordinator/consumer/watch.py): heartbeat at once when it answers `changed`."""
+        self._watch_armed = False
+        idle = self._idle_s()
+        timeout_ms = min(int(idle * 1000), MAX_WATCH_MS)
+        request = AssignmentWatchRequest(self.config.group_id, self.member_id, self.member_epoch, timeout_ms)
+        response = yield Watch(request, idle)
+        if response is not None and response.error is Errors.NONE and response.changed:
+            self._early = True
+            self.next_heartbeat = self.clock()
 
     def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
         """Kafka's HeartbeatState.buildRequestData: everything when joining or after a reset,

@@ -26,7 +26,11 @@ Rules:
   the coordinator assigns (`group_remote_assignor` names its assignor; the
   classic `assignors`, `session_timeout_ms` and `heartbeat_interval_ms` are
   not used, as in Kafka), `subscription_pattern` subscribes by a regex the
-  coordinator resolves, `generation_id` is the member epoch.
+  coordinator resolves, `generation_id` is the member epoch. Between
+  heartbeats it parks an assignment watch at the coordinator, answered as
+  soon as a heartbeat would change its partitions (not Kafka's: it hears of
+  a new assignment in milliseconds, not a heartbeat interval later;
+  `assignment_watch=False` for Kafka's behaviour).
 - A `topic_partitions` callable gets the wanted topics (None: every topic)
   and returns a mapping (for AsyncGroupMember it may return an awaitable).
 """
@@ -52,6 +56,7 @@ from actors.member.api import (
     Send,
     Steps,
     TopicIds,
+    Watch,
     advance,
     committed_offsets,
 )
@@ -109,6 +114,7 @@ class MemberBase(ABC):
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
         subscription_pattern: str | None = None,
+        assignment_watch: bool = True,
     ) -> None:
         self.config = MemberConfig(
             group_id=group_id,
@@ -128,6 +134,7 @@ class MemberBase(ABC):
             group_protocol=group_protocol,
             group_remote_assignor=group_remote_assignor,
             subscription_pattern=subscription_pattern,
+            assignment_watch=assignment_watch,
         )
         self.client = client
         self.topic_partitions = topic_partitions
@@ -350,9 +357,26 @@ class GroupMember(MemberBase):
         if isinstance(effect, Notify):
             self._notify(effect)
             return None
+        if isinstance(effect, Watch):
+            return self._watch(effect)
         self._wake.wait(effect.timeout_s)
         self._wake.clear()
         return None
+
+    def _watch(self, effect: Watch) -> Any:
+        """Wait, with the watch's answer (if it comes first) as the result."""
+        try:
+            answer = self._connected().send_later(effect.request)
+        except Exception as exc:  # no route now: a plain wait, the heartbeat finds the coordinator
+            logger.debug("%s: assignment watch not sent: %r", self.config.group_id, exc)
+            answer = None
+        else:
+            answer.add_done_callback(lambda _: self._wake.set())
+        self._wake.wait(effect.timeout_s)
+        self._wake.clear()
+        if answer is None or not answer.done() or answer.exception() is not None:
+            return None
+        return answer.result()
 
     def _notify(self, effect: Notify) -> None:
         listener = self._listener(effect)

@@ -132,6 +132,15 @@ def handle_consumer_group_heartbeat(
         return ConsumerGroupHeartbeatResponse(Errors.INVALID_REGULAR_EXPRESSION, str(exc))
 
 
+def assignment_due(shard: Shard, group: ConsumerGroup) -> bool:
+    """KIP-1263: the assignor runs at most once per interval for a group."""
+    interval = shard.config.group_consumer_assignment_interval_ms
+    if interval == 0:
+        return True
+    last = shard.consumer_assignment_ms.get(group)
+    return last is None or shard.now_ms - last >= interval
+
+
 def response_assignment(member: ConsumerGroupMember) -> tuple[ConsumerGroupTopicPartitions, ...]:
     """The member's assigned partitions, topics by id and partitions ascending."""
     return tuple(
@@ -270,12 +279,7 @@ class HeartbeatStep:
         return self._reconcile(updated, target_epoch, target)
 
     def _assignment_due(self) -> bool:
-        """KIP-1263: the assignor runs at most once per interval for a group."""
-        interval = self.shard.config.group_consumer_assignment_interval_ms
-        if interval == 0 or not self.may_defer_assignment:
-            return True
-        last = self.shard.consumer_assignment_ms.get(self.group)
-        return last is None or self.shard.now_ms - last >= interval
+        return not self.may_defer_assignment or assignment_due(self.shard, self.group)
 
     def note_assignment(self) -> None:
         """Once the records are written: when the group's assignor last ran."""

@@ -21,10 +21,11 @@ from actors.member.api import (
     Send,
     TopicIds,
     Wait,
+    Watch,
 )
 from actors.member.consumer_loop import COMMIT_VERSION, ConsumerLoop
 from coordinator import CoordinatorConfig, Errors, Shard
-from coordinator.messages import ConsumerGroupHeartbeatRequest
+from coordinator.messages import AssignmentWatchResponse, ConsumerGroupHeartbeatRequest
 from coordinator.topic_partition import TopicPartition
 
 TICK_MS = 10
@@ -35,9 +36,10 @@ SESSION_TIMEOUT_MS = 10_000
 class Coordinator:
     """A Shard on a manual clock, answering requests as a partition leader does."""
 
-    def __init__(self, counts: dict[str, int]) -> None:
+    def __init__(self, counts: dict[str, int], heartbeat_interval_ms: int = 100) -> None:
         config = CoordinatorConfig(
-            group_consumer_heartbeat_interval_ms=100, group_consumer_session_timeout_ms=SESSION_TIMEOUT_MS
+            group_consumer_heartbeat_interval_ms=heartbeat_interval_ms,
+            group_consumer_session_timeout_ms=SESSION_TIMEOUT_MS,
         )
         self.shard = Shard(config)
         self.now_ms = 0
@@ -45,24 +47,31 @@ class Coordinator:
         self.shard.update_topics(counts, 0, self.ids)
         self.members: list[Member] = []
         self.sent: list[Any] = []
+        self.answers: dict[object, Any] = {}  # responses to parked requests (watches), by token
         self.kill_next_revoker = False  # the next member to revoke dies in its listener
 
-    def send(self, request: Any) -> Any:
+    def submit(self, request: Any) -> object:
+        """Hand the request to the shard; its response lands in `answers` (now or later)."""
         self.sent.append(request)
         token = object()
-        result = self.shard.handle(request, self.now_ms, token)
-        return dict(result.responses)[token]
+        self.answers.update(self.shard.handle(request, self.now_ms, token).responses)
+        return token
+
+    def send(self, request: Any) -> Any:
+        return self.answers.pop(self.submit(request))
 
     def grow(self, name: str, count: int) -> None:
         counts = {t.name: t.partition_count for t in self.shard.topics.values()}
-        self.shard.update_topics({**counts, name: count}, self.now_ms, self.ids)
+        result = self.shard.update_topics({**counts, name: count}, self.now_ms, self.ids)
+        self.answers.update(result.responses)
 
     def run(self, ms: int) -> None:
         for _ in range(ms // TICK_MS):
             for member in self.members:
                 member.drive()
             self.now_ms += TICK_MS
-            self.shard.poll_timers(self.now_ms)
+            for result in self.shard.poll_timers(self.now_ms):
+                self.answers.update(result.responses)
 
     def run_until(self, condition: Any, ms: int = 30_000) -> None:
         for _ in range(ms // TICK_MS):
@@ -91,15 +100,25 @@ class Member:
         coordinator.members.append(self)
 
     def _wake_at(self, effect: Any) -> float:
-        return self.coordinator.now_ms + effect.timeout_s * 1000 if isinstance(effect, Wait) else 0
+        self.watch_token: object | None = None
+        waits = isinstance(effect, (Wait, Watch))
+        return self.coordinator.now_ms + effect.timeout_s * 1000 if waits else 0
 
     def drive(self) -> None:
         """Perform effects until the loop waits for a time still to come."""
         while self.alive and not self.in_listener:
             effect = self.effect
-            if isinstance(effect, Wait) and self.coordinator.now_ms < self.wake_at:
+            if isinstance(effect, Watch):
+                if self.watch_token is None:
+                    self.watch_token = self.coordinator.submit(effect.request)
+                answer = self.coordinator.answers.pop(self.watch_token, None)
+                if answer is None and self.coordinator.now_ms < self.wake_at:
+                    return
+                value = answer
+            elif isinstance(effect, Wait) and self.coordinator.now_ms < self.wake_at:
                 return
-            value = self.perform(effect)
+            else:
+                value = self.perform(effect)
             if not self.alive:
                 return
             self.effect = self.steps.send(value)
@@ -119,6 +138,7 @@ class Member:
             for _ in range(self.keep_alives):
                 if (request := self.loop.heartbeat_request()) is not None:
                     self.coordinator.send(request)
+                keep_polling(self.coordinator)
                 self.coordinator.run(100)  # the others go on meanwhile
             self.in_listener = False
         return None
@@ -347,7 +367,7 @@ def test_a_settled_member_sends_only_its_epoch() -> None:
     member = Member(coordinator, ("t",))
     settle(coordinator, [member], all_partitions("t", 2))
     coordinator.run(1_000)
-    last = coordinator.sent[-3:]
+    last = [r for r in coordinator.sent if isinstance(r, ConsumerGroupHeartbeatRequest)][-3:]
     assert all(r.topic_partitions is None and r.subscribed_topic_names is None for r in last)
     assert all(r.member_epoch == member.loop.member_epoch for r in last)
 
@@ -362,3 +382,55 @@ def test_a_consumer_member_fetches_offsets_with_its_epoch() -> None:
     assert (request.member_id, request.member_epoch) == (member.member_id, 4)
     classic = GroupMember("g", ["t"])._fetch_request([("t", 0)])
     assert (classic.member_id, classic.member_epoch) == (None, -1)
+
+
+# ------------------------------------------------------------ assignment watches
+
+SLOW_HEARTBEAT_MS = 5_000
+PATIENT = {"max_poll_interval_ms": 60_000}
+
+
+def stable_group(members: int, watch: bool) -> tuple[Coordinator, list[Member]]:
+    coordinator = Coordinator({"t": 6}, heartbeat_interval_ms=SLOW_HEARTBEAT_MS)
+    group = [Member(coordinator, ("t",), assignment_watch=watch, **PATIENT) for _ in range(members)]
+    settle(coordinator, group, all_partitions("t", 6))
+    coordinator.run(SLOW_HEARTBEAT_MS)  # every member past its join: heartbeating at the interval
+    return coordinator, group
+
+
+def settles_within(
+    coordinator: Coordinator, members: list[Member], expected: frozenset[TopicPartition], ms: int
+) -> bool:
+    try:
+        coordinator.run_until(lambda: (keep_polling(coordinator), split(members, expected))[1], ms=ms)
+    except AssertionError:
+        return False
+    return all(m.loop.stable for m in members)
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_with_watches_a_joiner_settles_well_within_one_heartbeat_interval(watch: bool) -> None:
+    """Kafka's members need a heartbeat per step (the owner's revocation, then the joiner's
+    assignment): up to an interval each. A watch answers each step at once."""
+    coordinator, members = stable_group(2, watch)
+    members.append(Member(coordinator, ("t",), assignment_watch=watch, **PATIENT))
+    assert settles_within(coordinator, members, all_partitions("t", 6), SLOW_HEARTBEAT_MS // 10) is watch
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_with_watches_a_grown_topic_is_assigned_well_within_one_heartbeat_interval(watch: bool) -> None:
+    coordinator, members = stable_group(2, watch)
+    coordinator.grow("t", 12)
+    assert settles_within(coordinator, members, all_partitions("t", 12), SLOW_HEARTBEAT_MS // 10) is watch
+
+
+def test_a_watch_that_woke_the_member_for_nothing_is_not_sent_again_before_the_next_heartbeat() -> None:
+    """A wrong `changed` costs one heartbeat, never a loop of them."""
+    coordinator, (member,) = stable_group(1, watch=True)
+    effect = member.effect
+    assert isinstance(effect, Watch)
+    steps = member.steps
+    heartbeat = steps.send(AssignmentWatchResponse(Errors.NONE, changed=True))
+    assert isinstance(heartbeat, Send) and isinstance(heartbeat.request, ConsumerGroupHeartbeatRequest)
+    after = steps.send(coordinator.send(heartbeat.request))  # nothing new: same epoch, no assignment
+    assert isinstance(after, Wait)

@@ -29,6 +29,8 @@ from coordinator import InvalidRequestError, validate_request
 from coordinator.checks import INT64_MAX, INT64_MIN
 from coordinator.errors import Errors
 from coordinator.messages import (
+    AssignmentWatchRequest,
+    AssignmentWatchResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
@@ -53,6 +55,7 @@ RESPONSE_TYPES: dict[type, type] = {
     ConsumerGroupDescribeRequest: ConsumerGroupDescribeResponse,
     OffsetCommitRequest: OffsetCommitResponse,
     OffsetFetchRequest: OffsetFetchResponse,
+    AssignmentWatchRequest: AssignmentWatchResponse,
 }
 
 
@@ -219,6 +222,8 @@ BASES: list[Any] = [
     OffsetCommitRequest(GROUP, (OffsetCommitPartition("foo", 0, 10, "m", 3),), -1, "", version=9),
     OffsetFetchRequest(GROUP, (("foo", 0),), True, "A", 2),
     OffsetFetchRequest(GROUP, None, False, None, -1),
+    AssignmentWatchRequest(GROUP, "A", 1, 1_000),
+    AssignmentWatchRequest(GROUP, "B", 1, 0),
 ]
 
 
@@ -243,9 +248,16 @@ def check_hostile_request(d: Driver, other_epoch: int, request: Any) -> None:
         assert message and "\n" not in message and len(message) < 400, message
         return
     before_log, before = len(d.log), copy.deepcopy(state(d.shard.consumer_groups))
-    result = d.shard.handle(request, d.now, "hostile")  # never raises
-    assert [token for token, _ in result.responses] == ["hostile"]
-    response = result.responses[0][1]
+    token = object()
+    result = d.shard.handle(request, d.now, token)  # never raises
+    own = [response for answered, response in result.responses if answered is token]
+    # Only a watch may park, and only parked watches may be answered with it.
+    assert all(type(r) is AssignmentWatchResponse for t, r in result.responses if t is not token)
+    if not own and type(request) is AssignmentWatchRequest:
+        event("AssignmentWatchRequest: parked")
+        own = [AssignmentWatchResponse(Errors.NONE)]
+    assert len(own) == 1
+    response = own[0]
     assert type(response) is RESPONSE_TYPES[type(request)]
     d.absorb_records(result.records)
     event(f"{type(request).__name__}: {getattr(response, 'error', 'answered')}")

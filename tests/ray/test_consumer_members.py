@@ -16,6 +16,9 @@ import pytest
 import ray
 
 from actors import Client, GroupMember
+from coordinator.consumer.watch import MAX_WATCH_MS
+from coordinator.errors import Errors
+from coordinator.messages import AssignmentWatchRequest, AssignmentWatchResponse
 from coordinator.topic_partition import TopicPartition
 
 from tests.ray.member_support import (
@@ -196,3 +199,17 @@ def test_topic_ids_are_stable_and_distinct(registry: Client) -> None:
     assert set(ids) == set(names) and len(set(ids.values())) == 2
     registry.create_partitions(names[0], 3)
     assert registry.topic_ids(names) == ids
+
+
+def test_a_watch_parked_at_the_partition_actor_is_answered_when_a_joiner_takes_partitions(
+    registry: Client, cleanup: Cleanup
+) -> None:
+    """The path a member's assignment watch takes: Client.send_later, the actor, the shard."""
+    topic, group = unique("t"), unique("watch")
+    registry.create_topic(topic, 4)
+    first = consumer(cleanup, group, topic, Recorder(), assignment_watch=False)
+    wait_until(lambda: settled([local_view(first)], partitions(topic, 4)))
+    watch = AssignmentWatchRequest(group, first.member_id, first.generation_id, MAX_WATCH_MS)
+    answer = registry.send_later(watch)
+    consumer(cleanup, group, topic, Recorder())
+    assert answer.result(timeout=TIMEOUT_S) == AssignmentWatchResponse(Errors.NONE, changed=True)

@@ -1,0 +1,177 @@
+"""Assignment watches: raygroups' own addition to KIP-848, for Ray members.
+
+In Kafka a consumer-protocol member learns of a new assignment at its next
+heartbeat: the coordinator cannot reach it before. A member that joins, a
+topic that grows, a partition released by its previous owner, each waits up
+to a heartbeat interval per step. A Ray member idle between heartbeats can
+ask instead (`AssignmentWatchRequest`, with its member epoch and the time to
+its next heartbeat); the shard parks the request and answers it `changed`
+as soon as a heartbeat from that member would change its partitions, and
+unchanged at the timeout. The heartbeat itself stays Kafka's: a watch only
+moves it earlier, and writes nothing.
+
+A parked watch is answered `changed` when:
+- the member is gone or no longer at the watched epoch (fenced, removed):
+  its heartbeat learns why;
+- it is stable and the target the group computed gives it other partitions;
+- it waits for partitions (UNRELEASED_PARTITIONS) that nobody owns any more,
+  or the target moved on;
+- the group epoch is ahead of the target and the assignor may run now (a
+  topic grew, a member left by a timer): one watcher, the oldest, whose
+  heartbeat runs the assignor, after which the rules above pick the members
+  the new target concerns.
+A member revoking (UNREVOKED_PARTITIONS) already knows what to do. Waking
+every member on every epoch bump would make a 1,000-member group heartbeat
+1,000 times for each member that joins; these rules wake those whose
+partitions change.
+
+Cost: the shard calls `nudge` after every request and timer of a group with
+watches. It checks every watcher only when the group epoch or the target
+epoch moved since its last check (at most once per assignor run, which costs
+more), and otherwise only the watchers waiting for partitions.
+
+A watch is answered once: on its timer, when replaced by the member's next
+watch (unchanged), when the group goes (changed), or NOT_COORDINATOR when the
+shard unloads. Watches are volatile, as parked requests are: a new leader
+has none, and members fall back to their heartbeat interval.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.heartbeat import assignment_due
+from coordinator.consumer.reconciliation import MemberState
+from coordinator.errors import Errors
+from coordinator.messages import AssignmentWatchRequest, AssignmentWatchResponse
+
+if TYPE_CHECKING:
+    from coordinator.shard import Shard, Token
+
+WATCH_TIMER = "consumer-watch"
+# A watch lasts at most until the member's next heartbeat; Kafka's largest heartbeat
+# interval is 15 s (group.consumer.max.heartbeat.interval.ms' own bound), so a minute is ample.
+MAX_WATCH_MS = 60_000
+CHANGED = AssignmentWatchResponse(Errors.NONE, changed=True)
+UNCHANGED = AssignmentWatchResponse(Errors.NONE, changed=False)
+
+
+class Watch:
+    __slots__ = ("token", "epoch")
+
+    def __init__(self, token: Token, epoch: int) -> None:
+        self.token = token
+        self.epoch = epoch
+
+
+class GroupWatches:
+    """The parked watches of one group, by member, in the order they were parked."""
+
+    __slots__ = ("by_member", "waiting", "seen", "assignor_woken")
+
+    def __init__(self, group: ConsumerGroup) -> None:
+        self.by_member: dict[str, Watch] = {}
+        # Members that waited for partitions when they parked: checked after every change.
+        self.waiting: set[str] = set()
+        # (group epoch, target epoch) at the last full check.
+        self.seen = (group.group_epoch, group.assignment_epoch)
+        # The group epoch one watcher was woken for, to run the assignor.
+        self.assignor_woken = -1
+
+
+def handle_assignment_watch(
+    shard: Shard, request: AssignmentWatchRequest, token: Token
+) -> AssignmentWatchResponse | None:
+    if not request.member_id or request.member_epoch < 1 or not 0 <= request.timeout_ms <= MAX_WATCH_MS:
+        return AssignmentWatchResponse(Errors.INVALID_REQUEST)
+    group = shard.consumer_groups.get(request.group_id)
+    if group is None or has_news(group, request.member_id, request.member_epoch):
+        return CHANGED
+    watches = shard.assignment_watches.get(group.group_id)
+    if watches is not None:
+        _drop(shard, watches, group.group_id, request.member_id, UNCHANGED)
+    watches = shard.assignment_watches.get(group.group_id)
+    if watches is None:
+        watches = shard.assignment_watches[group.group_id] = GroupWatches(group)
+    watches.by_member[request.member_id] = Watch(token, request.member_epoch)
+    if group.members[request.member_id].state is MemberState.UNRELEASED_PARTITIONS:
+        watches.waiting.add(request.member_id)
+    shard.timers.schedule(_key(group.group_id, request.member_id), shard.now_ms + request.timeout_ms)
+    return None
+
+
+def has_news(group: ConsumerGroup, member_id: str, epoch: int) -> bool:
+    """Whether a heartbeat from the member, now, would change its partitions (or fail)."""
+    member = group.members.get(member_id)
+    if member is None or member.member_epoch != epoch:
+        return True
+    behind = group.assignment_epoch > member.member_epoch
+    if member.state is MemberState.STABLE:
+        target = group.target_assignment_for(member_id, member.instance_id)
+        return behind and target != member.assigned_partitions
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        return behind or not group.waiting_on_unreleased_partition(member)
+    return False
+
+
+def nudge(shard: Shard, group_id: str) -> None:
+    """After a change to the group: answer the watches it concerns (module rules)."""
+    watches = shard.assignment_watches.get(group_id)
+    if watches is None:
+        return
+    group = shard.consumer_groups.get(group_id)
+    if group is None:
+        for member_id in list(watches.by_member):
+            _drop(shard, watches, group_id, member_id, CHANGED)
+        return
+    epochs = (group.group_epoch, group.assignment_epoch)
+    full = epochs != watches.seen
+    watches.seen = epochs
+    candidates = list(watches.by_member if full else watches.waiting)
+    answered = 0
+    for member_id in candidates:
+        watch = watches.by_member[member_id]
+        if has_news(group, member_id, watch.epoch):
+            _drop(shard, watches, group_id, member_id, CHANGED)
+            answered += 1
+    if (
+        full
+        and not answered
+        and group.group_epoch > group.assignment_epoch
+        and watches.assignor_woken != group.group_epoch
+        and watches.by_member
+        and assignment_due(shard, group)
+    ):
+        watches.assignor_woken = group.group_epoch
+        _drop(shard, watches, group_id, next(iter(watches.by_member)), CHANGED)
+
+
+def on_watch_timeout(shard: Shard, group_id: str, member_id: str, payload: object = None) -> None:
+    watches = shard.assignment_watches.get(group_id)
+    if watches is not None:
+        _drop(shard, watches, group_id, member_id, UNCHANGED)
+
+
+def answer_all(shard: Shard, response: AssignmentWatchResponse) -> None:
+    """Answer every parked watch (the shard unloads)."""
+    for group_id, watches in list(shard.assignment_watches.items()):
+        for member_id in list(watches.by_member):
+            _drop(shard, watches, group_id, member_id, response)
+
+
+def _drop(
+    shard: Shard, watches: GroupWatches, group_id: str, member_id: str, response: AssignmentWatchResponse
+) -> None:
+    watch = watches.by_member.pop(member_id, None)
+    if watch is None:
+        return
+    watches.waiting.discard(member_id)
+    shard.timers.cancel(_key(group_id, member_id))
+    shard.reply(watch.token, response)
+    if not watches.by_member:
+        del shard.assignment_watches[group_id]
+
+
+def _key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return (WATCH_TIMER, group_id, member_id)
