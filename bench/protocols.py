@@ -4,7 +4,10 @@ run: `python -m bench.protocols [--grow-members 10 --grow-to 900 --members 200 .
 Starts its own local Ray and service (bench.embedded) and hosts GroupMembers
 in `--hosts` sync Ray actors (bench.members' `BenchHost`), each group once per
 protocol: classic with the eager `range` assignor and with the cooperative
-`cooperative-sticky` one, consumer with the server-side `uniform` assignor.
+`cooperative-sticky` one, consumer with the server-side `uniform` assignor,
+with assignment watches (raygroups' members: told of a new assignment at
+once, coordinator/consumer/watch.py) and without (Kafka's members: told at
+their next heartbeat).
 
 1. Kafka's case (KIP-848's motivating figure: 10 consumers, a topic grown to
    900 partitions): `--grow-members` members of a group on a topic of
@@ -51,6 +54,9 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "classic, range (eager)": {"assignors": ["range"]},
     "classic, cooperative-sticky": {"assignors": ["cooperative-sticky"]},
     "consumer, uniform": {"group_protocol": "consumer", "group_remote_assignor": "uniform"},
+    "consumer, uniform, no watch (Kafka's)": {
+        "group_protocol": "consumer", "group_remote_assignor": "uniform", "assignment_watch": False,
+    },
 }
 CONSUMER = "consumer, uniform"
 SETTLE_TIMEOUT_S = 600.0

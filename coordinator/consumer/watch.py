@@ -14,8 +14,9 @@ A parked watch is answered `changed` when:
 - the member is gone or no longer at the watched epoch (fenced, removed):
   its heartbeat learns why;
 - it is stable and the target the group computed gives it other partitions;
-- it waits for partitions (UNRELEASED_PARTITIONS) that nobody owns any more,
-  or the target moved on;
+- it waits for partitions (UNRELEASED_PARTITIONS) and one of them is free
+  now (its heartbeat gets it, as Kafka's reconciliation assigns released
+  partitions one by one), or the target moved on;
 - the group epoch is ahead of the target and the assignor may run now (a
   topic grew, a member left by a timer): one watcher, the oldest, whose
   heartbeat runs the assignor, after which the rules above pick the members
@@ -42,7 +43,8 @@ from typing import TYPE_CHECKING
 
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.heartbeat import assignment_due
-from coordinator.consumer.reconciliation import MemberState
+from coordinator.consumer.member import ConsumerGroupMember
+from coordinator.consumer.reconciliation import NOT_OWNED, MemberState
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchRequest, AssignmentWatchResponse
 
@@ -111,7 +113,18 @@ def has_news(group: ConsumerGroup, member_id: str, epoch: int) -> bool:
         target = group.target_assignment_for(member_id, member.instance_id)
         return behind and target != member.assigned_partitions
     if member.state is MemberState.UNRELEASED_PARTITIONS:
-        return behind or not group.waiting_on_unreleased_partition(member)
+        return behind or _one_released(group, member)
+    return False
+
+
+def _one_released(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+    """Whether a partition the member waits for is free now: its heartbeat would get it
+    (Kafka's reconciliation assigns the released ones without waiting for the rest)."""
+    for topic_id, partitions in group.target_assignment_of(member.member_id).items():
+        assigned = member.assigned_partitions.get(topic_id, frozenset())
+        for partition in partitions - assigned:
+            if group.current_partition_epoch(topic_id, partition) == NOT_OWNED:
+                return True
     return False
 
 

@@ -68,8 +68,8 @@ class WatchDriver(Driver):
         return self.last
 
 
-def two_stable_members() -> tuple[WatchDriver, int]:
-    d = WatchDriver({"a": 4})
+def two_stable_members(partitions: int = 4) -> tuple[WatchDriver, int]:
+    d = WatchDriver({"a": partitions})
     first = d.beat(join("m1", "a"))
     d.beat(beat("m1", first.member_epoch, owns=first.assignment))
     second = d.beat(join("m2", "a"))
@@ -112,6 +112,24 @@ def test_a_joiner_wakes_the_member_giving_up_partitions_then_is_woken_when_they_
     assert d.take("m2") == CHANGED  # released: m2 need not wait for its interval
     got = d.beat(beat("m2", second.member_epoch, owns=()))
     assert sum(len(p) for p in owned(got.assignment).values()) == 2
+
+
+def test_a_waiting_member_is_woken_for_each_partition_released_not_only_the_last() -> None:
+    d, epoch = two_stable_members(partitions=6)
+    joined = d.beat(join("m3", "a"))
+    revocations = {m: d.beat(beat(m, epoch)) for m in ("m1", "m2")}
+    assert all(sum(len(p) for p in owned(r.assignment).values()) == 2 for r in revocations.values())
+    acked = d.beat(beat("m3", joined.member_epoch, owns=()))
+    assert d.watch("m3", acked.member_epoch) is None
+    d.beat(beat("m1", revocations["m1"].member_epoch, owns=revocations["m1"].assignment))
+    assert d.take("m3") == CHANGED
+    first = d.beat(beat("m3", acked.member_epoch, owns=()))
+    assert sum(len(p) for p in owned(first.assignment).values()) == 1
+    assert d.watch("m3", first.member_epoch) is None
+    d.beat(beat("m2", revocations["m2"].member_epoch, owns=revocations["m2"].assignment))
+    assert d.take("m3") == CHANGED
+    second = d.beat(beat("m3", first.member_epoch, owns=first.assignment))
+    assert sum(len(p) for p in owned(second.assignment).values()) == 2
 
 
 def test_a_grown_topic_wakes_one_watcher_whose_heartbeat_runs_the_assignor_then_those_it_concerns() -> None:
