@@ -20,8 +20,11 @@ their next heartbeat).
    coordinator, which bumps the group epoch.
 2. Join and leave in a large stable group: `--members` members settle, then
    one more joins, then one leaves. Measured: the time until the newcomer
-   owns its partitions (its first `on_assigned`), the time to a stable
-   group, and the partition-seconds paused across the members whose
+   owns its partitions (its first `on_assigned`), until every partition
+   that moved is owned again (the last `on_assigned`), to a stable group
+   (every member at the new generation or epoch: a consumer-protocol member
+   whose partitions did not change catches up at its next heartbeat, without
+   pausing anything), and the partition-seconds paused across the members whose
    assignment did not change (revoked and given back to the same member:
    the eager protocol's stop-the-world; target 0).
 
@@ -59,6 +62,9 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     },
 }
 CONSUMER = "consumer, uniform"
+# The benchmark's members never call poll(): with Kafka's metadata.max.age.ms a classic
+# group may take minutes to notice a grown topic, past max.poll.interval.ms' default.
+NEVER_POLLED = {"max_poll_interval_ms": 3_600_000}
 SETTLE_TIMEOUT_S = 600.0
 
 
@@ -70,8 +76,10 @@ class Growth:
 @dataclass
 class JoinLeave:
     newcomer_consumes_s: float
+    join_owned_s: float  # until the last partition revoked (or lost) is owned again
     join_stable_s: float
     join_paused_s: float  # partition-seconds, members whose assignment did not change
+    leave_owned_s: float
     leave_stable_s: float
     leave_paused_s: float
 
@@ -105,6 +113,12 @@ def unchanged_pauses(events: list[Event], start: float, before: dict[str, frozen
             elif (name, tp) in revoked_at:
                 paused += at - revoked_at.pop((name, tp))
     return paused
+
+
+def owned_again(events: list[Event], start: float) -> float:
+    """Seconds from `start` to the last `on_assigned` with partitions: every partition
+    that moved (or was revoked and given back) has an owner consuming it again."""
+    return max(at for at, _, kind, parts in events if at >= start and kind == "assigned" and parts) - start
 
 
 def start_hosts(n: int) -> list[Any]:
@@ -166,8 +180,12 @@ def run_join_leave(
         wait_settled(hosts, expected, generation, SETTLE_TIMEOUT_S)
         leave_stable = time.time() - leaving
         joined.pop(names[-1], None)
-        leave_paused = unchanged_pauses(events_of(hosts), leaving, joined, owners_of(hosts))
-        return JoinLeave(consumes - start, join_stable, join_paused, leave_stable, leave_paused)
+        events = events_of(hosts)
+        leave_paused = unchanged_pauses(events, leaving, joined, owners_of(hosts))
+        return JoinLeave(
+            consumes - start, owned_again(events, start), join_stable, join_paused,
+            owned_again(events, leaving), leave_stable, leave_paused,
+        )
     finally:
         stop_hosts(hosts)
 
@@ -183,8 +201,10 @@ def print_report(args: argparse.Namespace, growth: dict[str, Growth], joins: dic
              *(timed(growth[label].seconds, growth[CONSUMER].seconds) for label in labels)]]
     figures = (
         ("newcomer owns its partitions", lambda j: j.newcomer_consumes_s, True),
+        ("one joins: every moved partition owned again", lambda j: j.join_owned_s, True),
         ("one joins: time to a stable group", lambda j: j.join_stable_s, True),
         ("one joins: partition-seconds paused, unchanged members", lambda j: j.join_paused_s, False),
+        ("one leaves: every moved partition owned again", lambda j: j.leave_owned_s, True),
         ("one leaves: time to a stable group", lambda j: j.leave_stable_s, True),
         ("one leaves: partition-seconds paused, unchanged members", lambda j: j.leave_paused_s, False),
     )
@@ -236,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_topic_registry(ServiceSettings(data_dir=data_dir, num_partitions=PARTITIONS))
         growth, joins = {}, {}
         for label, options in PROTOCOLS.items():
-            member_options = options if label == CONSUMER else {**classic, **options}
+            member_options = {**NEVER_POLLED, **(classic if label.startswith("classic") else {}), **options}
             growth[label] = run_growth(client, label, args, member_options)
             joins[label] = run_join_leave(client, label, args, member_options)
     print_report(args, growth, joins)

@@ -177,6 +177,8 @@ class Shard:
         if response is not None:
             out.responses.append((token, response))
         if self.assignment_watches:
+            if type(request) is ConsumerGroupHeartbeatRequest:
+                watch.follow_heartbeat(self, request.group_id, request.member_id)
             for changed in getattr(request, "group_ids", None) or (group_id,):
                 watch.nudge(self, changed)
         return out

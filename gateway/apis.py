@@ -54,7 +54,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
+    15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
     22: (0, 5),  # InitProducerId (so idempotent producers reach Produce's refusal)
     23: (2, 4),  # OffsetForLeaderEpoch

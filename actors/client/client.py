@@ -191,15 +191,22 @@ class Client:
         route = _Route(self, p)
 
         async def attempt() -> Any:
-            leader = route.take()
-            if self.coalesce:
-                return await self._coalescer(p, leader).submit(request)
-            return _answer(loads_response(await leader.handle_wire.remote(request)))
+            return await self._attempt_async(request, route)
 
         async def on_retry(last: object) -> None:
             await self._refresh_after_async(route)
 
         return await call_with_retry_async(attempt, self._retry(request, timeout_s), on_retry)
+
+    async def send_once_async(self, request: Request) -> Any:
+        """`send_later` for coroutines: one attempt, no retry."""
+        return await self._attempt_async(request, _Route(self, self._partition(request, None)))
+
+    async def _attempt_async(self, request: Request, route: _Route) -> Any:
+        leader = route.take()
+        if self.coalesce:
+            return await self._coalescer(route.partition, leader).submit(request)
+        return _answer(loads_response(await leader.handle_wire.remote(request)))
 
     def _retry(self, request: Request, timeout_s: float | None) -> Retry:
         what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"

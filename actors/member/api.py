@@ -170,8 +170,9 @@ class Wait:
 
 @dataclass(frozen=True, slots=True)
 class Watch:
-    """`Wait`, while `request` (an AssignmentWatchRequest) is parked at the coordinator:
-    the driver returns its response once answered, None when woken or timed out first."""
+    """`Wait`, with an assignment watch parked at the coordinator meanwhile: the driver
+    sends `request` unless its previous watch is still parked, and returns the watch's
+    response once answered, or None when woken or timed out first (it stays parked)."""
 
     request: Request
     timeout_s: float

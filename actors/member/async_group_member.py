@@ -45,6 +45,7 @@ class AsyncGroupMember(MemberBase):
         self._wake = asyncio.Event()
         self._stable = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._watching: asyncio.Future[Any] | None = None  # the parked assignment watch
 
     async def _connected(self) -> Client:
         if self.client is None:
@@ -159,17 +160,19 @@ class AsyncGroupMember(MemberBase):
         return None
 
     async def _watch(self, effect: Watch) -> Any:
-        """Wait, with the watch's answer (if it comes first) as the result."""
-        client = await self._connected()
-        answer = asyncio.ensure_future(client.send_async(effect.request, timeout_s=effect.timeout_s))
+        """Wait, with the parked watch's answer (if it comes first) as the result."""
+        answer = self._watching
+        if answer is None:
+            client = await self._connected()
+            answer = self._watching = asyncio.ensure_future(client.send_once_async(effect.request))
         woken = asyncio.ensure_future(self._wake.wait())
         await asyncio.wait({answer, woken}, timeout=effect.timeout_s, return_when=asyncio.FIRST_COMPLETED)
         woken.cancel()
         self._wake.clear()
         if not answer.done():
-            answer.cancel()
             return None
-        return None if answer.cancelled() or answer.exception() is not None else answer.result()
+        self._watching = None
+        return answer.result()  # or raises the watch's failure
 
     async def _describe(self, topics: tuple[str, ...] | None) -> Any:
         if self.topic_partitions is None:

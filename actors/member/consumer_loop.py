@@ -15,13 +15,14 @@ ConsumerMembershipManager / ConsumerHeartbeatRequestManager do:
 - Heartbeat at the interval the coordinator returns. Each heartbeat sends
   only what changed since the last acknowledged one (Kafka's HeartbeatState),
   everything after a join, an error or an unanswered request.
-- Not Kafka's (`assignment_watch`, on by default): after each heartbeat the
-  member idles with an assignment watch parked at the coordinator
-  (`Watch`; coordinator/consumer/watch.py) and heartbeats at once when it
-  answers `changed`: a new assignment, or a partition released for it,
-  reaches the member in milliseconds, not up to an interval later. A watch
-  that woke the member for nothing is not sent again before the next regular
-  heartbeat, so a wrong answer can cost a heartbeat, never a loop.
+- Not Kafka's (`assignment_watch`, on by default): the member idles with an
+  assignment watch parked at the coordinator (`Watch`; the driver keeps one
+  parked across heartbeats; coordinator/consumer/watch.py) and heartbeats
+  at once when it answers `changed`: a new assignment, or a partition
+  released for it, reaches the member in milliseconds, not up to an
+  interval later. A watch answered otherwise (timed out, refused), or one
+  that woke the member for nothing, is not sent again before the next
+  regular heartbeat: a wrong answer can cost a heartbeat, never a loop.
 - Reconcile each new assignment: revoked partitions go to `on_revoked`
   first and leave the owned set, then added ones join it and go to
   `on_assigned`; the next heartbeat, sent at once, acknowledges the new
@@ -147,7 +148,7 @@ class ConsumerLoop(LoopBase):
         self._sent: _Sent | None = None  # None: the next heartbeat sends every field
         self._names: dict[uuid.UUID, str] = {}
         self._ids: dict[str, uuid.UUID] = {}
-        self._watch_armed = False  # a watch may be parked until the next heartbeat
+        self._watch_armed = False  # idle with a watch parked (or to be sent)
         self._early = False  # this heartbeat was moved earlier by a watch
 
     @property
@@ -266,16 +267,23 @@ class ConsumerLoop(LoopBase):
             self._change_stable(True)
 
     def _watch(self) -> Steps[None]:
-        """Idle until the next heartbeat with a watch parked at the coordinator
-        (coordinator/consumer/watch.py): heartbeat at once when it answers `changed`."""
-        self._watch_armed = False
-        idle = self._idle_s()
-        timeout_ms = min(int(idle * 1000), MAX_WATCH_MS)
-        request = AssignmentWatchRequest(self.config.group_id, self.member_id, self.member_epoch, timeout_ms)
-        response = yield Watch(request, idle)
-        if response is not None and response.error is Errors.NONE and response.changed:
+        """Idle with a watch parked at the coordinator (coordinator/consumer/watch.py; the
+        driver keeps one parked across heartbeats): heartbeat at once when it answers `changed`."""
+        config = self.config
+        request = AssignmentWatchRequest(config.group_id, self.member_id, self.member_epoch, MAX_WATCH_MS)
+        try:
+            response = yield Watch(request, self._idle_s())
+        except Exception as exc:  # not sent, or not answered: the heartbeat finds the coordinator
+            logger.debug("%s: assignment watch failed: %r", self.config.group_id, exc)
+            self._watch_armed = False
+            return
+        if response is None:
+            return  # still parked: the next idle time waits on it
+        if response.error is Errors.NONE and response.changed:
             self._early = True
             self.next_heartbeat = self.clock()
+        else:  # timed out, replaced or refused: another one after the next heartbeat
+            self._watch_armed = False
 
     def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
         """Kafka's HeartbeatState.buildRequestData: everything when joining or after a reset,

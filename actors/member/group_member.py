@@ -38,6 +38,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import re
 import threading
@@ -250,6 +251,7 @@ class GroupMember(MemberBase):
         self._wake = threading.Event()
         self._stable = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watching: concurrent.futures.Future[Any] | None = None  # the parked assignment watch
 
     def _connected(self) -> Client:
         if self.client is None:
@@ -364,19 +366,22 @@ class GroupMember(MemberBase):
         return None
 
     def _watch(self, effect: Watch) -> Any:
-        """Wait, with the watch's answer (if it comes first) as the result."""
-        try:
-            answer = self._connected().send_later(effect.request)
-        except Exception as exc:  # no route now: a plain wait, the heartbeat finds the coordinator
-            logger.debug("%s: assignment watch not sent: %r", self.config.group_id, exc)
-            answer = None
-        else:
+        """Wait, with the parked watch's answer (if it comes first) as the result."""
+        answer = self._watching
+        if answer is None:
+            try:
+                answer = self._connected().send_later(effect.request)
+            except Exception as exc:  # no route now: the loop's heartbeat finds the coordinator
+                answer = concurrent.futures.Future()
+                answer.set_exception(exc)
             answer.add_done_callback(lambda _: self._wake.set())
+            self._watching = answer
         self._wake.wait(effect.timeout_s)
         self._wake.clear()
-        if answer is None or not answer.done() or answer.exception() is not None:
+        if not answer.done():
             return None
-        return answer.result()
+        self._watching = None
+        return answer.result()  # or raises the watch's failure
 
     def _notify(self, effect: Notify) -> None:
         listener = self._listener(effect)

@@ -94,13 +94,13 @@ class Member:
             member_config(topics, **config), wake=lambda: None, set_stable=lambda _: None,
             clock=lambda: coordinator.now_ms / 1000,
         )
+        self.watch_token: object | None = None  # the parked watch's, as the drivers keep one
         self.steps = self.loop.run()
         self.effect: Any = next(self.steps)
         self.wake_at = self._wake_at(self.effect)
         coordinator.members.append(self)
 
     def _wake_at(self, effect: Any) -> float:
-        self.watch_token: object | None = None
         waits = isinstance(effect, (Wait, Watch))
         return self.coordinator.now_ms + effect.timeout_s * 1000 if waits else 0
 
@@ -108,12 +108,14 @@ class Member:
         """Perform effects until the loop waits for a time still to come."""
         while self.alive and not self.in_listener:
             effect = self.effect
-            if isinstance(effect, Watch):
+            if isinstance(effect, Watch):  # as the drivers: one watch parked across heartbeats
                 if self.watch_token is None:
                     self.watch_token = self.coordinator.submit(effect.request)
                 answer = self.coordinator.answers.pop(self.watch_token, None)
                 if answer is None and self.coordinator.now_ms < self.wake_at:
                     return
+                if answer is not None:
+                    self.watch_token = None
                 value = answer
             elif isinstance(effect, Wait) and self.coordinator.now_ms < self.wake_at:
                 return
@@ -430,7 +432,19 @@ def test_a_watch_that_woke_the_member_for_nothing_is_not_sent_again_before_the_n
     effect = member.effect
     assert isinstance(effect, Watch)
     steps = member.steps
+    member.coordinator.answers.pop(member.watch_token, None)  # answered here instead
     heartbeat = steps.send(AssignmentWatchResponse(Errors.NONE, changed=True))
     assert isinstance(heartbeat, Send) and isinstance(heartbeat.request, ConsumerGroupHeartbeatRequest)
     after = steps.send(coordinator.send(heartbeat.request))  # nothing new: same epoch, no assignment
     assert isinstance(after, Wait)
+
+
+def test_one_watch_stays_parked_across_heartbeats() -> None:
+    """In a stable group a member's watch is not sent again at every heartbeat."""
+    coordinator, members = stable_group(2, watch=True)
+    sent = len(coordinator.sent)
+    coordinator.run(10 * SLOW_HEARTBEAT_MS)
+    kinds = [type(r).__name__ for r in coordinator.sent[sent:]]
+    assert kinds.count("ConsumerGroupHeartbeatRequest") >= 2 * 9
+    assert kinds.count("AssignmentWatchRequest") == 0
+    assert all(m.watch_token is not None for m in members)

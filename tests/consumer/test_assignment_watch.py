@@ -154,6 +154,26 @@ def test_a_member_leaving_wakes_one_watcher_to_take_its_partitions() -> None:
     assert sum(len(p) for p in owned(got.assignment).values()) == 4
 
 
+def test_a_watch_stays_parked_across_the_members_heartbeats_at_its_new_epoch() -> None:
+    d, epoch = two_stable_members()
+    assert d.watch("m1", epoch) is None
+    d.beat(beat("m1", epoch))
+    assert d.take("m1") is None
+    d.topics({"a": 8})
+    assert d.take("m1") == CHANGED  # the oldest watcher runs the assignor
+    grown = d.beat(beat("m1", epoch))
+    assert d.watch("m1", grown.member_epoch) is None
+    assert d.watch("m2", epoch) == CHANGED  # m2 is behind, with partitions to get
+    got = d.beat(beat("m2", epoch))
+    assert d.watch("m2", got.member_epoch) is None
+    d.beat(beat("m2", got.member_epoch, owns=got.assignment))
+    d.beat(beat("m1", grown.member_epoch, owns=grown.assignment))
+    assert d.take("m1") is None and d.take("m2") is None  # their own heartbeats: nothing new
+    assert {m: w.epoch for m, w in d.shard.assignment_watches[GROUP].by_member.items()} == {
+        "m1": grown.member_epoch, "m2": got.member_epoch,
+    }
+
+
 def test_a_second_watch_replaces_the_first_which_is_answered_unchanged() -> None:
     d, epoch = two_stable_members()
     assert d.watch("m1", epoch) is None

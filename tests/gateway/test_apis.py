@@ -307,6 +307,24 @@ def test_describe_and_delete_groups_answer_in_the_order_asked() -> None:
     ]
 
 
+def test_describe_groups_v6_passes_its_version_and_answers_not_found_with_its_message() -> None:
+    """KIP-1043: from v6 a group DescribeGroups cannot describe is GROUP_ID_NOT_FOUND (the core decides)."""
+
+    def answer(request: Any) -> DescribeGroupsResponse:
+        assert request.version == 6
+        return DescribeGroupsResponse(tuple(
+            DescribedGroup(Errors.GROUP_ID_NOT_FOUND, g, "Dead", error_message=f"Group {g} not found.")
+            for g in request.group_ids
+        ))
+
+    request = kio_request(15, 6, groups=["gone"], include_authorized_operations=False)
+    described = call(FakeClient(answer), request)
+    (group,) = described.groups
+    assert (group.group_id, group.error_code, group.error_message) == (
+        "gone", ErrorCode.group_id_not_found, "Group gone not found."
+    )
+
+
 def test_find_coordinator_names_this_gateway_single_and_batched() -> None:
     client = FakeClient(lambda r: None)
     v1 = call(client, kio_request(10, 1, key="g", key_type=0))
