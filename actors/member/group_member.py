@@ -26,10 +26,10 @@ Rules:
   the coordinator assigns (`group_remote_assignor` names its assignor; the
   classic `assignors`, `session_timeout_ms` and `heartbeat_interval_ms` are
   not used, as in Kafka), `subscription_pattern` subscribes by a regex the
-  coordinator resolves, `generation_id` is the member epoch. Between
-  heartbeats it parks an assignment watch at the coordinator, answered as
-  soon as a heartbeat would change its partitions (not Kafka's: it hears of
-  a new assignment in milliseconds, not a heartbeat interval later;
+  coordinator resolves, `generation_id` is the member epoch. It keeps an
+  assignment watch parked at the coordinator, answered as soon as a
+  heartbeat would change its partitions (not Kafka's: it hears of a new
+  assignment in milliseconds, not a heartbeat interval later;
   `assignment_watch=False` for Kafka's behaviour).
 - A `topic_partitions` callable gets the wanted topics (None: every topic)
   and returns a mapping (for AsyncGroupMember it may return an awaitable).
