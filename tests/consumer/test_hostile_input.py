@@ -27,6 +27,7 @@ from hypothesis.errors import InvalidArgument
 
 from coordinator import InvalidRequestError, validate_request
 from coordinator.checks import INT64_MAX, INT64_MIN
+from coordinator.consumer.validation import MAX_SUBSCRIBED_TOPIC_NAMES
 from coordinator.errors import Errors
 from coordinator.messages import (
     AssignmentWatchRequest,
@@ -330,6 +331,17 @@ def test_strings_the_wire_could_not_carry_are_refused() -> None:
         assert response.error_message == f"{name} is longer than 32767 bytes."
     # At the limit, accepted.
     d.ok(join(GROUP, "m" * 32_767, subscribed_topic_names=None, subscribed_topic_regex="f" * 32_767))
+    check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
+
+
+def test_a_subscription_of_more_names_than_the_bound_is_refused() -> None:
+    d, other_epoch = driver()
+    names = tuple(f"t{i}" for i in range(MAX_SUBSCRIBED_TOPIC_NAMES + 1))
+    response = d.refused(join(GROUP, "Z", *names), Errors.INVALID_REQUEST)
+    bound = MAX_SUBSCRIBED_TOPIC_NAMES
+    expected = f"SubscribedTopicNames has {bound + 1} topics, more than {bound}: subscribe by regex."
+    assert response.error_message == expected
+    d.ok(join(GROUP, "Z", *names[:-1]))  # at the bound, accepted
     check_hostile_request(d, other_epoch, ConsumerGroupDescribeRequest((GROUP,)))
 
 
