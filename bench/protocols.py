@@ -173,6 +173,7 @@ def run_join_leave(
         consumes = min(
             at for at, name, kind, parts in events if name == "newcomer" and kind == "assigned" and parts
         )
+        join_owned = owned_again(events, start)
         joined = owners_of(hosts)
         join_paused = unchanged_pauses(events, start, before, joined)
         leaving = time.time()
@@ -183,7 +184,7 @@ def run_join_leave(
         events = events_of(hosts)
         leave_paused = unchanged_pauses(events, leaving, joined, owners_of(hosts))
         return JoinLeave(
-            consumes - start, owned_again(events, start), join_stable, join_paused,
+            consumes - start, join_owned, join_stable, join_paused,
             owned_again(events, leaving), leave_stable, leave_paused,
         )
     finally:

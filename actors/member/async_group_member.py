@@ -113,6 +113,10 @@ class AsyncGroupMember(MemberBase):
         if task is not None and not task.done():
             task.cancel()  # parked: the coordinator's answer no longer matters
             await asyncio.gather(task, return_exceptions=True)
+        if self._watching is not None:
+            self._watching.cancel()  # answered (or not) for a member that is gone
+            await asyncio.gather(self._watching, return_exceptions=True)
+            self._watching = None
 
     # ------------------------------------------------------------ driver
 
