@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from coordinator.shard import Shard, Token
 
 WATCH_TIMER = "consumer-watch"
-# A watch lasts at most until the member's next heartbeat; Kafka's largest heartbeat
-# interval is 15 s (group.consumer.max.heartbeat.interval.ms' own bound), so a minute is ample.
+# The longest a watch stays parked (the member sends another after its next heartbeat):
+# a stable group's watches cost one request a minute per member.
 MAX_WATCH_MS = 60_000
 CHANGED = AssignmentWatchResponse(Errors.NONE, changed=True)
 UNCHANGED = AssignmentWatchResponse(Errors.NONE, changed=False)
@@ -81,7 +81,7 @@ class GroupWatches:
 
     def __init__(self, group: ConsumerGroup) -> None:
         self.by_member: dict[str, Watch] = {}
-        # Members that waited for partitions when they parked: checked after every change.
+        # Members waiting for partitions when they parked or last heartbeated: checked after every change.
         self.waiting: set[str] = set()
         # (group epoch, target epoch) at the last full check.
         self.seen = (group.group_epoch, group.assignment_epoch)
@@ -97,12 +97,10 @@ def handle_assignment_watch(
     group = shard.consumer_groups.get(request.group_id)
     if group is None or has_news(group, request.member_id, request.member_epoch):
         return CHANGED
-    watches = shard.assignment_watches.get(group.group_id)
-    if watches is not None:
-        _drop(shard, watches, group.group_id, request.member_id, UNCHANGED)
-    watches = shard.assignment_watches.get(group.group_id)
-    if watches is None:
-        watches = shard.assignment_watches[group.group_id] = GroupWatches(group)
+    replaced = shard.assignment_watches.get(group.group_id)
+    if replaced is not None:
+        _drop(shard, replaced, group.group_id, request.member_id, UNCHANGED)  # may drop the group's entry
+    watches = shard.assignment_watches.setdefault(group.group_id, GroupWatches(group))
     watches.by_member[request.member_id] = Watch(token, request.member_epoch)
     if group.members[request.member_id].state is MemberState.UNRELEASED_PARTITIONS:
         watches.waiting.add(request.member_id)
