@@ -5,7 +5,9 @@ on the request's type through `HANDLERS`), `poll_timers(now_ms)` and
 `replay(record)`. Output: a `Result` carrying the records to append and the
 responses to release, each response tagged with the token of the request it
 answers. A parked request (a JoinGroup waiting for the join phase, a
-follower's SyncGroup waiting for the leader) is answered in a later Result.
+follower's SyncGroup waiting for the leader, a Ray member's assignment watch,
+`coordinator/consumer/watch.py`, which the shard nudges after every request,
+timer and topic change of a group with watches) is answered in a later Result.
 
 Two group types live side by side: classic groups (`groups`) and KIP-848
 consumer groups (`consumer_groups`, driven by ConsumerGroupHeartbeat through
