@@ -32,7 +32,7 @@ snapshots.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import NamedTuple
 from uuid import UUID
@@ -193,12 +193,15 @@ class ConsumerGroup:
         """Kafka's `waitingOnUnreleasedPartition`: a target partition still owned by someone else."""
         if member.state is not MemberState.UNRELEASED_PARTITIONS:
             return False
+        owner_epoch = self.current_partition_epoch
+        return any(owner_epoch(t, p) != NOT_OWNED for t, p in self.pending_partitions(member))
+
+    def pending_partitions(self, member: ConsumerGroupMember) -> Iterator[tuple[UUID, int]]:
+        """The partitions the group's target gives the member and it does not own yet."""
         for topic_id, partitions in self.target_assignment_of(member.member_id).items():
             assigned = member.assigned_partitions.get(topic_id, frozenset())
             for partition in partitions - assigned:
-                if self.current_partition_epoch(topic_id, partition) != NOT_OWNED:
-                    return True
-        return False
+                yield topic_id, partition
 
     def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
         member = self.members[member_id]

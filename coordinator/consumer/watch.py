@@ -125,12 +125,7 @@ def has_news(group: ConsumerGroup, member_id: str, epoch: int) -> bool:
 def _one_released(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
     """Whether a partition the member waits for is free now: its heartbeat would get it
     (Kafka's reconciliation assigns the released ones without waiting for the rest)."""
-    for topic_id, partitions in group.target_assignment_of(member.member_id).items():
-        assigned = member.assigned_partitions.get(topic_id, frozenset())
-        for partition in partitions - assigned:
-            if group.current_partition_epoch(topic_id, partition) == NOT_OWNED:
-                return True
-    return False
+    return any(group.current_partition_epoch(t, p) == NOT_OWNED for t, p in group.pending_partitions(member))
 
 
 def nudge(shard: Shard, group_id: str) -> None:
