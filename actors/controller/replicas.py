@@ -418,8 +418,13 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         handles = self.handles.get(partition, {})
         leader = handles.get(meta.leader)
         # A replica whose disk failed recovers by itself and then takes its role (replica_recovery).
-        if leader is not None and not disk_failed(probes.get(meta.leader)):
-            await self._lead(partition, leader, probes.get(meta.leader))
+        if leader is None or disk_failed(probes.get(meta.leader)):
+            return
+        # Followers hear of an epoch only once its leader took it up, and so recorded
+        # it in its state file: a full restart finds no directory that saw a newer
+        # epoch than every state file (forgotten_logs).
+        if not await self._lead(partition, leader, probes.get(meta.leader)):
+            return
         await asyncio.gather(
             *(
                 self._follow(partition, node, handles[node], probes.get(node))
@@ -429,13 +434,14 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             )
         )
 
-    async def _lead(self, partition: int, handle: Any, probe: Probe | None) -> None:
+    async def _lead(self, partition: int, handle: Any, probe: Probe | None) -> bool:
+        """Make `handle` the partition's leader; whether it took up the epoch."""
         meta = self.state.partitions[partition]
         timeout_s = self.settings.actor_start_timeout_s
         followers = {n: self.handles.get(partition, {}).get(n) for n in meta.replicas if n != meta.leader}
         try:
             if not _holds(probe, "leader", meta.epoch):
-                await self.cluster.call(
+                probe = await self.cluster.call(
                     handle, "become_leader", meta.epoch, meta.partition_epoch, list(meta.replicas),
                     list(meta.isr), followers, self.controller, meta.known_end, timeout_s=timeout_s,
                 )
@@ -456,9 +462,10 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             logger.warning("partition %d: leader on %s not started: %r", partition, meta.leader, exc)
             self._failed_leaders.setdefault(partition, set()).add(str(meta.leader))
             self.leaders.pop(partition, None)
-            return
+            return False
         self._failed_leaders.pop(partition, None)
         self.leaders[partition] = handle
+        return not _refuses(probe)
 
     async def _follow(self, partition: int, node: str, handle: Any, probe: Probe | None) -> None:
         meta = self.state.partitions[partition]

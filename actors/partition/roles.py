@@ -166,19 +166,23 @@ class ReplicaRoles:
             await self._relead(leadership)
             return
         leader_epoch = leadership.leader_epoch
+        # The state file first, on every path: no directory (this one, or a follower's, which
+        # hears of the epoch only from this leader or once it leads) ever holds a leader epoch
+        # that no state file records (forgotten_logs refuses such a partition). Where no
+        # directory exists yet, one is made for it only if the partition may start empty.
+        if self.follower is not None or self.log is not None:
+            await self._on_io(self._record_state, self._leadership_state(leadership))
+        else:
+            self._leadership = leadership
+            await self._on_io(self._record_leadership, known_end < 0)
         if self.follower is None and self.log is not None:
             await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
         if self.follower is not None:
-            await self._on_io(self._record_state, self._leadership_state(leadership))
             await self._promote(self.follower, leadership)
         else:
-            # Recorded before the followers hear of this epoch where the log is
-            # (forgotten_logs refuses a directory that saw a newer epoch than any
-            # state file), else by the load once it created the log.
             # What the controller saw committed is committed in this ISR member's log too.
             leadership.high_watermark = max(leadership.high_watermark, known_end)
             self.epoch, self._leadership = leader_epoch, leadership
-            await self._on_io(self._record_leadership, False)
             if self.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log
                 self.runtime = PartitionRuntime(self.partition)
             await self.activate(known_end)
@@ -277,11 +281,14 @@ class ReplicaRoles:
         self._state_written = state
 
     def _record_leadership(self, create: bool = True) -> None:
-        """On the I/O thread: the state the next load leads with, once the log is open
-        (`create`) or before the load where the directory exists already."""
+        """On the I/O thread: the state the next load leads with, in the replica's
+        directory, which is made first with `create` (else skipped while it is missing)."""
         if self._leadership is None or self.settings.replication_factor == 1:
             return
-        if create or os.path.isdir(self._directory()):
+        directory = self._directory()
+        if create:
+            os.makedirs(directory, exist_ok=True)
+        if os.path.isdir(directory):
             self._record_state(self._leadership_state(self._leadership))
 
     async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -416,9 +423,10 @@ class ReplicaRoles:
         log, old = self.log, self.leader
         assert log is not None and old is not None
         self.epoch = leadership.leader_epoch
-        await self._on_io(log.bump_epoch, leadership.leader_epoch)
-        # Before the new ISR counts (a moved replica left it): module rules of replica_leader.
+        # Before the epoch is on disk (`_lead`), and before the new ISR counts (a moved
+        # replica left it: module rules of actors.partition.leader).
         await self._on_io(self._record_state, self._leadership_state(leadership))
+        await self._on_io(log.bump_epoch, leadership.leader_epoch)
         old.stopped = True  # its senders, ticker and proposer end; the flush loop reads self.leader
         leadership.high_watermark = old.state.high_watermark
         self._leadership = leadership

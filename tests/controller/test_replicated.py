@@ -476,3 +476,30 @@ def test_a_follower_ray_reports_dead_leaves_the_isr_even_while_its_calls_only_ti
         assert victim.node not in lead.isr and replicas(cluster, 0)[victim.node] is not victim
 
     run(scenario())
+
+
+def test_followers_hear_of_an_epoch_only_once_its_leader_took_it_up() -> None:
+    """A full restart must find no directory that saw an epoch no state file records:
+    while the elected replica fails to lead, no follower is told the new epoch."""
+    async def scenario() -> None:
+        cluster, store, plane = await started()
+        old = leader(cluster, 0)
+        survivors = [a for a in replicas(cluster, 0).values() if a is not old]
+        cluster.remove_node(old.node)
+
+        async def cannot_lead(*args: Any) -> dict[str, Any]:
+            raise RuntimeError("the load failed")
+
+        for actor in survivors:
+            actor.become_leader = cannot_lead  # type: ignore[method-assign]
+        await plane.check(0)
+        assert saved(store, 0)["leader_epoch"] > old.epoch  # elected and committed...
+        assert all(a.epoch == old.epoch and a.role == "follower" for a in survivors)  # ...told no one
+        for actor in survivors:
+            del actor.become_leader
+        await watch(plane)
+        new = leader(cluster, 0)
+        assert new.epoch == saved(store, 0)["leader_epoch"]
+        assert all(a.epoch == new.epoch for a in survivors)
+
+    run(scenario())
