@@ -79,8 +79,10 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
     offline, refused = failing(partitions)
     if not args.json:
         waiting = [row.get("partition") for row in partitions if row.get("awaited_node")]
-        lost_isr = [p for p in offline if p not in waiting]
+        held = {row.get("partition"): row["held"] for row in partitions if row.get("held")}
+        lost_isr = [p for p in offline if p not in waiting and p not in held]
         _print_status_notes(lost_isr, waiting, refused, under_replicated(partitions))
+        _print_held_notes(held)
     return 1 if offline or refused else 0
 
 
@@ -114,6 +116,17 @@ def _print_status_notes(
         )
 
 
+def _print_held_notes(held: Mapping[Any, str]) -> None:
+    """Each partition a full restart left ambiguous: why, and the operator's choice."""
+    for partition, reason in held.items():
+        print(
+            f"partition {partition} is held after a full restart: {reason}. Choose the replica whose "
+            f"log becomes the partition's (acknowledged commits only others hold are lost): "
+            f"raygroups elect-leader --unclean [--node NODE] {partition}",
+            file=sys.stderr,
+        )
+
+
 UNCLEAN_WARNING = (
     "WARNING: an unclean election may make a replica outside the ISR the leader of partition {p}. "
     "Offset commits acknowledged to consumers that this replica lacks are lost, and the other "
@@ -134,7 +147,7 @@ def cmd_elect_leader(
             print("Aborted: no election (pass --yes to confirm without a terminal).", file=sys.stderr)
             return 1
     try:
-        result = request_election(client, args.partition, args.unclean)
+        result = request_election(client, args.partition, args.unclean, args.node)
     except ValueError as exc:
         print(f"Error: {_one_line(exc)}", file=sys.stderr)
         return 1
@@ -142,10 +155,12 @@ def cmd_elect_leader(
     return 0
 
 
-def request_election(client: Client, partition: int, unclean: bool) -> dict[str, Any]:
+def request_election(
+    client: Client, partition: int, unclean: bool, node: str | None = None
+) -> dict[str, Any]:
     """The controller elects and answers the partition's new leadership; the
     client's routing is refreshed so the next request finds the new leader."""
-    result: dict[str, Any] = ray.get(client.controller.elect_leader.remote(partition, unclean))
+    result: dict[str, Any] = ray.get(client.controller.elect_leader.remote(partition, unclean, node))
     client.refresh()
     return result
 
@@ -213,6 +228,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         "--unclean", action="store_true", help="elect outside the ISR: may lose acknowledged commits"
     )
     p.add_argument("--yes", action="store_true", help="confirm --unclean without asking")
+    p.add_argument("--node", help="with --unclean: the replica (node name) that leads")
 
 
 ADMIN_COMMANDS = {

@@ -12,7 +12,9 @@ DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
 
 Health, as Kafka's `--unavailable-partitions` / `--under-replicated-partitions`
-name it: OFFLINE (no leader: the partition serves nothing), UNDER-REPLICATED
+name it: OFFLINE (no leader: the partition serves nothing), HELD (offline
+after a full restart found its history ambiguous, until an operator's unclean
+election; FAILURE says why), UNDER-REPLICATED
 (an ISR smaller than the replicas), ok. `failing` lists the partitions that
 make the command exit 1: offline ones and leaders that refuse to serve.
 """
@@ -33,7 +35,7 @@ REPLICATED_COLUMNS = [
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
-OFFLINE, UNDER_REPLICATED, HEALTHY = "OFFLINE", "UNDER-REPLICATED", "ok"
+OFFLINE, HELD, UNDER_REPLICATED, HEALTHY = "OFFLINE", "HELD", "UNDER-REPLICATED", "ok"
 
 
 def is_replicated(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -48,6 +50,8 @@ def status_table(rows: Sequence[Mapping[str, Any]], whole: bool) -> tuple[list[s
 
 
 def health(row: Mapping[str, Any]) -> str:
+    if row.get("held"):
+        return HELD
     if row.get("offline"):
         return OFFLINE
     return UNDER_REPLICATED if row.get("under_replicated") else HEALTHY

@@ -86,10 +86,13 @@ class Controller:
         await self._ready()
         return await self._replicated().alter_isr(partition, change)
 
-    async def elect_leader(self, partition: int, unclean: bool = False) -> dict[str, Any]:
-        """An operator's leader election; `unclean` may elect a replica outside the ISR."""
+    async def elect_leader(
+        self, partition: int, unclean: bool = False, node: str | None = None
+    ) -> dict[str, Any]:
+        """An operator's leader election; `unclean` may elect a replica outside the ISR
+        (`node`: that one)."""
         await self._ready()
-        return await self._replicated().elect_leader(partition, unclean)
+        return await self._replicated().elect_leader(partition, unclean, node)
 
     def _replicated(self) -> ReplicatedPlane:
         if not isinstance(self.plane, ReplicatedPlane):

@@ -6,27 +6,36 @@ cluster restarted without GCS fault tolerance forgets. What survives is on
 the nodes' disks: each replica's log under `<data_dir>/nodes/<node name>/
 offsets-<p>`, and beside a leader's log the partition's state as that leader
 knew it (`partition-state.json`, `log.replica_state`; when it is written and
-why it is safe: `actors/partition/leader.py`). Node names are stable across
-restarts only where the nodes carry the `raygroups.io/node` label
+why it is safe: `actors/partition/leader.py`). No directory ever holds a
+leader epoch that no state file records: a leader writes its file before the
+epoch reaches any disk, its own or a follower's (`actors/partition/roles.py`,
+`ReplicatedPlane._send_roles`). Node names are stable across restarts only
+where the nodes carry the `raygroups.io/node` label
 (`actors/core/node_names.py`); an unlabelled node gets a new Ray id each start,
 so its old directories match no node.
 
 So a replicated service that finds no metadata for (namespace, data_dir)
 scans every live node's disk (one task per node) and:
 - finds no replica log nor state file: starts afresh;
-- finds them only under names no live node has: refuses (nodes unlabelled,
-  or renamed), naming them;
-- finds a partition with logs but no state file anywhere, or without any
-  record at all, or state files of another partition count or replication
-  factor, or a directory that saw a newer leader epoch than the newest state
-  file (that leader's file is missing): refuses, naming them: there is no
-  safe way to tell which replica holds what was acknowledged;
+- finds them only under names no live node has, or state files of another
+  partition count or replication factor: refuses to start, naming them (the
+  nodes are unlabelled or renamed, or the directory is another service's);
 - otherwise rebuilds the metadata from each partition's newest state file
   (leader epoch, then partition epoch): its replicas and ISR, no leader (the
   controller elects one from the ISR among the live replicas, so an ISR
   member still missing keeps its partition offline rather than empty), its
   epochs, and committed end 0 (the elected replica must find its log), saves
   it in the GCS before the controller starts, and logs what it recovered.
+- A partition whose history is ambiguous is HELD instead, and the others
+  start and serve: no state file anywhere (or no replica found), a state or
+  leader-epoch file that cannot be read, or a directory that saw a newer
+  leader epoch than the newest state file (that leader's file is missing: its
+  disk is). Nothing says which replica holds what was acknowledged, so the
+  controller elects no one (`ReplicatedPlane`); `raygroups status` shows the
+  reason and `raygroups elect-leader --unclean [--node NODE] PARTITION` lets
+  an operator choose, as Kafka's unclean leader election does. Its replicas
+  are the live nodes that hold a directory of it, the one that saw the newest
+  epoch first (the default choice), and its epoch is above every epoch seen.
 The controller then starts new actors for the replicas on their named
 nodes, which open their existing directories.
 """
@@ -45,10 +54,10 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.controller.ray_store import GcsKvStore
-from actors.controller.state import ControlState
+from actors.controller.state import ControlState, PartitionMeta
 from actors.core.node_names import NODE_LABEL
 from actors.core.settings import ServiceSettings
-from log.epoch import read_leader_epoch
+from log.epoch import NO_EPOCH, read_leader_epoch
 from log.errors import LogError
 from log.replica_state import ReplicaState, read_replica_state
 
@@ -74,6 +83,8 @@ class ReplicaFinding:
     state: ReplicaState | None
     # The highest leader epoch that wrote to (or was followed in) the directory.
     leader_epoch: int
+    # Why its state or leader-epoch file cannot be read (then `state` is None).
+    error: str | None = None
 
 
 def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
@@ -83,14 +94,15 @@ def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
         match = _PARTITION_DIR.fullmatch(os.path.basename(path))
         if match is None or not os.path.isdir(path):
             continue
+        node, partition = os.path.basename(os.path.dirname(path)), int(match.group(1))
         has_log = bool(glob.glob(os.path.join(path, "*.log")))
         try:
             state, epoch = read_replica_state(path), read_leader_epoch(path)
         except LogError as exc:
-            raise ForgottenLogsError(f"cannot recover from {path}: {exc}") from exc
+            found.append(ReplicaFinding(path, node, partition, has_log, None, NO_EPOCH, str(exc)))
+            continue
         if has_log or state is not None:
-            node = os.path.basename(os.path.dirname(path))
-            found.append(ReplicaFinding(path, node, int(match.group(1)), has_log, state, epoch))
+            found.append(ReplicaFinding(path, node, partition, has_log, state, epoch))
     return found
 
 
@@ -98,7 +110,7 @@ def recover_state(
     findings: Iterable[ReplicaFinding], settings: ServiceSettings, live: Iterable[str]
 ) -> ControlState | None:
     """The metadata rebuilt from the replicas' directories, None when there are none;
-    raises ForgottenLogsError when it cannot be rebuilt safely (module docstring)."""
+    raises ForgottenLogsError when it cannot be rebuilt at all (module docstring)."""
     findings = sorted({f.path: f for f in findings}.values(), key=lambda f: f.path)
     if not findings:
         return None
@@ -115,20 +127,69 @@ def recover_state(
     for finding in findings:
         by_partition[finding.partition].append(finding)
     _check_settings(findings, settings)
-    newest = _newest_states(by_partition, settings)
     state = ControlState.fresh(settings.num_partitions)
-    for partition, (found, where) in newest.items():
-        meta = state.partitions[partition]
-        meta.replicas, meta.isr = list(found.replicas), list(found.isr)
-        meta.epoch, meta.partition_epoch = found.leader_epoch, found.partition_epoch
-        meta.known_end = 0  # the elected replica must find its log
-        logger.warning(
-            "partition %d recovered from %s: replicas %s, ISR %s, leader epoch %d (a leader is elected "
-            "from the ISR)%s",
-            partition, where, meta.replicas, meta.isr, meta.epoch,
-            "" if live_names & set(meta.isr) else "; no ISR member is live: offline until one is",
-        )
+    for partition in range(settings.num_partitions):
+        found = by_partition.get(partition, [])
+        newest = _newest_state(found)
+        if isinstance(newest, str):
+            _hold(state.partitions[partition], partition, found, newest, settings, live_names)
+        else:
+            _recover(state.partitions[partition], partition, *newest, live_names)
     return state
+
+
+def _recover(meta: PartitionMeta, partition: int, found: ReplicaState, where: str, live: set[str]) -> None:
+    meta.replicas, meta.isr = list(found.replicas), list(found.isr)
+    meta.epoch, meta.partition_epoch = found.leader_epoch, found.partition_epoch
+    meta.known_end = 0  # the elected replica must find its log
+    logger.warning(
+        "partition %d recovered from %s: replicas %s, ISR %s, leader epoch %d (a leader is elected "
+        "from the ISR)%s",
+        partition, where, meta.replicas, meta.isr, meta.epoch,
+        "" if live & set(meta.isr) else "; no ISR member is live: offline until one is",
+    )
+
+
+def _newest_state(found: list[ReplicaFinding]) -> tuple[ReplicaState, str] | str:
+    """The partition's newest state file and where it is, or why none can be trusted."""
+    unreadable = [f"{f.path}: {f.error}" for f in found if f.error is not None]
+    if unreadable:
+        return f"unreadable partition state: {'; '.join(unreadable)}"
+    states = [(f.state, f.path) for f in found if f.state is not None]
+    if not states:
+        logs = [f.path for f in found if f.has_log]
+        return f"no partition state file with its logs ({', '.join(logs) or 'no replica found'})"
+    state, where = max(states, key=lambda item: item[0].version)
+    seen = max(found, key=lambda f: f.leader_epoch)
+    if seen.leader_epoch > state.leader_epoch:
+        return (
+            f"{seen.path} followed leader epoch {seen.leader_epoch}, the newest state file {where} "
+            f"is of epoch {state.leader_epoch} (that leader's disk is missing)"
+        )
+    return state, where
+
+
+def _hold(
+    meta: PartitionMeta, partition: int, found: list[ReplicaFinding], reason: str,
+    settings: ServiceSettings, live: set[str],
+) -> None:
+    """An ambiguous partition: offline until an operator's unclean election (module docstring)."""
+    states = [f.state for f in found if f.state is not None]
+    newest = max(states, key=lambda s: s.version) if states else None
+    holders = [f.node for f in sorted(found, key=lambda f: -f.leader_epoch) if f.node in live]
+    named = list(newest.replicas) if newest is not None else []
+    candidates = [*holders, *named, *sorted(live)]
+    meta.replicas = list(dict.fromkeys(candidates))[: settings.replication_factor]
+    meta.isr = [n for n in (newest.isr if newest is not None else meta.replicas) if n in meta.replicas]
+    meta.epoch = max([f.leader_epoch for f in found] + [s.leader_epoch for s in states] + [0])
+    meta.partition_epoch = max([s.partition_epoch for s in states] + [0])
+    meta.known_end = 0
+    meta.held = reason
+    logger.error(
+        "partition %d is HELD after a full restart, offline until an operator chooses a replica "
+        "(raygroups elect-leader --unclean [--node NODE] %d): %s",
+        partition, partition, reason,
+    )
 
 
 def _check_settings(findings: list[ReplicaFinding], settings: ServiceSettings) -> None:
@@ -148,40 +209,6 @@ def _check_settings(findings: list[ReplicaFinding], settings: ServiceSettings) -
             f"{settings.num_partitions}, replication_factor {settings.replication_factor}",
             wrong + outside, settings, "Start it with the settings it had, or move those directories away.",
         )
-
-
-def _newest_states(
-    by_partition: Mapping[int, list[ReplicaFinding]], settings: ServiceSettings
-) -> dict[int, tuple[ReplicaState, str]]:
-    """Per partition, its newest state file and where it is; refuses a partition that has none,
-    or whose directories saw a newer leader epoch than that file."""
-    newest: dict[int, tuple[ReplicaState, str]] = {}
-    missing: list[str] = []
-    for partition in range(settings.num_partitions):
-        found = by_partition.get(partition, [])
-        states = [(f.state, f.path) for f in found if f.state is not None]
-        if not states:
-            logs = [f.path for f in found if f.has_log]
-            missing.append(f"offsets-{partition} ({', '.join(logs) if logs else 'no replica found'})")
-            continue
-        state, where = max(states, key=lambda item: item[0].version)
-        seen = max(f.leader_epoch for f in found)
-        if seen > state.leader_epoch:
-            missing.append(
-                f"offsets-{partition} (a replica followed leader epoch {seen}, the newest state file "
-                f"{where} is of epoch {state.leader_epoch})"
-            )
-            continue
-        newest[partition] = (state, where)
-    if missing:
-        _refuse(
-            "no partition state file on any live node says which replicas of these partitions hold "
-            "what was acknowledged",
-            missing, settings,
-            "Start the nodes that hold them (with their labels), or move the replica directories away "
-            "to start afresh.",
-        )
-    return newest
 
 
 def _refuse(what: str, items: list[str], settings: ServiceSettings, advice: str) -> None:

@@ -48,6 +48,8 @@ class ReplicaMoves:
         """Replace replicas whose node has been gone longer than the reassign delay,
         or whose disk has been failing longer than the disk move delay."""
         meta = self.state.partitions[partition]
+        if meta.held is not None:
+            return  # its replicas' logs are what an operator chooses from
         now, delay = self.clock(), self.settings.replica_reassign_delay_s
         disk_delay = self.settings.disk_failure_move_delay_s
         # An ISR member is not moved: a lost one left the ISR at its loss unless it is

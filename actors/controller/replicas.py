@@ -262,6 +262,8 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
     async def _elect(self, partition: int, probes: dict[str, Probe]) -> None:
         """Commit the partition's next leader and ISR (module rules)."""
         meta = self.state.partitions[partition]
+        if meta.held is not None:
+            return  # an operator chooses (elect_leader, unclean)
         current = _partition_state(meta)
         # Out of the ISR: dead, or holding no log it can trust (failed disk, refusal);
         # one that did not answer in time, unless min ISR needs it (module rules).
@@ -309,18 +311,31 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
                 partition, new.leader, new.leader_epoch, old_leader, reason, list(new.isr),
             )
 
-    async def elect_leader(self, partition: int, unclean: bool = False) -> dict[str, Any]:
+    async def elect_leader(
+        self, partition: int, unclean: bool = False, node: str | None = None
+    ) -> dict[str, Any]:
         """An operator's election. Clean: move leadership to the next healthy ISR
-        member. Unclean: when no ISR member can lead, the first live replica
-        leads with whatever its log holds (acknowledged commits may be lost)."""
+        member. Unclean: when no ISR member can lead (or the partition is held
+        after a full restart), the first live replica, or `node`, leads with
+        whatever its log holds (acknowledged commits may be lost)."""
         self._check_partition(partition)
+        meta = self.state.partitions[partition]
+        if node is not None and node not in meta.replicas:
+            raise ValueError(f"partition {partition}: {node!r} is not one of its replicas {meta.replicas}")
+        if meta.held is not None and not unclean:
+            raise ValueError(
+                f"partition {partition} is held after a full restart: {meta.held}. Choose the replica "
+                f"that leads: raygroups elect-leader --unclean [--node NODE] {partition}"
+            )
         async with self._locks[partition]:
             live = set(await self.cluster.live_nodes())
             probes = await self._probe_all(partition, live)
-            meta = self.state.partitions[partition]
             healthy = {n for n, p in probes.items() if isinstance(p, dict) and _can_lead(p)}
             candidates = healthy - {meta.leader} if meta.leader in meta.isr and not unclean else healthy
-            election = elect_leader(meta.replicas, meta.isr, candidates, unclean=unclean)
+            if node is not None:
+                candidates &= {node}
+            isr = [] if meta.held is not None else meta.isr  # held: no ISR is trusted
+            election = elect_leader(meta.replicas, isr, candidates, unclean=unclean)
             if election.leader is None:
                 raise ValueError(
                     f"partition {partition}: no eligible replica (ISR {meta.isr}, answering "
@@ -329,6 +344,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             if election.unclean:
                 logger.warning("partition %d: UNCLEAN election of %s (operator)", partition, election.leader)
                 meta.known_end = NEVER_LOADED  # whatever the electee's log holds is the partition now
+                meta.held = None
             await self._commit(partition, apply_election(_partition_state(meta), election), "operator")
             await self._send_roles(partition, probes)
             return {
@@ -502,6 +518,8 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             "leader_node": meta.leader,
             "partition_epoch": meta.partition_epoch,
             "offline": meta.leader is None,
+            "held": meta.held,
+            **({"failure": f"held: {meta.held}"} if meta.held is not None else {}),
             "under_replicated": _under_replicated(meta),
             "disks": {
                 node: probe["disk"] for node, probe in self._probes.get(partition, {}).items()
@@ -514,6 +532,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         return {
             **super().stats(),
             "offline": sorted(p for p, m in self.state.partitions.items() if m.replicas and m.leader is None),
+            "held": sorted(p for p, m in self.state.partitions.items() if m.held is not None),
             "under_replicated": sum(1 for m in parts if _under_replicated(m)),
         }
 

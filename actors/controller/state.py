@@ -75,6 +75,9 @@ class PartitionMeta:
     partition_epoch: int = 0
     # A balance move under way (actors/controller/moves.py): (source, target) nodes.
     moving: tuple[str, str] | None = None
+    # Why the partition waits for an operator's unclean election: a full restart found
+    # its history ambiguous (actors/controller/forgotten_logs.py). None: not held.
+    held: str | None = None
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class ControlState:
                     "leader": m.leader,
                     "partition_epoch": m.partition_epoch,
                     **({"moving": list(m.moving)} if m.moving is not None else {}),
+                    **({"held": m.held} if m.held is not None else {}),
                 }
                 for p, m in parts.items()
                 if m.replicas
@@ -161,6 +165,7 @@ class ControlState:
                 meta.partition_epoch = int(replication["partition_epoch"])
                 moving = replication.get("moving")
                 meta.moving = None if moving is None else (str(moving[0]), str(moving[1]))
+                meta.held = replication.get("held")
         state.standbys = list(data.get("standbys", []))
         return state
 

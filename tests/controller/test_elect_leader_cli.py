@@ -27,7 +27,7 @@ class Elections:
         self.asked: list[tuple[int, bool]] = []
         self.error = error
 
-    def __call__(self, client: Any, partition: int, unclean: bool) -> dict[str, Any]:
+    def __call__(self, client: Any, partition: int, unclean: bool, node: str | None = None) -> dict[str, Any]:
         self.asked.append((partition, unclean))
         if self.error is not None:
             raise self.error

@@ -1,6 +1,7 @@
 """Recovery after a full Ray cluster restart (actors/controller/forgotten_logs.py): the controller's
 metadata rebuilt from the replicas' state files (the newest wins), the controller electing
-from the recovered ISR among live replicas, and refusals where that is not safe."""
+from the recovered ISR among live replicas, refusals of another service's directories, and
+partitions held for an operator's choice where their history is ambiguous."""
 
 from __future__ import annotations
 
@@ -117,19 +118,85 @@ def test_a_partition_whose_isr_replica_is_missing_stays_offline(tmp_path: Path) 
     run(scenario())
 
 
-def test_logs_without_a_state_file_anywhere_are_refused(tmp_path: Path) -> None:
+def held_reason(tmp_path: Path, partition: int) -> str | None:
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None
+    return recovered.partitions[partition].held
+
+
+def test_logs_without_a_state_file_anywhere_hold_their_partition(tmp_path: Path) -> None:
     replica(tmp_path, "n1", 0, state(NODES, "n1", 1, 1), epoch=1)
     stray = replica(tmp_path, "n1", 1, epoch=1)
-    with pytest.raises(ForgottenLogsError, match=f"no partition state file.*offsets-1 \\({stray}\\)"):
-        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert held_reason(tmp_path, 0) is None
+    assert held_reason(tmp_path, 1) == f"no partition state file with its logs ({stray})"
 
 
-def test_a_directory_that_followed_a_newer_epoch_than_any_state_file_is_refused(tmp_path: Path) -> None:
+def test_a_directory_that_followed_a_newer_epoch_than_any_state_file_holds_its_partition(
+    tmp_path: Path,
+) -> None:
     replica(tmp_path, "n1", 0, state(NODES, "n1", 1, 1), epoch=1)
-    replica(tmp_path, "n2", 0, epoch=2)  # its leader of epoch 2 is not on any disk found
+    follower = replica(tmp_path, "n2", 0, epoch=2)  # its leader of epoch 2 is not on any disk found
     replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)
-    with pytest.raises(ForgottenLogsError, match="offsets-0 \\(a replica followed leader epoch 2"):
-        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None
+    zero = recovered.partitions[0]
+    assert zero.held is not None and zero.held.startswith(f"{follower} followed leader epoch 2")
+    # The one that saw the newest epoch comes first (the default choice), every epoch seen is below the next.
+    assert (zero.replicas, zero.epoch, zero.leader) == (["n2", "n1", "n3"], 2, None)
+    assert recovered.partitions[1].held is None
+
+
+def test_an_unreadable_state_file_holds_its_partition_and_names_the_file(tmp_path: Path) -> None:
+    two_partitions(tmp_path)
+    broken = Path(replica_dir(str(tmp_path), "n3", 1)) / "partition-state.json"
+    broken.write_text('{"version": 1, "isr": ')
+    reason = held_reason(tmp_path, 1)
+    assert reason is not None and str(broken) in reason and reason.startswith("unreadable partition state")
+    assert held_reason(tmp_path, 0) is None
+
+
+def test_a_held_partition_waits_for_the_operators_unclean_election_and_the_others_serve(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        replica(tmp_path, "n1", 0, state(NODES, "n1", 1, 1), epoch=1)
+        replica(tmp_path, "n2", 0, epoch=2)
+        replica(tmp_path, "n3", 0, epoch=1)
+        for node in NODES:
+            replica(tmp_path, node, 1, state(NODES, "n3", 1, 1) if node == "n3" else None, epoch=1)
+        recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+        assert recovered is not None
+        store = MemoryStore()
+        store.save(recovered.to_json())
+        cluster = FakeCluster(nodes=list(NODES), shared_disk=False)
+        for node in NODES:
+            cluster.disk(node).update({0: 5, 1: 3})
+        plane = make_replicated(cluster, store, data_dir=str(tmp_path), num_partitions=2)
+        await plane.start()
+        await watch(plane, 3)
+        assert leader(cluster, 1).node == "n1"  # partition 1 is whole: served
+        assert plane.stats()["held"] == [0] and plane.stats()["offline"] == [0]
+        assert sorted(replicas(cluster, 0)) == list(NODES)  # started, no role
+        assert not any(a.role == "leader" for a in replicas(cluster, 0).values())
+        [row] = [r for r in await plane.status() if r["partition"] == 0]
+        assert row["held"] == recovered.partitions[0].held and row["failure"].startswith("held: ")
+        assert saved_held(store) == {"0": row["held"]}
+        with pytest.raises(ValueError, match="held after a full restart.*--unclean"):
+            await plane.elect_leader(0)
+        with pytest.raises(ValueError, match="not one of its replicas"):
+            await plane.elect_leader(0, unclean=True, node="n9")
+        result = await plane.elect_leader(0, unclean=True, node="n3")
+        assert (result["leader"], result["unclean"], result["leader_epoch"]) == ("n3", True, 3)
+        await watch(plane, 2)
+        assert leader(cluster, 0).node == "n3" and plane.stats()["held"] == []
+        assert saved_held(store) == {}  # persisted: a restarted controller does not hold it again
+
+    run(scenario())
+
+
+def saved_held(store: MemoryStore) -> dict[str, str]:
+    assert store.data is not None
+    return {p: r["held"] for p, r in store.data["replication"].items() if "held" in r}
 
 
 def test_logs_under_names_no_live_node_has_are_refused_with_the_advice_to_label_nodes(
