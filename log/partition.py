@@ -464,10 +464,19 @@ def _make_dir(path: str, fsync: bool) -> None:
 
 
 def _lock_dir(path: str) -> int:
+    """The directory's writer lock (flock), which records the holder's process id: a
+    writer refused names the holder (this process: a log of its own still open)."""
     fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
         os.close(fd)
-        raise LogLockedError(f"{path} is open for writing by another writer") from exc
+        whose = "this process" if holder == str(os.getpid()) else "another process"
+        raise LogLockedError(
+            f"{path} is open for writing by another writer (process {holder}, {whose})"
+        ) from exc
+    pid = str(os.getpid()).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, pid, 0)
     return fd

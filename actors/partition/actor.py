@@ -56,7 +56,7 @@ from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.recovery import DiskRecovery, close_quietly
-from actors.partition.roles import ReplicaRoles
+from actors.partition.roles import LOAD_TASK, ReplicaRoles
 from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
@@ -164,7 +164,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         """
         if self.runtime.state is RuntimeState.INITIAL and self.partition >= 0:
             self.known_end = known_end
-            self._spawn(self._load(), "load")
+            self._spawn(self._load(), LOAD_TASK)
         return self.runtime.state.name
 
     async def wait_active(self, timeout_s: float = 60.0) -> str:
@@ -187,7 +187,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             incarnation = self.runtime.begin_load()
             started = time.perf_counter()
             try:
-                log, shard, records = await loop.run_in_executor(self._io, self._open_and_replay)
+                log, shard, records = await self._open_on_io(self._open_and_replay)
             except FencedEpochError:
                 logger.warning("partition %d: epoch %d is fenced", self.partition, self.epoch)
                 self._deliver(self.runtime.unload(self.clock.now_ms()))
@@ -435,7 +435,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             # reload's open is queued behind the close.
             self._io.submit(close_quietly, log, self.partition)
         if not self.runtime.refused:
-            self._spawn(self._load(), "load")
+            self._spawn(self._load(), LOAD_TASK)
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()

@@ -35,6 +35,7 @@ import logging
 import os
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
+from functools import partial
 from typing import Any
 
 from actors.partition.follower import FollowerReplica, PushAnswer
@@ -79,6 +80,7 @@ class DiskRecovery:
     _deliver: Callable[[Any], None]
     _spawn: Callable[[Coroutine[Any, Any, None], str], None]
     _on_io: Callable[..., Any]
+    _open_on_io: Callable[..., Any]
     _follower_maintenance: Callable[[FollowerReplica], Coroutine[Any, Any, None]]
     replica_id: str
 
@@ -151,7 +153,7 @@ class DiskRecovery:
         while True:
             await asyncio.sleep(self.disk.retry_in_ms(self.clock.now_ms()) / 1000)
             try:
-                log, shard, epoch = await self._on_io(self._reopen_after_failure, self.epoch)
+                log, shard, epoch = await self._open_on_io(partial(self._reopen_after_failure, self.epoch))
             except Exception as exc:
                 self.disk.on_retry_failed(repr(exc), self.clock.now_ms())
                 logger.warning(

@@ -55,7 +55,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -75,6 +75,10 @@ from log.partition import PartitionLog
 from log.replica_state import ReplicaState, write_replica_state
 
 logger = logging.getLogger(__name__)
+# The task that loads a leader's log (`OffsetPartition._load`).
+LOAD_TASK = "load"
+# What an open on the I/O thread returns: the opened log (or None) first.
+OpenedLog = TypeVar("OpenedLog", bound=tuple[Any, ...])
 
 
 class ReplicaRoles:
@@ -294,6 +298,32 @@ class ReplicaRoles:
     async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
+    async def _open_on_io(self, open_log: Callable[[], OpenedLog]) -> OpenedLog:
+        """`open_log()` on the I/O thread; its result's first item is the opened log (or None).
+        An open log holds its directory's lock: a task cancelled while its log is being
+        opened (a load overtaken by a role change) waits for the open, closes that log
+        and only then ends, so whoever awaits its end can open the log itself."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._io, open_log)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            try:
+                log = (await future)[0]
+            except Exception:
+                raise asyncio.CancelledError from None  # nothing was opened
+            if log is not None:
+                await loop.run_in_executor(self._io, log.close)
+            raise
+
+    async def _stop_opening(self) -> None:
+        """End a load in flight, its log closed (`_open_on_io`), before opening the log again."""
+        current = asyncio.current_task()
+        loads = [t for t in self._tasks if t.get_name() == LOAD_TASK and t is not current]
+        for task in loads:
+            task.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
+
     def _role_view(self) -> dict[str, Any]:
         """Role, epochs, ISR, high watermark, log end; per follower its log end and lag."""
         view: dict[str, Any] = dict.fromkeys(_ROLE_KEYS)
@@ -346,6 +376,7 @@ class ReplicaRoles:
         if self.leader is not None:
             self._on_deposed(leader_epoch)
         self.epoch = leader_epoch
+        await self._stop_opening()
         log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
         self.log = log
         self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)

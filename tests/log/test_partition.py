@@ -160,7 +160,7 @@ def test_a_writer_fenced_by_a_newer_leader_stops_acknowledging(tmp_path: Path) -
 
 def test_a_second_writer_is_locked_out_until_the_first_closes(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path, 1)
-    with pytest.raises(LogLockedError):
+    with pytest.raises(LogLockedError, match=f"process {os.getpid()}, this process"):
         PartitionLog.open(tmp_path, 2)
     assert read_leader_epoch(str(tmp_path)) == 1
     log.close()
