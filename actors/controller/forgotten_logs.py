@@ -164,7 +164,7 @@ def _newest_state(found: list[ReplicaFinding]) -> tuple[ReplicaState, str] | str
     if seen.leader_epoch > state.leader_epoch:
         return (
             f"{seen.path} followed leader epoch {seen.leader_epoch}, the newest state file {where} "
-            f"is of epoch {state.leader_epoch} (that leader's disk is missing)"
+            f"is of epoch {state.leader_epoch} (no state file of that epoch is on a live node's disk)"
         )
     return state, where
 

@@ -122,6 +122,26 @@ class Cluster:
             state.leader_epoch, state.partition_epoch, NAMES, isr, others, self.controller_handle
         )
 
+    async def lead_then_follow(
+        self, leader: str, isr: tuple[str, ...], followers: tuple[str, ...]
+    ) -> OffsetPartition:
+        """An election in the controller's order (`ReplicatedPlane._send_roles`): the new
+        leader takes up its epoch first, its followers hear of it after."""
+        state = self.controller.state
+        self.controller.state = state = replace(
+            state, leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1,
+            partition_epoch=state.partition_epoch + 1,
+        )
+        others = {name: handle for name, handle in self.handles.items() if name != leader}
+        replica = self.replicas[leader]
+        await replica.become_leader(
+            state.leader_epoch, state.partition_epoch, NAMES, isr, others, self.controller_handle
+        )
+        assert await replica.wait_active(WAIT_S) == "ACTIVE"
+        for name in followers:
+            await self.replicas[name].become_follower(state.leader_epoch, leader)
+        return replica
+
     async def start(self) -> OffsetPartition:
         """`a` leads epoch 1 with `b` and `c` following, all in the ISR."""
         await self.elect("a", NAMES, ("b", "c"))
