@@ -78,7 +78,10 @@ class RayCluster:
         except ray.exceptions.RayActorError as exc:
             raise Unreachable(f"{method}: {str(exc)[:300]}") from exc
         except ray.exceptions.RayError as exc:
-            raise CallFailed(f"{method}: {str(exc)[:300]}") from exc
+            # The actor's own exception first (a traceback's last line can be past the cut).
+            cause = getattr(exc, "cause", None)
+            what = f"{type(cause).__name__}: {cause}" if isinstance(cause, Exception) else str(exc)
+            raise CallFailed(f"{method}: {what[:300]}") from exc
 
     async def is_dead(self, handle: Any) -> bool:
         try:

@@ -476,6 +476,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
                     given[node] = follower
         except ClusterError as exc:
             logger.warning("partition %d: leader on %s not started: %r", partition, meta.leader, exc)
+            await self._release_lock(exc)
             self._failed_leaders.setdefault(partition, set()).add(str(meta.leader))
             self.leaders.pop(partition, None)
             return False
@@ -496,6 +497,15 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             )
         except ClusterError as exc:
             logger.warning("partition %d: replica on %s did not follow: %r", partition, node, exc)
+            await self._release_lock(exc)
+
+    async def _release_lock(self, exc: ClusterError) -> None:
+        """A replica refused a role because another actor holds its log's lock: an actor of
+        an earlier controller's operation (a restart, a move) that this metadata no longer
+        owns. Reap it now rather than at the next reaper round; the role is sent again
+        at the next check."""
+        if "LogLockedError" in str(exc):
+            await self.reap_once()
 
     # ----------------------------------------------------------- queries
 

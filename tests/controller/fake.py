@@ -129,6 +129,7 @@ class FakeActor:
     ) -> dict[str, Any]:
         if set(followers) != set(replicas) - {self.node} or self.node not in isr:
             raise RuntimeError(f"bad leadership {replicas} {isr} {sorted(followers)}")
+        self.cluster.check_lock(self)
         if self.role == "none" and leader_epoch >= self.epoch and self.state != "FAILED":
             # Not a hot follower: it loads its log, refused when missing or behind known_end.
             self.epoch, self.known_end = leader_epoch, known_end
@@ -146,6 +147,7 @@ class FakeActor:
     ) -> dict[str, Any]:
         if must_exist and self.role == "none" and self.partition not in self.cluster.disk(self.node):
             raise RuntimeError(f"offsets-{self.partition} on {self.node}: no log to follow with")
+        self.cluster.check_lock(self)
         if leader_epoch >= self.epoch:
             self.role, self.epoch, self.state, self.leader_node = "follower", leader_epoch, "CLOSED", leader
         return await self.probe()
@@ -186,6 +188,13 @@ class FakeCluster:
     # (method, actor name or None for any) -> raise ControllerCrash before the call runs.
     crash_before: tuple[str, str | None] | None = None
     crash_after: str | None = None
+    # Raise ControllerCrash at the n-th cluster operation (create, kill or call) from now,
+    # and at every one after it until `crashed` is cleared (the controller is dead).
+    crash_in: int | None = None
+    crashed: bool = False
+    # Two live actors of one partition on one node conflict as two writers of one log
+    # directory do (LogLockedError): the newer one cannot take a role.
+    locks: bool = False
     fail_next_pings: int = 0
     names_error: Exception | None = None
     live: dict[str, FakeActor] = field(default_factory=dict)
@@ -215,6 +224,7 @@ class FakeCluster:
         return actor
 
     def kill(self, handle: FakeActor) -> None:
+        self._maybe_crash("kill", handle.name)
         handle.killed = True
         handle.kill_polls_left = self.kill_delay_polls
         self.live.pop(handle.name, None)
@@ -312,11 +322,29 @@ class FakeCluster:
     def called(self, name: str, method: str) -> bool:
         return any(n == name and m == method for n, m, _ in self.calls)
 
+    def check_lock(self, actor: FakeActor) -> None:
+        """With `locks`: another live actor holding the same log directory refuses `actor` a role."""
+        holders = [
+            other for other in self.live.values()
+            if other is not actor and not other.dead and other.partition == actor.partition
+            and other.node == actor.node and other.role != "none"
+        ]
+        if self.locks and holders:
+            raise RuntimeError(
+                f"LogLockedError: offsets-{actor.partition} on {actor.node} is held by {holders[0].name}"
+            )
+
     def _die(self, actor: FakeActor) -> None:
         actor.dead = True
         self.events.append(("dead", actor.name))
 
     def _maybe_crash(self, method: str, name: str) -> None:
+        if self.crash_in is not None:
+            self.crash_in -= 1
+            self.crashed = self.crashed or self.crash_in <= 0
+        if self.crashed:
+            self.crash_in = None
+            raise ControllerCrash(f"at {method} of {name}")
         if self.crash_before is not None and self.crash_before[0] == method:
             if self.crash_before[1] in (None, name):
                 self.crash_before = None

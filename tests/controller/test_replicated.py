@@ -5,6 +5,8 @@ lost replicas, moves off a lost node, and a restarted controller that adopts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 from collections import Counter
 from typing import Any
 
@@ -15,7 +17,7 @@ from actors.core.metrics import ControllerMetrics
 from coordinator.errors import Errors
 from coordinator.replication import IsrChange, IsrChangeKind
 
-from tests.controller.fake import FakeActor, FakeCluster, ManualClock, MemoryStore
+from tests.controller.fake import ControllerCrash, FakeActor, FakeCluster, ManualClock, MemoryStore
 from tests.controller.helpers import make_settings, run, watch
 
 
@@ -501,5 +503,63 @@ def test_followers_hear_of_an_epoch_only_once_its_leader_took_it_up() -> None:
         new = leader(cluster, 0)
         assert new.epoch == saved(store, 0)["leader_epoch"]
         assert all(a.epoch == new.epoch for a in survivors)
+
+    run(scenario())
+
+
+def converged(plane: ReplicatedPlane, cluster: FakeCluster) -> list[str]:
+    """What keeps the plane from its full replica sets: empty when every partition is led,
+    fully replicated and in sync, with one live actor per replica and no other."""
+    gaps = []
+    for p, meta in plane.state.partitions.items():
+        actors = [a for a in cluster.live.values() if a.partition == p]
+        nodes = sorted(a.node for a in actors)
+        if meta.leader is None or meta.moving is not None or len(meta.replicas) != 3:
+            gaps.append(f"partition {p}: leader {meta.leader}, replicas {meta.replicas}, move {meta.moving}")
+        elif sorted(meta.isr) != sorted(meta.replicas) or nodes != sorted(meta.replicas):
+            gaps.append(f"partition {p}: ISR {meta.isr}, actors on {nodes}")
+        elif any(a.role != ("leader" if a.node == meta.leader else "follower") for a in actors):
+            gaps.append(f"partition {p}: roles {[(a.node, a.role) for a in actors]}")
+    return gaps
+
+
+async def heal(plane: ReplicatedPlane, cluster: FakeCluster, rounds: int = 12) -> list[str]:
+    """Run the controller's rounds (and the leaders' ISR expansions) until it converges."""
+    for _ in range(rounds):
+        await watch(plane)
+        for p, meta in plane.state.partitions.items():
+            if meta.leader is not None and any(a.role == "leader" for a in replicas(cluster, p).values()):
+                await rejoin(plane, cluster, p)
+        await plane.balance_once()
+        if not converged(plane, cluster):
+            return []
+    return converged(plane, cluster)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_controller_killed_at_any_point_of_a_move_or_an_election_leaves_no_replica_out(seed: int) -> None:
+    """The controller dies at a seeded point of a reassignment (a node joins) or an election
+    (a leader's actor dies); its successor converges to full replica sets and ISRs, two
+    actors of one replica on a node never both hold its log, and none is left out."""
+    async def scenario() -> None:
+        rng = random.Random(seed)
+        cluster, store = FakeCluster(locks=True), MemoryStore()
+        first = make_replicated(cluster, store, num_partitions=4)
+        await first.start()
+        if seed % 2:
+            cluster.nodes.append("n4")
+            operation = first.balance_once
+        else:
+            cluster.crash(leader(cluster, rng.randrange(4)))
+            operation = first.watch_once
+        cluster.crash_in = rng.randint(1, 12)
+        with contextlib.suppress(ControllerCrash):
+            await operation()
+            await first.settle()
+            await heal(first, cluster, 2)
+        cluster.crash_in, cluster.crashed = None, False
+        second = make_replicated(cluster, store, num_partitions=4)  # Ray restarts the controller
+        await second.start()
+        assert await heal(second, cluster) == [], f"seed {seed}: not converged"
 
     run(scenario())
