@@ -504,3 +504,7 @@ Request = (
 
 # The classes a partition actor accepts (coordinator.checks.validate_request).
 register_requests(get_args(Request))
+
+# Requests the shard may park until another member acts or a timer fires (a JoinGroup
+# waiting for the join phase, a follower's SyncGroup waiting for its leader's, a watch).
+MAY_PARK = (JoinGroupRequest, SyncGroupRequest, AssignmentWatchRequest)

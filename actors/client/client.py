@@ -29,7 +29,7 @@ from uuid import UUID
 
 import ray
 
-from actors.client.coalesce import Coalescer
+from actors.client.coalesce import Coalescer, process_sender
 from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
@@ -74,8 +74,10 @@ ROUTING_WAIT_S = 1.0
 
 
 class Client:
-    """`coalesce`: the async methods send the requests made in one event-loop
-    turn to one leader as one Ray call (see actors/client/coalesce.py)."""
+    """`coalesce`: requests travel to their leader together (actors/client/coalesce.py):
+    the sync methods, from any thread, through the process's sender, shared by every
+    client of the process; the async methods through a coalescer on the caller's
+    event loop. False: one Ray call per request."""
 
     def __init__(
         self,
@@ -161,6 +163,8 @@ class Client:
 
         def attempt(timeout_s: float) -> Any:
             leader = route.take()
+            if self.coalesce:
+                return process_sender().submit(leader, request).result(timeout=timeout_s)
             return _answer(loads_response(ray.get(leader.handle_wire.remote(request), timeout=timeout_s)))
 
         def on_retry(last: object) -> None:
@@ -170,8 +174,16 @@ class Client:
 
     def send_later(self, request: Request) -> concurrent.futures.Future[Any]:
         """One attempt, not waited for (no retry): the response, or the error, in a future.
-        For a request that may stay parked, such as an assignment watch."""
-        leader = _Route(self, self._partition(request, None)).take()
+        For a request that may stay parked, such as an assignment watch. A cached
+        routing without a leader (the partition was between two) is refreshed first."""
+        route = _Route(self, self._partition(request, None))
+        try:
+            leader = route.take()
+        except NoLeaderError:
+            self._refresh_after(route)
+            leader = route.take()
+        if self.coalesce:
+            return process_sender().submit(leader, request)
         ref = leader.handle_wire.remote(request)
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
 

@@ -1,34 +1,58 @@
-"""Coalescing: the requests a process sends one leader in the same moment
-travel in one Ray call, and their answers stream back as they come.
+"""Coalescing: every request a process sends one leader, from any thread or event
+loop, travels with the others in few Ray calls, and their answers stream back as
+they come.
 
 A Ray actor call costs about a millisecond of CPU on each side, far more
-than the coordinator spends on a request. A process that hosts many
-members (a driver simulating a group, an actor running many consumers)
-would spend its time, and the partition actor's, on call overhead: a
-1,000-member rebalance is 2,000 calls. So the async client gives every
-request to the `Coalescer` of its leader. Rules:
-- A batch is what was submitted in one turn of the event loop: the first
-  request schedules the send at the end of the turn, so nothing waits for
-  a timer and a lone request goes out at once.
-- A batch of one is an ordinary `handle_wire` call; a larger one is one
-  call of the actor's `handle_batch`, a streaming generator that yields
-  `(index, response)` lists as responses are released (a parked JoinGroup
-  does not hold back a heartbeat sent with it).
-- If the call fails (the leader died), every request still unanswered gets
-  the exception; the client's retry loop takes it from there.
+than the coordinator spends on a request (40-60 us for a heartbeat). A process
+that hosts many members (threads of `GroupMember`, coroutines of
+`AsyncGroupMember`, a driver simulating a group) would spend its time, and the
+partition actor's, on call overhead. So every request goes to the `Coalescer`
+of its leader, on the process's one `Sender` loop. Rules:
+- Batches by an IN-FLIGHT WINDOW, never by a timer: at most `MAX_IN_FLIGHT`
+  calls per leader are in flight; while they are, what arrives waits and
+  leaves as one batch (at most `MAX_BATCH` requests) when a call's first
+  answers come back. A lone request leaves at once (at the end of the
+  sender's loop turn).
+- A call holds its place in the window until its first answers arrive (the
+  leader has handled the batch), not until every answer did: the leader's
+  `handle_batch` streams an empty first answer when it answered nothing at
+  once and the batch carries a request it may park (`MAY_PARK`: a JoinGroup
+  waiting for the join phase, a follower's SyncGroup, an assignment watch), so
+  parked requests never close the window.
+- A batch of one is an ordinary `handle_wire` call, unless its request may
+  park (`MAY_PARK`); any other batch is one call of the actor's
+  `handle_batch`, a streaming generator that yields `(index, response)` lists
+  as responses are released (a parked JoinGroup does not hold back a
+  heartbeat sent with it).
+- If the call fails (the leader died), every request it carried that is still
+  unanswered gets the exception, and only those; the client's retry loop
+  takes each from there.
+- Coalescers are keyed by the leader's actor, so every client of the process
+  shares them (each `GroupMember` connects its own client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
+import threading
+from collections import deque
 from typing import Any
 
+from ray.actor import ActorHandle
+
 from actors.core.wire import loads_response
-from coordinator.messages import Request
+from coordinator.messages import MAY_PARK, Request
+
+# Calls in flight to one leader; more wait and leave together.
+MAX_IN_FLIGHT = 2
+# Requests in one call at most.
+MAX_BATCH = 1_000
 
 
 class Coalescer:
-    """Batches the requests to one leader made from one event loop."""
+    """Batches the requests to one leader made on one event loop (module rules)."""
 
     def __init__(
         self,
@@ -41,51 +65,127 @@ class Coalescer:
         self.loop = loop
         self._single = getattr(leader, single)
         self._batch = getattr(leader, batch)
-        self._queue: list[tuple[Request, asyncio.Future[Any]]] = []
+        self._queue: deque[tuple[Request, asyncio.Future[Any]]] = deque()
+        self._in_flight = 0
+        self._scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     def submit(self, request: Request) -> asyncio.Future[Any]:
-        """The future of `request`'s response; sent at the end of this loop turn."""
+        """The future of `request`'s response; on the coalescer's loop."""
         future = self.loop.create_future()
-        if not self._queue:
-            self.loop.call_soon(self._send)
         self._queue.append((request, future))
+        self._schedule()
         return future
 
-    def _send(self) -> None:
-        batch, self._queue = self._queue, []
-        task = self.loop.create_task(self._call_one(*batch[0]) if len(batch) == 1 else self._stream(batch))
-        # The loop keeps only weak references to tasks.
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _schedule(self) -> None:
+        if self._queue and not self._scheduled and self._in_flight < MAX_IN_FLIGHT:
+            self._scheduled = True
+            self.loop.call_soon(self._send)
 
-    async def _call_one(self, request: Request, future: asyncio.Future[Any]) -> None:
+    def _send(self) -> None:
+        self._scheduled = False
+        while self._queue and self._in_flight < MAX_IN_FLIGHT:
+            batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
+            place = _Place(self)
+            single = len(batch) == 1 and not isinstance(batch[0][0], MAY_PARK)
+            call = self._call_one(batch[0], place) if single else self._stream(batch, place)
+            task = self.loop.create_task(call)
+            # The loop keeps only weak references to tasks.
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _call_one(self, entry: tuple[Request, asyncio.Future[Any]], place: _Place) -> None:
+        request, future = entry
         try:
-            response = loads_response(await self._single.remote(request))
+            _deliver(future, loads_response(await self._single.remote(request)))
         except Exception as exc:
             _fail(future, exc)
-        else:
-            _answer(future, response)
+        finally:
+            place.free()
 
-    async def _stream(self, batch: list[tuple[Request, asyncio.Future[Any]]]) -> None:
+    async def _stream(self, batch: list[tuple[Request, asyncio.Future[Any]]], place: _Place) -> None:
         try:
             async for ref in self._batch.remote([request for request, _ in batch]):
                 for index, response in loads_response(await ref):
-                    future = batch[index][1]
-                    if isinstance(response, BaseException):
-                        _fail(future, response)
-                    else:
-                        _answer(future, response)
+                    _deliver(batch[index][1], response)
+                place.free()
         except Exception as exc:
             for _, future in batch:
                 _fail(future, exc)
         else:
             for _, future in batch:
                 _fail(future, RuntimeError("the leader ended a batch without answering this request"))
+        finally:
+            place.free()
 
 
-def _answer(future: asyncio.Future[Any], response: Any) -> None:
-    if not future.done():
+class _Place:
+    """A call's place in its coalescer's window, held until its first answers (module rules)."""
+
+    __slots__ = ("coalescer", "held")
+
+    def __init__(self, coalescer: Coalescer) -> None:
+        self.coalescer, self.held = coalescer, True
+        coalescer._in_flight += 1
+
+    def free(self) -> None:
+        if self.held:
+            self.held = False
+            self.coalescer._in_flight -= 1
+            self.coalescer._schedule()
+
+
+class Sender:
+    """The process's sending thread: an event loop that owns a `Coalescer` per leader
+    actor, for every client, thread and event loop of the process."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._coalescers: dict[Any, Coalescer] = {}
+        self._thread = threading.Thread(target=self.loop.run_forever, name="raygroups-sender", daemon=True)
+        self._thread.start()
+
+    def submit(self, leader: Any, request: Request) -> concurrent.futures.Future[Any]:
+        """`request` to `leader` (an actor handle); its response, or the error, in a future."""
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(self._submit, leader, request, answer)
+        return answer
+
+    def _submit(self, leader: Any, request: Request, answer: concurrent.futures.Future[Any]) -> None:
+        # Every handle of one actor shares its coalescer; anything else is its own.
+        key = leader._actor_id if isinstance(leader, ActorHandle) else leader
+        coalescer = self._coalescers.get(key)
+        if coalescer is None:
+            coalescer = self._coalescers[key] = Coalescer(leader, self.loop)
+        coalescer.submit(request).add_done_callback(lambda done: _settle(answer, done))
+
+
+def _settle(answer: concurrent.futures.Future[Any], done: asyncio.Future[Any]) -> None:
+    exc = done.exception()
+    if exc is not None:
+        answer.set_exception(exc)
+    else:
+        answer.set_result(done.result())
+
+
+_sender: tuple[int, Sender] | None = None
+_sender_lock = threading.Lock()
+
+
+def process_sender() -> Sender:
+    """This process's `Sender`, started on first use (and anew in a forked child)."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():
+            _sender = (os.getpid(), Sender())
+        return _sender[1]
+
+
+def _deliver(future: asyncio.Future[Any], response: Any) -> None:
+    """A response, or the error the leader answered in its place (a malformed request)."""
+    if isinstance(response, BaseException):
+        _fail(future, response)
+    elif not future.done():
         future.set_result(response)
 
 

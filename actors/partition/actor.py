@@ -60,6 +60,7 @@ from actors.partition.roles import LOAD_TASK, ReplicaRoles
 from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
+from coordinator.messages import MAY_PARK
 from coordinator.records import Record
 from coordinator.replication import DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
@@ -344,8 +345,10 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
     async def handle_batch(self, requests: Any) -> AsyncIterator[bytes]:
         """Many requests in one Ray call (the client's coalescing): a streaming
         generator of pickled `(index, response)` lists, each yielded as soon as
-        its responses are released, so a parked request holds back no other.
-        A malformed request's entry is an InvalidRequestError."""
+        its responses are released, so a parked request holds back no other;
+        an empty first list when none was answered at once and one may park
+        (the client's window counts a call until its first answer). A malformed
+        request's entry is an InvalidRequestError."""
         if type(requests) is not list:
             raise InvalidRequestError(f"handle_batch takes a list of requests, got {type(requests).__name__}")
         released: list[tuple[int, Any]] = []
@@ -358,6 +361,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         for index, request in enumerate(requests):
             self._submit(request, partial(deliver, index))
         self._after_requests()
+        if not released and any(isinstance(request, MAY_PARK) for request in requests):
+            yield dumps_response(released)  # parked: the client's window needs an answer now
         unanswered = len(requests)
         while unanswered:
             await wake.wait()

@@ -1,12 +1,14 @@
-"""Coalescing in the async client: requests made in one event-loop turn go
-to their leader as one streaming call, answers come back as each is
+"""Coalescing in the client: requests made in one event-loop turn, or by threads
+while a call is in flight, go to their leader as one streaming call, answers come back as each is
 released, and a leader's death mid-stream fails only the requests it had
 not answered, which the client then retries like a single call."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
+import threading
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
@@ -237,3 +239,27 @@ async def _rejoin_and_sync(
         )
     )
     return joined, synced
+
+
+def test_threads_sending_at_once_share_calls_and_each_gets_its_own_answer(service: Client) -> None:
+    """The sync path: threads hand their requests to the process's sender, which
+    batches what arrives while a call is in flight (actors/client/coalesce.py)."""
+    client = Client(service.controller)
+    partition = client.partition_for("coalesced-threads-0")
+    groups = groups_on_partition(client, partition, "coalesced-threads", 40)
+    leader = counting(client, partition)
+    start = threading.Barrier(len(groups))
+
+    def commit(i: int, group: str) -> Errors:
+        start.wait(timeout=TIMEOUT_S)
+        response = client.commit_offsets(group, {("t", 0): i})
+        return response.partitions[0].error
+
+    with concurrent.futures.ThreadPoolExecutor(len(groups)) as pool:
+        errors = list(pool.map(commit, range(len(groups)), groups))
+
+    assert errors == [Errors.NONE] * len(groups)
+    assert len(leader.calls) < len(groups), leader.calls
+    assert {g: client.fetch_offsets(g).offsets() for g in groups} == {
+        g: {("t", 0): i} for i, g in enumerate(groups)
+    }
