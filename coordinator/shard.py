@@ -182,7 +182,8 @@ class Shard:
             if type(request) is ConsumerGroupHeartbeatRequest:
                 watch.follow_heartbeat(self, request.group_id, request.member_id)
             for changed in getattr(request, "group_ids", None) or (group_id,):
-                watch.nudge(self, changed)
+                if changed is not None:  # ListGroups names no group
+                    watch.nudge(self, changed)
         return out
 
     # -------------------------------------------------------------- timers
