@@ -27,10 +27,12 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
+from log.columnar import RowModel, arrow_batches
 from log.reader import LogReader
-from spark_bridge.rows import COLUMNS, LogRow, record_to_row
+from spark_bridge.rows import COLUMNS, LogRow, record_to_row, row_model
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -82,6 +84,20 @@ def read_log_rows(data_dir: str | os.PathLike[str]) -> Iterator[LogRow]:
     """Every row of the log, read in this process (small logs, tests)."""
     for task in plan_tasks(data_dir):
         yield from read_task_rows(task)
+
+
+def read_task_batches(task: SegmentTask, model: RowModel | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one task's offset range as Arrow record batches (`log.columnar`)."""
+    raw = LogReader(task.directory).raw_batches(task.start_offset, task.stop_offset)
+    model = model or row_model()
+    return arrow_batches(task.partition, raw, model, task.start_offset, task.stop_offset)
+
+
+def read_log_batches(data_dir: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
+    """Every row of the log as Arrow record batches, read in this process."""
+    model = row_model()
+    for task in plan_tasks(data_dir):
+        yield from read_task_batches(task, model)
 
 
 def log_schema() -> StructType:
