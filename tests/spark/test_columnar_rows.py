@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import msgpack
 import pyarrow as pa
@@ -25,27 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-    TopicMetadataRecord,
-    TopicPartitions,
-)
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 from log.batch import encode_batch
 from log.codec import encode_payload
 from log.columnar import arrow_batches
@@ -59,11 +38,10 @@ from log.snapshot import write_snapshot
 from spark_bridge.reader import plan_tasks, read_log_batches, read_log_rows
 from spark_bridge.rows import COLUMN_NAMES, arrow_schema, row_model
 
-from tests.log.helpers import consumer_group_records, group_records, offset_records
+from tests.log.helpers import consumer_group_kinds, consumer_group_records, group_records, offset_records
 from tests.spark.histories import EPOCH, FAST, T0, group, group_tombstone, offset_tombstone
 
 SMALL_SEGMENTS = LogConfig(offsets_segment_bytes=2_000, fsync=False, offsets_delete_retention_ms=1_000)
-TOPIC_ID = UUID(int=7)
 Rows = list[tuple[Any, ...]]
 
 
@@ -120,39 +98,6 @@ def commit(group_id: str, topic: str, partition: int, offset: int, *, epoch: int
            metadata: str | None = "", expire_ms: int = -1, at_ms: int = T0) -> Record:
     value = OffsetCommitValue(offset, epoch, metadata, at_ms, expire_ms)  # type: ignore[arg-type]
     return Record(OffsetCommitKey(group_id, topic, partition), value)
-
-
-def consumer_group_kinds(group_id: str, epoch: int) -> list[Record]:
-    """One record of each of the seven consumer group record kinds, and their tombstones."""
-    tp = TopicPartitions(TOPIC_ID, (0, 1))
-    member_value = ConsumerGroupMemberMetadataValue(
-        None, "rack", "c", "/h", ("orders",), None, 60_000, "uniform"
-    )
-    live = [
-        Record(ConsumerGroupMemberMetadataKey(group_id, "m1"), member_value),
-        Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch)),
-        Record(
-            ConsumerGroupPartitionMetadataKey(group_id),
-            ConsumerGroupPartitionMetadataValue((TopicMetadataRecord(TOPIC_ID, "orders", 2),)),
-        ),
-        Record(
-            ConsumerGroupTargetAssignmentMemberKey(group_id, "m1"),
-            ConsumerGroupTargetAssignmentMemberValue((tp,)),
-        ),
-        Record(
-            ConsumerGroupTargetAssignmentMetadataKey(group_id),
-            ConsumerGroupTargetAssignmentMetadataValue(epoch),
-        ),
-        Record(
-            ConsumerGroupCurrentMemberAssignmentKey(group_id, "m1"),
-            ConsumerGroupCurrentMemberAssignmentValue(epoch, epoch - 1, 0, (tp,), ()),
-        ),
-        Record(
-            ConsumerGroupRegularExpressionKey(group_id, "ord.*"),
-            ConsumerGroupRegularExpressionValue(("orders",), 1, T0),
-        ),
-    ]
-    return live + [Record(record.key, None) for record in reversed(live)]
 
 
 def random_batch(rng: random.Random, i: int) -> list[Record]:
