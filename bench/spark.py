@@ -113,7 +113,9 @@ def local_rows(data_dir: str, records: int) -> list[Row]:
     load_s = best_of(2, lambda: [materialize(d, use_snapshot=False) for d in directories])
     progress(f"log layer load: {load_s:.2f} s")
     columnar_s = best_of(2, lambda: sum(batch.num_rows for batch in read_log_batches(data_dir)))
+    progress(f"columnar decoder: {columnar_s:.2f} s")
     rows_s = best_of(2, lambda: sum(1 for _ in read_log_rows(data_dir)))
+    progress(f"row path: {rows_s:.2f} s")
     return [
         Row(
             "log layer load (materialize), 1 process",

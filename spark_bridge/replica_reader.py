@@ -248,7 +248,9 @@ def _read_tasks_table(tasks: list[ReplicaTask], batch: pa.Table) -> pa.Table:
 
     indices = batch.column("item").to_pylist()
     batches = [part for index in indices for part in read_replica_task_batches(tasks[index])]
-    return pa.Table.from_batches(batches, schema=arrow_schema())
+    # One chunk per column: RayDP converts blocks through pandas, and pyspark 3.5 with pandas 3
+    # fails on a column of several chunks (StructArray.from_arrays gets a ChunkedArray).
+    return pa.Table.from_batches(batches, schema=arrow_schema()).combine_chunks()
 
 
 def replica_stream_blocks(sources: LogSources) -> list[Any]:
