@@ -186,7 +186,7 @@ def _add_runs(chunk: _Chunk, partition: int, batch: RawBatch, model: RowModel) -
             if deltas is None:
                 chunk.offsets.add_constant(base + position, count)
             else:
-                chunk.offsets.add_array(map(add, array_slice(deltas, position, count), repeat(base)))
+                chunk.offsets.add_array(map(add, _delta_slice(deltas, position, count), repeat(base)))
             chunk.timestamps.add_constant(batch.timestamp_ms, count)
             chunk.size += count
         else:
@@ -204,7 +204,8 @@ def _add_runs(chunk: _Chunk, partition: int, batch: RawBatch, model: RowModel) -
         raise PayloadError(f"{len(deltas)} offset deltas for {position} records")
 
 
-def array_slice(deltas: list[Any], position: int, count: int) -> list[Any]:
+def _delta_slice(deltas: list[Any], position: int, count: int) -> list[Any]:
+    """The offset deltas of the `count` records from record `position` of the batch."""
     part = deltas[position : position + count]
     if len(part) != count:
         raise PayloadError(f"{len(deltas)} offset deltas for more records")
@@ -214,7 +215,7 @@ def array_slice(deltas: list[Any], position: int, count: int) -> list[Any]:
 def _offsets(base: int, deltas: list[Any] | None, position: int, count: int) -> Iterable[int]:
     if deltas is None:
         return range(base + position, base + position + count)
-    return map(add, array_slice(deltas, position, count), repeat(base))
+    return map(add, _delta_slice(deltas, position, count), repeat(base))
 
 
 def _add_offset_run(chunk: _Chunk, run: list[Any], count: int, tombstones: bool) -> None:
@@ -270,7 +271,7 @@ def _convert(
 
 def _record_batches(chunk: _Chunk, partition: int, model: RowModel) -> list[pa.RecordBatch]:
     out = []
-    if len(chunk.tombstones.values):
+    if chunk.tombstones.values:  # one value per offset run at least: the chunk has offset rows
         out.append(_offset_batch(chunk, partition, model))
     if chunk.rows:
         out.append(rows_batch(chunk.rows, model.schema))
