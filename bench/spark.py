@@ -2,16 +2,24 @@
 
 Writes a log of N records (default 1,000,000: one group-metadata record
 per group, the rest offset commits) over 8 partition directories for up to
-10,000 groups, then measures in the same run:
+10,000 groups, then measures in the same run, each read as a ratio to the
+first figure:
 - the baseline: the log layer's own load, one process, every partition in
   turn (`log.loader.materialize`): records/s;
-- the same rows built on the driver in one process (`read_log_rows`):
-  the per-record Python work the executors do, without Spark;
+- in this process, without Spark: the columnar decoder alone (Arrow record
+  batches, `read_log_batches`) and the row path (`read_log_rows`, the
+  per-record Python work the executors did before the Arrow path);
 - Spark on RayDP with 1 and with 2 executors (1 core, 1 GB each): every
-  row of `read_offsets_log` through a no-op sink, best of 2, after a warm-up
-  job; plus the session's start time.
-Each read rate is also a ratio to the baseline. A local Ray is started for
-the run (4 logical CPUs: executors hold theirs for their lifetime).
+  row of the DataFrame through a no-op sink, best of 2, after a warm-up
+  job: the Arrow path (`read_offsets_log`, mapInArrow) and the old row path
+  (`read_offsets_log_by_rows`, pickled rows); with the most executors also
+  the replica path both ways, through Ray actors serving the partition
+  directories as a replica does (`log_files`, `read_log_file`): Arrow IPC
+  blocks read by RayDP's JVM (`read_replicas_log`) and a Ray Dataset of
+  Arrow blocks through `Dataset.to_spark` (pandas in Spark's Python
+  workers); plus each session's start time.
+A local Ray is started for the run (4 logical CPUs: executors hold theirs
+for their lifetime). Progress goes to stderr, the figures to stdout.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.table import Row
+from bench.driver_log import log_file
+from bench.table import Row, progress
 from bench.table import print_table as print_table_rows
 from coordinator.records import (
     GroupMetadataKey,
@@ -37,8 +46,19 @@ from coordinator.records import (
 from log.config import LogConfig
 from log.loader import materialize
 from log.partition import PartitionLog
-from spark_bridge.reader import partition_dirs, plan_tasks, read_log_rows, read_offsets_log
+from spark_bridge.reader import (
+    partition_dirs,
+    plan_tasks,
+    read_log_batches,
+    read_log_rows,
+    read_offsets_log,
+    read_offsets_log_by_rows,
+)
+from spark_bridge.replica_reader import read_replicas_log, replica_dataset
 from spark_bridge.spark_session import session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 PARTITIONS = 8
 PARTITIONS_PER_GROUP = 10
@@ -83,11 +103,19 @@ def best_of(runs: int, fn: Callable[[], Any]) -> float:
     return best
 
 
+def read_row(figure: str, records: int, seconds: float, load_s: float, note: str) -> Row:
+    return Row(figure, records / seconds, "rows/s", load_s / seconds, f"{seconds:.2f} s, {note}")
+
+
 def local_rows(data_dir: str, records: int) -> list[Row]:
-    """The baselines, in this process."""
+    """The baseline and the readers without Spark, in this process."""
     directories = [directory for _, directory in partition_dirs(data_dir)]
     load_s = best_of(2, lambda: [materialize(d, use_snapshot=False) for d in directories])
+    progress(f"log layer load: {load_s:.2f} s")
+    columnar_s = best_of(2, lambda: sum(batch.num_rows for batch in read_log_batches(data_dir)))
+    progress(f"columnar decoder: {columnar_s:.2f} s")
     rows_s = best_of(2, lambda: sum(1 for _ in read_log_rows(data_dir)))
+    progress(f"row path: {rows_s:.2f} s")
     return [
         Row(
             "log layer load (materialize), 1 process",
@@ -96,39 +124,82 @@ def local_rows(data_dir: str, records: int) -> list[Row]:
             1.0,
             f"{load_s:.2f} s over {len(directories)} partitions: the baseline",
         ),
-        Row(
-            "rows on the driver (read_log_rows), 1 process",
-            records / rows_s,
-            "rows/s",
-            load_s / rows_s,
-            f"{rows_s:.2f} s: the executors' Python work without Spark",
-        ),
+        read_row("columnar decoder (read_log_batches), 1 process", records, columnar_s, load_s,
+                 "Arrow record batches, no Spark"),
+        read_row("row path (read_log_rows), 1 process", records, rows_s, load_s,
+                 "a tuple per record, no Spark"),
     ]
 
 
-def spark_rows(data_dir: str, records: int, executors: int, load_s: float) -> list[Row]:
+def noop_read_s(frame_of: Callable[[], DataFrame]) -> float:
+    """Best of 2: build the DataFrame and write every row to a no-op sink."""
+    return best_of(2, lambda: frame_of().write.format("noop").mode("overwrite").save())
+
+
+def spark_rows(data_dir: str, records: int, executors: int, load_s: float, replicas: bool) -> list[Row]:
     """Start RayDP with `executors` executors, warm up, time full reads, stop."""
     start = time.perf_counter()
     with session(num_executors=executors, app_name=f"bench-spark-{executors}") as spark:
         start_s = time.perf_counter() - start
+        progress(f"RayDP with {executors} executor(s) started in {start_s:.1f} s")
         # The first job starts the executors' Python workers: keep that out of the figure.
         spark.sparkContext.parallelize(range(4 * executors), 2 * executors).map(lambda x: x).count()
-        frame = read_offsets_log(spark, data_dir)
-        read_s = best_of(2, lambda: frame.write.format("noop").mode("overwrite").save())
-        counted = frame.count()
-    if counted != records:
-        raise AssertionError(f"Spark read {counted} rows, the log holds {records}")
-    tasks = len(plan_tasks(data_dir))
+        counted = read_offsets_log(spark, data_dir).count()
+        if counted != records:
+            raise AssertionError(f"Spark read {counted} rows, the log holds {records}")
+        tasks = len(plan_tasks(data_dir))
+        arrow_s = noop_read_s(lambda: read_offsets_log(spark, data_dir))
+        progress(f"Arrow path, {executors} executor(s): {arrow_s:.2f} s")
+        pickled_s = noop_read_s(lambda: read_offsets_log_by_rows(spark, data_dir))
+        progress(f"row path, {executors} executor(s): {pickled_s:.2f} s")
+        out = [
+            read_row(f"Spark, Arrow path, {executors} executor(s)", records, arrow_s, load_s,
+                     f"{tasks} tasks, mapInArrow, no-op sink"),
+            read_row(f"Spark, row path, {executors} executor(s)", records, pickled_s, load_s,
+                     "pickled rows (read_offsets_log_by_rows)"),
+        ]
+        if replicas:
+            out += replica_rows(spark, data_dir, records, executors, load_s)
+    started = Row(f"RayDP start, {executors} executor(s)", start_s, "s", None, "init_spark until the session")
+    return [*out, started]
+    return out
+
+
+def replica_rows(
+    spark: SparkSession, data_dir: str, records: int, executors: int, load_s: float
+) -> list[Row]:
+    """The replica path both ways, through one file-serving actor per partition directory."""
+    import ray
+
+    serve = ray.remote(num_cpus=0)(LogFiles)
+    servers = {partition: [serve.remote(directory)] for partition, directory in partition_dirs(data_dir)}
+    if read_replicas_log(spark, servers).count() != records:
+        raise AssertionError("the replica path lost rows")
+    blocks_s = noop_read_s(lambda: read_replicas_log(spark, servers))
+    progress(f"replica path, Arrow IPC blocks: {blocks_s:.2f} s")
+    dataset_s = noop_read_s(lambda: replica_dataset(servers).to_spark(spark))  # type: ignore[union-attr]
+    progress(f"replica path, Dataset.to_spark: {dataset_s:.2f} s")
     return [
-        Row(
-            f"Spark read, {executors} executor(s)",
-            records / read_s,
-            "rows/s",
-            load_s / read_s,
-            f"{read_s:.2f} s, {tasks} tasks, no-op sink",
-        ),
-        Row(f"RayDP start, {executors} executor(s)", start_s, "s", None, "init_spark until the session"),
+        read_row(f"Spark, replica path, {executors} executor(s)", records, blocks_s, load_s,
+                 "Ray tasks -> Arrow IPC in the object store -> RayDP's JVM"),
+        read_row(f"Spark, replica path via Dataset.to_spark, {executors} executor(s)", records, dataset_s,
+                 load_s, "Arrow blocks -> pandas in Python workers -> Spark"),
     ]
+
+
+class LogFiles:
+    """What a replica actor serves of its log (actors/partition/export.py), for one directory."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def log_files(self) -> list[tuple[str, int]]:
+        return [(os.path.basename(s.path), os.path.getsize(s.path)) for s in _segments(self.directory)]
+
+    def read_log_file(self, name: str, offset: int, length: int) -> bytes:
+        with open(os.path.join(self.directory, os.path.basename(name)), "rb") as file:
+            file.seek(offset)
+            return file.read(length)
 
 
 def run(records: int, groups: int, executor_counts: list[int]) -> list[Row]:
@@ -136,21 +207,23 @@ def run(records: int, groups: int, executor_counts: list[int]) -> list[Row]:
 
     data_dir = tempfile.mkdtemp(prefix="raygroups-bench-spark-")
     try:
+        progress(f"writing {records:,} records")
         write_log(data_dir, records, groups)
         rows = local_rows(data_dir, records)
         load_s = records / rows[0].value
         size = sum(os.path.getsize(s.path) for _, d in partition_dirs(data_dir) for s in _segments(d))
         rows.append(Row("log size", size / 1e6, "MB", None, f"{size / records:.1f} B/record"))
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-        try:
-            for executors in executor_counts:
-                rows.extend(spark_rows(data_dir, records, executors, load_s))
-        finally:
-            ray.shutdown()
+        with log_file("bench-spark"):
+            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+            try:
+                for executors in executor_counts:
+                    replicas = executors == max(executor_counts)
+                    rows.extend(spark_rows(data_dir, records, executors, load_s, replicas))
+            finally:
+                ray.shutdown()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     return rows
-
 
 def _segments(directory: str) -> list[Any]:
     from log.reader import LogReader

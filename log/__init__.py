@@ -10,7 +10,8 @@ Shard), compaction, snapshot, epoch (leader epoch fencing), epochs (the
 data's leader epochs and their checkpoint), shipping (raw batches a leader
 ships and a follower appends), truncate (cutting a follower's diverged
 tail), fsutil (durable file steps), gcpause (collector paused around bulk
-decoding).
+decoding), columnar and column_runs (batches -> Arrow record batches for
+analytics; pyarrow and numpy, never Spark).
 
 Imports point one way: log -> coordinator (records only; the loader takes
 anything with `replay_many`, such as `coordinator.Shard`).

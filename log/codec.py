@@ -269,6 +269,39 @@ def offset_records(staged: Mapping[OffsetKeyTuple, tuple[Any, ...] | None]) -> I
     return map(_new, repeat(Record), zip(keys, values))
 
 
+def unpack_body(payload: bytes | memoryview) -> list[Any]:
+    """A payload's msgpack body, `[offset_deltas, run, ...]`, checked to be a non-empty array.
+
+    For readers that decode runs themselves (`log/columnar.py`). Raises PayloadError."""
+    try:
+        body = _unpackb(payload)
+    except _DECODE_ERRORS as exc:
+        raise PayloadError(f"undecodable payload: {exc!r}") from exc
+    if type(body) is not list or not body:
+        raise PayloadError("payload is not a non-empty array")
+    return body
+
+
+def decode_run(run: list[Any]) -> list[Record] | None:
+    """The records of one run of a payload's body, or None for an unknown key version.
+
+    Raises PayloadError or UnsupportedVersionError, as `decode_payload` does."""
+    try:
+        return _decode_run(run)
+    except PayloadError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise PayloadError(f"undecodable payload: {exc!r}") from exc
+
+
+# (key version, value version) of the runs of offset commits and of their tombstones.
+OFFSET_COMMIT_RUNS = frozenset({
+    (KEY_VERSION_OFFSET_COMMIT_V0, VALUE_VERSION_OFFSET_COMMIT),
+    (KEY_VERSION_OFFSET_COMMIT, VALUE_VERSION_OFFSET_COMMIT),
+})
+OFFSET_TOMBSTONE_RUNS = frozenset({(KEY_VERSION_OFFSET_COMMIT_V0, None), (KEY_VERSION_OFFSET_COMMIT, None)})
+
+
 def _decode_run(run: list[Any]) -> list[Record] | None:
     """The records of one run, or None for a run of an unknown key version."""
     count = run[2]

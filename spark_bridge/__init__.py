@@ -1,7 +1,8 @@
 """Offset analytics in Spark on the same Ray cluster (RayDP), reading the offsets log.
 
-Modules, one job each: rows (record -> row, pure), reader (log directory ->
-DataFrame, one task per segment), replica_reader (the same DataFrame read
+Modules, one job each: rows (record -> row, pure; the same columns in
+Arrow), reader (log directory -> DataFrame, one task per segment, its rows
+as Arrow batches by `log.columnar`, handed to the JVM), replica_reader (the same DataFrame read
 through the replica actors that hold the log: no shared filesystem), jobs
 (analytics DataFrames), end_offsets (what lag is measured to, now or over
 time), time_windows (window sizes from the data's span), spark_session
@@ -37,12 +38,14 @@ _EXPORTS = {
     "rebalance_history": "jobs",
     "JavaVersionError": "jvm",
     "log_schema": "reader",
+    "read_log_batches": "reader",
     "read_log_rows": "reader",
     "read_offsets_log": "reader",
     "rows_dataframe": "reader",
     "read_replica_rows": "replica_reader",
     "read_replicas_log": "replica_reader",
     "COLUMN_NAMES": "rows",
+    "arrow_schema": "rows",
     "record_to_row": "rows",
     "BridgeSession": "spark_session",
     "active_session": "spark_session",

@@ -21,6 +21,10 @@ with `add_parsers` and `COMMANDS`. Rules:
   no shared filesystem needed), whose handles the caller's `service_log`
   gives (`actors/cli/main.py` passes one: spark_bridge never imports actors).
   `--data-dir` reads a directory instead: offline analysis of a copied log.
+- Progress: each long step shows on a terminal (the caller's `progress`),
+  as one line per step on a piped stderr; the log is read once into
+  Spark's cache, and the line "read N records ... in S s (R/s)" says how
+  many records that was at what rate (stderr).
 - Output: tables through the caller's `print_table` (`actors/cli/main.py` passes
   `actors.cli.tables.print_table`: a terminal table or plain aligned text,
   never a cut value); notes such as where lag was measured to go to stderr.
@@ -36,8 +40,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -217,9 +221,31 @@ def _end_offsets(args: argparse.Namespace, latest_only: bool) -> Any:
 def show_progress(
     args: argparse.Namespace, description: str
 ) -> AbstractContextManager[Callable[[str], None]]:
-    """The caller's progress display for a long step, or nothing."""
+    """The caller's progress display for a long step on a terminal, one line per stage on a
+    piped stderr, or nothing (no display given: a library call)."""
     progress: Progress | None = getattr(args, "progress", None)
-    return progress(description) if progress is not None else nullcontext(lambda _text: None)
+    if progress is None:
+        return nullcontext(lambda _text: None)
+    if sys.stderr.isatty():
+        return progress(description)
+    return _stage_lines(description)
+
+
+@contextmanager
+def _stage_lines(description: str) -> Iterator[Callable[[str], None]]:
+    print(f"{description} ...", file=sys.stderr, flush=True)
+    yield lambda text: print(text, file=sys.stderr, flush=True)
+
+
+def read_log_timed(log_df: DataFrame) -> int:
+    """Read the cached `log_df` once (every later job reads the cache); say how many records
+    were read at what rate, on stderr. Returns the number of records."""
+    started = time.monotonic()
+    records = log_df.count()
+    seconds = max(time.monotonic() - started, 1e-9)
+    line = f"read {records:,} records of the offsets log in {seconds:.1f} s ({records / seconds:,.0f}/s)"
+    print(line, file=sys.stderr, flush=True)
+    return records
 
 
 def end_offsets_source(args: argparse.Namespace) -> str:
@@ -260,11 +286,18 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
     from spark_bridge.jobs import consumer_lag
 
-    with show_progress(args, "computing lag (Spark)"):
-        lag = consumer_lag(read_log(spark, args), ends)
-        if args.group is not None:
-            lag = lag.where(F.col("group_id") == args.group)
-        rows = [row.asDict() for row in lag.collect()]
+    # The lag job reads the log twice (commits, ends from commits): read it once, cached.
+    log_df = read_log(spark, args).cache()
+    try:
+        with show_progress(args, "reading the offsets log (Spark)"):
+            read_log_timed(log_df)
+        with show_progress(args, "computing lag (Spark)"):
+            lag = consumer_lag(log_df, ends)
+            if args.group is not None:
+                lag = lag.where(F.col("group_id") == args.group)
+            rows = [row.asDict() for row in lag.collect()]
+    finally:
+        log_df.unpersist()
     # Sorted here, not by Spark: a global sort costs a sampling job more, and the table is small.
     return sorted(rows, key=lambda row: (row["group_id"], row["topic"], row["topic_partition"]))
 
@@ -305,7 +338,9 @@ def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict
     # Seven tables read the same log: read it once, before their jobs run side by side.
     log_df = read_log(spark, args).cache()
     try:
-        with show_progress(args, "reading the offsets log") as update:
+        with show_progress(args, "reading the offsets log (Spark)"):
+            read_log_timed(log_df)
+        with show_progress(args, "computing the report's tables") as update:
             window_ms, span = data_window(log_df, ends, args.window_ms)
             settings = ReportSettings(
                 int(time.time() * 1000), window_ms, args.idle_ms, args.top_groups, end_offsets_source(args)

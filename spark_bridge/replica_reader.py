@@ -21,9 +21,13 @@ controller's `log_sources`): spark_bridge never imports actors. Rules:
   row without progress it raises `ReplicaReadError`.
 - An incomplete batch at a file's listed end is the end of that file's
   committed data, as for `LogReader` (a torn tail).
-- The Dataset's read tasks are Ray tasks calling the actors; RayDP's
-  `Dataset.to_spark` hands their Arrow blocks to Spark. Plain local Spark
-  (the `--local` fallback) gets the rows through the driver instead.
+- A task's rows are `log.columnar`'s Arrow record batches. The read tasks
+  are Ray tasks calling the actors, each returning its rows as one Arrow
+  IPC stream; RayDP's JVM reads those from the object store into Spark
+  (`ray_dataset_to_spark_dataframe` on bytes blocks). `Dataset.to_spark`
+  would go through pandas in Spark's Python workers (measured in
+  bench/spark.py). Plain local Spark (the `--local` fallback) gets the
+  rows through the driver instead.
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from log.batch import RawBatch, scan_buffer
+from log.columnar import arrow_batches
 from log.errors import CorruptLogError, LogError
-from log.reader import LogBatch, decode_batch
+from log.reader import decode_batch
 from log.segment import OFFSET_DIGITS
-from spark_bridge.rows import COLUMNS, LogRow, record_to_row
+from spark_bridge.rows import LogRow, arrow_schema, record_to_row, row_model
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -134,21 +139,38 @@ def plan_replica_tasks(sources: LogSources, call: ReplicaCall = ray_call) -> lis
 # -------------------------------------------------------------- reading
 
 
-def read_replica_task(task: ReplicaTask, call: ReplicaCall = ray_call) -> Iterator[LogRow]:
-    """The rows of one task's offset range, read from its replicas."""
+def replica_raw_batches(task: ReplicaTask, call: ReplicaCall = ray_call) -> Iterator[tuple[str, RawBatch]]:
+    """(file name, batch) of every batch of one task's offset range, read from its replicas.
+
+    A replica that fails is left for the next, which goes on from the first offset not yet
+    yielded: what the caller has taken is never given twice."""
     replicas = _Replicas(task.partition, task.replicas, call)
     cursor, stop = task.start_offset, task.stop_offset
     while True:
         try:
-            for batch in _batches_from(replicas, cursor, stop):
-                for offset, record in zip(batch.offsets, batch.records):
-                    if offset >= cursor and (stop is None or offset < stop):
-                        yield record_to_row(task.partition, offset, batch.timestamp_ms, record)
-                cursor = max(cursor, batch.next_offset)
+            for name, raw in _raw_batches_from(replicas, cursor, stop):
+                yield name, raw
+                cursor = max(cursor, raw.next_offset)
                 replicas.progressed()
             return
         except Exception as exc:  # any replica failure: list again, maybe elsewhere, from `cursor`
             replicas.failed(exc)
+
+
+def read_replica_task(task: ReplicaTask, call: ReplicaCall = ray_call) -> Iterator[LogRow]:
+    """The rows of one task's offset range, read from its replicas (the row path)."""
+    start, stop = task.start_offset, task.stop_offset
+    for name, raw in replica_raw_batches(task, call):
+        batch = decode_batch(name, raw)
+        for offset, record in zip(batch.offsets, batch.records):
+            if offset >= start and (stop is None or offset < stop):
+                yield record_to_row(task.partition, offset, batch.timestamp_ms, record)
+
+
+def read_replica_task_batches(task: ReplicaTask, call: ReplicaCall = ray_call) -> Iterator[pa.RecordBatch]:
+    """The rows of one task's offset range as Arrow record batches (`log.columnar`)."""
+    raw = replica_raw_batches(task, call)
+    return arrow_batches(task.partition, raw, row_model(), task.start_offset, task.stop_offset)
 
 
 def read_replica_rows(sources: LogSources, call: ReplicaCall = ray_call) -> Iterator[LogRow]:
@@ -157,8 +179,8 @@ def read_replica_rows(sources: LogSources, call: ReplicaCall = ray_call) -> Iter
         yield from read_replica_task(task, call)
 
 
-def _batches_from(replicas: _Replicas, start: int, stop: int | None) -> Iterator[LogBatch]:
-    """Decoded batches ending after `start` and beginning below `stop`, from one listing."""
+def _raw_batches_from(replicas: _Replicas, start: int, stop: int | None) -> Iterator[tuple[str, RawBatch]]:
+    """The batches ending after `start` and beginning below `stop`, from one listing."""
     files = [(name, size) for name, size in replicas.ask("log_files")]
     bases = [base_offset_of(name) for name, _ in files]
     first = max(0, bisect_right(bases, start) - 1)
@@ -169,7 +191,7 @@ def _batches_from(replicas: _Replicas, start: int, stop: int | None) -> Iterator
             if stop is not None and raw.base_offset >= stop:
                 return
             if raw.next_offset > start:
-                yield decode_batch(name, raw)
+                yield name, raw
 
 
 def _file_batches(replicas: _Replicas, name: str, size: int, base: int) -> Iterator[RawBatch]:
@@ -208,27 +230,10 @@ def _read(replicas: _Replicas, name: str, offset: int, length: int) -> bytes:
 # --------------------------------------------------- Ray Dataset, Spark
 
 
-def arrow_schema() -> pa.Schema:
-    """The Arrow schema of `COLUMNS` (Spark reads it as `reader.log_schema()`)."""
-    import pyarrow as pa
-
-    types = {"int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
-    return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in COLUMNS])
-
-
-def rows_table(rows: Sequence[LogRow]) -> pa.Table:
-    """Rows as an Arrow table of `arrow_schema()`."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    columns = list(zip(*rows)) if rows else [()] * len(schema)
-    return pa.Table.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema)], schema=schema
-    )
-
-
 def replica_dataset(sources: LogSources) -> Dataset | None:
-    """A Ray Dataset of every row, one read task per planned segment (None: the log is empty)."""
+    """A Ray Dataset of every row in Arrow blocks, one read task per planned segment (None: the
+    log is empty). `Dataset.to_spark` converts such blocks through pandas (RayDP's
+    `_convert_by_udf`): `read_replicas_log` hands Spark Arrow stream blocks instead."""
     import ray
 
     tasks = plan_replica_tasks(sources)
@@ -239,22 +244,53 @@ def replica_dataset(sources: LogSources) -> Dataset | None:
 
 
 def _read_tasks_table(tasks: list[ReplicaTask], batch: pa.Table) -> pa.Table:
-    rows = [row for index in batch.column("item").to_pylist() for row in read_replica_task(tasks[index])]
-    return rows_table(rows)
+    import pyarrow as pa
+
+    indices = batch.column("item").to_pylist()
+    batches = [part for index in indices for part in read_replica_task_batches(tasks[index])]
+    # One chunk per column: RayDP converts blocks through pandas, and pyspark 3.5 with pandas 3
+    # fails on a column of several chunks (StructArray.from_arrays gets a ChunkedArray).
+    return pa.Table.from_batches(batches, schema=arrow_schema()).combine_chunks()
+
+
+def replica_stream_blocks(sources: LogSources) -> list[Any]:
+    """Object refs of every row as Arrow IPC stream bytes, one Ray task per planned segment."""
+    import ray
+
+    read = ray.remote(read_task_stream)
+    return [read.remote(task) for task in plan_replica_tasks(sources)]
+
+
+def read_task_stream(task: ReplicaTask) -> bytes:
+    """One task's rows as an Arrow IPC stream: what RayDP's JVM reads from the object store."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, arrow_schema()) as writer:
+        for batch in read_replica_task_batches(task):
+            writer.write_batch(batch)
+    stream: bytes = sink.getvalue().to_pybytes()
+    return stream
 
 
 def read_replicas_log(spark: SparkSession, sources: LogSources) -> DataFrame:
-    """A DataFrame of every record of the log, read through the replicas in `sources`."""
+    """A DataFrame of every record of the log, read through the replicas in `sources`.
+
+    On RayDP the read tasks' Arrow streams go from Ray's object store to the executors'
+    JVMs (RayDP's `RayDatasetRDD`): no Python worker, no pandas, no conversion but Arrow's."""
     from spark_bridge.reader import log_schema
     from spark_bridge.spark_session import active_session
 
-    dataset = replica_dataset(sources)
-    if dataset is None:
-        return spark.createDataFrame([], log_schema())
     started = active_session()
     if started is None or started.spark is not spark or started.mode != "raydp":
-        # Only RayDP's Spark takes Ray blocks: any other Spark gets the rows through the driver.
-        rows = [tuple(row[name] for name, _ in COLUMNS) for row in dataset.iter_rows()]
-        return spark.createDataFrame(rows, log_schema())
-    converted: DataFrame = dataset.to_spark(spark)
+        # Only RayDP's Spark reads Ray's object store: any other Spark gets the rows through the driver.
+        return spark.createDataFrame(list(read_replica_rows(sources)), log_schema())
+    blocks = replica_stream_blocks(sources)
+    if not blocks:
+        return spark.createDataFrame([], log_schema())
+    # Every job over the DataFrame reads the blocks again: they live as long as the session.
+    started.ray_objects.extend(blocks)
+    from raydp.spark import ray_dataset_to_spark_dataframe
+
+    converted: DataFrame = ray_dataset_to_spark_dataframe(spark, arrow_schema(), blocks)
     return converted

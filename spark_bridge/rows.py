@@ -28,11 +28,15 @@ the driver-side reader and the tests. Rules:
   `topic_partition` is the partition of the committed topic.
 - Time columns are milliseconds since the epoch (`batch_timestamp` is the
   append time of the record's batch).
+- `arrow_schema()` is the same columns in Arrow; `row_model()` hands them
+  and `record_to_row` to the log's columnar decoder (`log/columnar.py`),
+  which builds the rows of offset commits itself and must give exactly the
+  rows `record_to_row` gives (tests/spark/test_columnar_rows.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.records import (
     NO_LEADER_EPOCH,
@@ -53,6 +57,11 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from log.columnar import RowModel
 
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
@@ -175,3 +184,18 @@ def _consumer_group_row(
 def row_dict(row: LogRow) -> dict[str, Any]:
     """A row as {column: value}: for printing and tests."""
     return dict(zip(COLUMN_NAMES, row))
+
+
+def arrow_schema() -> pa.Schema:
+    """The Arrow schema of `COLUMNS` (Spark reads it as `reader.log_schema()`)."""
+    import pyarrow as pa
+
+    types = {"int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
+    return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in COLUMNS])
+
+
+def row_model() -> RowModel:
+    """The row model for `log.columnar.arrow_batches`: these columns, `record_to_row`."""
+    from log.columnar import RowModel
+
+    return RowModel(arrow_schema(), record_to_row, OFFSET_COMMIT)

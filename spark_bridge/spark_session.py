@@ -18,6 +18,9 @@ Owns starting and stopping Spark. Rules:
   started. It waits for the session's JVMs to exit, kills (by pid) those
   still running after a grace period, and deletes the temp files they left
   (see `jvm.JvmTracker`).
+- Ray objects a DataFrame reads from (`replica_reader`'s Arrow blocks) are
+  kept by the session (`ray_objects`) and released when it stops: Spark
+  reads them again for every job, and no DataFrame object outlives them.
 - `quiet=True` (the CLI's default) keeps Spark's and the JVM's logging out
   of the terminal: errors only, start-up output captured and shown with the
   exception when something fails (`quiet.QuietJvm`).
@@ -34,7 +37,7 @@ import os
 import signal
 import sys
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,6 +77,9 @@ class BridgeSession:
     owns_gateway: bool = False
     quiet: QuietJvm | None = None
     stopped: bool = False
+    # Ray objects the session's DataFrames read (the replica reader's Arrow blocks): Spark
+    # reads them again for every job over those DataFrames, so they live until `stop`.
+    ray_objects: list[Any] = field(default_factory=list)
 
     def stop(self) -> None:
         """Stop Spark (and the Ray this session started); idempotent."""
@@ -84,6 +90,7 @@ class BridgeSession:
         if _active is self:
             _active = None
         atexit.unregister(self.stop)
+        self.ray_objects.clear()
         try:
             _shutdown(self.spark, self.mode, self.tracker, self.owns_ray, self.owns_gateway)
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from uuid import UUID
 
 from hypothesis import strategies as st
 
@@ -69,6 +70,39 @@ def group(group_id: str, generation: int = 1, members: int = 2) -> Record:
 
 def group_tombstone(group_id: str) -> Record:
     return Record(GroupMetadataKey(group_id), None)
+
+
+def consumer_group_kinds(group_id: str, epoch: int) -> list[Record]:
+    """One record of each of the seven consumer group record kinds, and their tombstones."""
+    tp = TopicPartitions(UUID(int=7), (0, 1))
+    member_value = ConsumerGroupMemberMetadataValue(
+        None, "rack", "c", "/h", ("orders",), None, 60_000, "uniform"
+    )
+    live = [
+        Record(ConsumerGroupMemberMetadataKey(group_id, "m1"), member_value),
+        Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch)),
+        Record(
+            ConsumerGroupPartitionMetadataKey(group_id),
+            ConsumerGroupPartitionMetadataValue((TopicMetadataRecord(UUID(int=7), "orders", 2),)),
+        ),
+        Record(
+            ConsumerGroupTargetAssignmentMemberKey(group_id, "m1"),
+            ConsumerGroupTargetAssignmentMemberValue((tp,)),
+        ),
+        Record(
+            ConsumerGroupTargetAssignmentMetadataKey(group_id),
+            ConsumerGroupTargetAssignmentMetadataValue(epoch),
+        ),
+        Record(
+            ConsumerGroupCurrentMemberAssignmentKey(group_id, "m1"),
+            ConsumerGroupCurrentMemberAssignmentValue(epoch, epoch - 1, 0, (tp,), ()),
+        ),
+        Record(
+            ConsumerGroupRegularExpressionKey(group_id, "ord.*"),
+            ConsumerGroupRegularExpressionValue(("orders",), 1, NOW_MS),
+        ),
+    ]
+    return live + [Record(record.key, None) for record in reversed(live)]
 
 
 def model(records: Iterable[Record]) -> State:
