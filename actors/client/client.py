@@ -164,7 +164,7 @@ class Client:
         def attempt(timeout_s: float) -> Any:
             leader = route.take()
             if self.coalesce:
-                return process_sender().submit(leader, request).result(timeout=timeout_s)
+                return process_sender().call(leader, request, timeout_s)
             return _answer(loads_response(ray.get(leader.handle_wire.remote(request), timeout=timeout_s)))
 
         def on_retry(last: object) -> None:

@@ -11,8 +11,10 @@ of its leader, on the process's one `Sender` loop. Rules:
 - Batches by an IN-FLIGHT WINDOW, never by a timer: at most `MAX_IN_FLIGHT`
   calls per leader are in flight; while they are, what arrives waits and
   leaves as one batch (at most `MAX_BATCH` requests) when a call's first
-  answers come back. A lone request leaves at once (at the end of the
-  sender's loop turn).
+  answers come back. A lone request leaves at once: at the end of the loop's
+  turn, or, from a sync caller to a leader with nothing waiting or in flight,
+  as the caller's own Ray call (`Sender.call`: no hop through the sender's
+  loop; it holds a place in the window meanwhile).
 - A call holds its place in the window until its first answers arrive (the
   leader has handled the batch), not until every answer did: the leader's
   `handle_batch` streams an empty first answer when it answered nothing at
@@ -40,6 +42,7 @@ import threading
 from collections import deque
 from typing import Any
 
+import ray
 from ray.actor import ActorHandle
 
 from actors.core.wire import loads_response
@@ -63,10 +66,12 @@ class Coalescer:
     ):
         self.leader = leader
         self.loop = loop
-        self._single = getattr(leader, single)
+        self.single = getattr(leader, single)
         self._batch = getattr(leader, batch)
         self._queue: deque[tuple[Request, asyncio.Future[Any]]] = deque()
+        # Calls in flight: the loop's, and a caller's own (`Sender.call`), so under a lock.
         self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
         self._scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -76,6 +81,25 @@ class Coalescer:
         self._queue.append((request, future))
         self._schedule()
         return future
+
+    def take_idle_place(self) -> bool:
+        """A place for a call its caller makes itself, only while nothing waits or is in
+        flight (`Sender.call`); `free_place` gives it back. From any thread."""
+        with self._in_flight_lock:
+            if self._in_flight or self._queue or self._scheduled:
+                return False
+            self._in_flight += 1
+            return True
+
+    def free_place(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= 1
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self._schedule)
+
+    def _take_place(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight += 1
 
     def _schedule(self) -> None:
         if self._queue and not self._scheduled and self._in_flight < MAX_IN_FLIGHT:
@@ -97,7 +121,7 @@ class Coalescer:
     async def _call_one(self, entry: tuple[Request, asyncio.Future[Any]], place: _Place) -> None:
         request, future = entry
         try:
-            _deliver(future, loads_response(await self._single.remote(request)))
+            _deliver(future, loads_response(await self.single.remote(request)))
         except Exception as exc:
             _fail(future, exc)
         finally:
@@ -126,12 +150,13 @@ class _Place:
 
     def __init__(self, coalescer: Coalescer) -> None:
         self.coalescer, self.held = coalescer, True
-        coalescer._in_flight += 1
+        coalescer._take_place()
 
     def free(self) -> None:
         if self.held:
             self.held = False
-            self.coalescer._in_flight -= 1
+            with self.coalescer._in_flight_lock:
+                self.coalescer._in_flight -= 1
             self.coalescer._schedule()
 
 
@@ -142,21 +167,43 @@ class Sender:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._coalescers: dict[Any, Coalescer] = {}
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self.loop.run_forever, name="raygroups-sender", daemon=True)
         self._thread.start()
 
     def submit(self, leader: Any, request: Request) -> concurrent.futures.Future[Any]:
         """`request` to `leader` (an actor handle); its response, or the error, in a future."""
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.loop.call_soon_threadsafe(self._submit, leader, request, answer)
+        coalescer = self._coalescer(leader)
+        self.loop.call_soon_threadsafe(self._submit, coalescer, request, answer)
         return answer
 
-    def _submit(self, leader: Any, request: Request, answer: concurrent.futures.Future[Any]) -> None:
+    def call(self, leader: Any, request: Request, timeout_s: float) -> Any:
+        """`request`'s response (or the error), waited for in the calling thread. A lone
+        request, to a leader with nothing waiting or in flight, is the caller's own Ray
+        call: no hop through the sender's loop, whose batches it holds back meanwhile."""
+        coalescer = self._coalescer(leader)
+        if isinstance(request, MAY_PARK) or not coalescer.take_idle_place():
+            return self.submit(leader, request).result(timeout=timeout_s)
+        try:
+            response = loads_response(ray.get(coalescer.single.remote(request), timeout=timeout_s))
+        finally:
+            coalescer.free_place()
+        if isinstance(response, BaseException):
+            raise response
+        return response
+
+    def _coalescer(self, leader: Any) -> Coalescer:
         # Every handle of one actor shares its coalescer; anything else is its own.
         key = leader._actor_id if isinstance(leader, ActorHandle) else leader
         coalescer = self._coalescers.get(key)
         if coalescer is None:
-            coalescer = self._coalescers[key] = Coalescer(leader, self.loop)
+            with self._lock:
+                coalescer = self._coalescers.setdefault(key, Coalescer(leader, self.loop))
+        return coalescer
+
+    @staticmethod
+    def _submit(coalescer: Coalescer, request: Request, answer: concurrent.futures.Future[Any]) -> None:
         coalescer.submit(request).add_done_callback(lambda done: _settle(answer, done))
 
 

@@ -263,3 +263,12 @@ def test_threads_sending_at_once_share_calls_and_each_gets_its_own_answer(servic
     assert {g: client.fetch_offsets(g).offsets() for g in groups} == {
         g: {("t", 0): i} for i, g in enumerate(groups)
     }
+
+
+def test_a_lone_sync_request_is_one_plain_call(service: Client) -> None:
+    client = Client(service.controller)
+    group = "coalesced-lone"
+    leader = counting(client, client.partition_for(group))
+    assert client.commit_offsets(group, {("t", 0): 4}).partitions[0].error is Errors.NONE
+    assert client.fetch_offsets(group).offsets() == {("t", 0): 4}
+    assert leader.calls == ["handle_wire", "handle_wire"]

@@ -1,0 +1,99 @@
+"""Benchmark of the sync client from many threads: `python -m bench.threads`.
+
+What a process of threaded `GroupMember`s costs a partition: `--threads` threads
+each send OffsetCommit (1 partition) requests through `Client.send` as fast as
+their answers come back, with one Ray call per request (`coalesce=False`) and
+through the process's sender (the default: an in-flight window per leader,
+actors/client/coalesce.py), alternating the two ways `--rounds` times on the
+same partition actor. Also a lone request's round trip both ways (one thread).
+Figures: requests/s and the lone round trip, each coalesced figure as a ratio to
+the one-call figure of the same run (targets: >= 3x the throughput; a lone
+request no more than 10% slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import threading
+import time
+
+from actors.client.client import Client
+from bench.embedded import embedded_service
+from bench.table import print_figures, progress
+from coordinator import CoordinatorConfig
+
+
+def commits_per_s(client: Client, threads: int, seconds: float, prefix: str) -> float:
+    """Requests/s answered when `threads` threads commit through `client` for `seconds`."""
+    names = (f"{prefix}-{i}" for i in itertools.count())
+    group = list(itertools.islice((g for g in names if client.partition_for(g) == 0), threads))  # one leader
+    done = [0] * threads
+    deadline = time.perf_counter() + seconds
+
+    def member(t: int) -> None:
+        offset = 0
+        while time.perf_counter() < deadline:
+            offset += 1
+            client.commit_offsets(group[t], {("t", 0): offset})
+            done[t] += 1
+
+    pool = [threading.Thread(target=member, args=(t,)) for t in range(threads)]
+    started = time.perf_counter()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+def lone_round_trip_ms(client: Client, calls: int, group: str) -> float:
+    times = []
+    for i in range(calls):
+        started = time.perf_counter()
+        client.commit_offsets(group, {("t", 0): i})
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def run(args: argparse.Namespace, coalesced: Client) -> list[tuple[str, ...]]:
+    ways = {"one call each": Client(coalesced.controller, coalesce=False), "coalesced": coalesced}
+    rates: dict[str, list[float]] = {way: [] for way in ways}
+    trips: dict[str, list[float]] = {way: [] for way in ways}
+    for round_ in range(args.rounds):
+        for way, client in ways.items():
+            rate = commits_per_s(client, args.threads, args.seconds, f"bench-threads-{round_}")
+            trip = lone_round_trip_ms(client, 200, f"bench-lone-{way}")
+            rates[way].append(rate)
+            trips[way].append(trip)
+            progress(f"round {round_}, {way}: {rate:,.0f} requests/s, lone {trip:.2f} ms")
+    one, many = statistics.median(rates["one call each"]), statistics.median(rates["coalesced"])
+    lone_one, lone_many = statistics.median(trips["one call each"]), statistics.median(trips["coalesced"])
+    return [
+        (f"OffsetCommit x1, {args.threads} threads, one call each", f"{one:,.0f}/s", "", "1.00", ""),
+        (f"OffsetCommit x1, {args.threads} threads, coalesced", f"{many:,.0f}/s", f"{one:,.0f}/s",
+         f"{many / one:.2f}", ">= 3"),
+        ("a lone request, one call", f"{lone_one:.2f} ms", "", "1.00", ""),
+        ("a lone request, coalesced", f"{lone_many:.2f} ms", f"{lone_one:.2f} ms",
+         f"{lone_many / lone_one:.2f}", "<= 1.10"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measured run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of the two ways")
+    args = parser.parse_args(argv)
+    with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
+        rows = run(args, client)
+    print_figures(
+        "sync client from many threads (one machine, fsync on; medians of the rounds)",
+        ("figure", "value", "baseline", "ratio", "target"),
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
