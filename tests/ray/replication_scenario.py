@@ -152,12 +152,16 @@ def followers(cluster: Cluster, data_dir: str) -> None:
         ))
         os.kill(pids[second], signal.SIGSTOP)
         stopped.append(pids[second])
+        # A commit sent from now on has no follower to acknowledge it; one sent before
+        # may still be answered (its answer on its way), whenever that arrives.
+        sent_before = [load.attempted for load in loads]
         wait_for("the ISR down to the leader", lambda: rows(client)[0]["isr"] == [row["leader_node"]])
-        time.sleep(1.0)
-        refused_from = [load.acked for load in loads]
         assert refused_below_min_isr(groups_on(client, 0, GROUPS_PER_PARTITION + 1)[-1])
-        time.sleep(3.0)
-        assert [load.acked for load in loads] == refused_from, "a commit was acknowledged below min ISR"
+        time.sleep(3.0)  # commits go on being sent meanwhile: none may be acknowledged
+        assert all(load.acked <= sent for load, sent in zip(loads, sent_before, strict=True)), (
+            f"a commit was acknowledged below min ISR: {[load.acked for load in loads]} > {sent_before}"
+        )
+        refused_from = [load.acked for load in loads]
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
         stopped.clear()
