@@ -10,6 +10,7 @@ from typing import Any
 
 from actors.core.settings import ServiceSettings
 from actors.partition.actor import OffsetPartition
+from coordinator.errors import Errors
 from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
 
 WAIT_S = 20.0
@@ -74,3 +75,16 @@ class Answers:
     def all_once(self) -> None:
         for key in self.got:
             self.one(key)
+
+
+async def acknowledged(answers: Answers, partition: OffsetPartition, group: str, offset: int) -> Any:
+    """Commit `offset` until it is not refused for want of replicas, as the client retries
+    that refusal; its last answer. A follower that answers later than the replica lag
+    time (a busy machine) leaves the ISR below min.insync.replicas for a while, and a
+    commit then is answered COORDINATOR_NOT_AVAILABLE at once, never written; the
+    retry waits for the leader to take writes again."""
+    while True:
+        answer = await answers.wait(answers.send(partition, commit(group, offset)))
+        if answer.errors() != {("t", 0): Errors.COORDINATOR_NOT_AVAILABLE}:
+            return answer
+        await until(lambda: partition.runtime.writable, "the ISR back at min.insync.replicas")

@@ -11,7 +11,7 @@ from log import LogConfig, LogReader, materialize
 from log.snapshot import list_snapshots
 
 from tests.actors.replication_support import Cluster
-from tests.actors.support import Answers, commit, run, until
+from tests.actors.support import Answers, acknowledged, run, until
 
 COMMITS = 200
 
@@ -33,7 +33,7 @@ def test_followers_snapshot_and_compact_their_own_logs(tmp_path: Path) -> None:
         leader = await cluster.start()
         answers = Answers()
         for i in range(COMMITS):
-            answer = await answers.wait(answers.send(leader, commit("g", i)))
+            answer = await acknowledged(answers, leader, "g", i)
             assert answer.errors() == {("t", 0): Errors.NONE}
         for name in ("b", "c"):
             directory = cluster.directory(name)

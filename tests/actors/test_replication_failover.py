@@ -15,7 +15,7 @@ from coordinator.messages import OffsetFetchRequest
 from coordinator.runtime import RuntimeState
 
 from tests.actors.replication_support import NAMES, Cluster
-from tests.actors.support import Answers, commit, run, until
+from tests.actors.support import Answers, acknowledged, commit, run, until
 
 
 def fetch(group: str) -> OffsetFetchRequest:
@@ -28,7 +28,7 @@ def test_a_promoted_follower_serves_the_committed_offsets_at_once_without_loadin
         a = await cluster.start()
         answers = Answers()
         for offset in range(5):
-            response = await answers.wait(answers.send(a, commit(f"g{offset}", offset)))
+            response = await acknowledged(answers, a, f"g{offset}", offset)
             assert response.errors() == {("t", 0): Errors.NONE}
         b = cluster.replicas["b"]
         end = a.log.log_end_offset
@@ -44,8 +44,7 @@ def test_a_promoted_follower_serves_the_committed_offsets_at_once_without_loadin
         reads = [answers.send(b, fetch(f"g{offset}")) for offset in range(5)]
         for offset, read in enumerate(reads):
             assert (await answers.wait(read)).offsets() == {("t", 0): offset}
-        after = answers.send(b, commit("g0", 100))
-        assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
+        assert (await acknowledged(answers, b, "g0", 100)).errors() == {("t", 0): Errors.NONE}
         assert cluster.replicas["c"].follower.log.high_watermark == end + 1
         answers.all_once()
         await cluster.close()
@@ -58,7 +57,7 @@ async def depose_a(cluster: Cluster, answers: Answers) -> tuple[list[int], int]:
     gets; b is elected at epoch 2 behind its back. Returns a's pending
     requests and the committed log end."""
     a = await cluster.start()
-    assert (await answers.wait(answers.send(a, commit("g", 1)))).errors()[("t", 0)] is Errors.NONE
+    assert (await acknowledged(answers, a, "g", 1)).errors()[("t", 0)] is Errors.NONE
     committed = a.log.log_end_offset
     for name in ("b", "c"):
         cluster.handles[name].stop()
@@ -132,9 +131,7 @@ def test_a_leader_given_a_new_epoch_serves_on_from_its_shard_without_loading(tmp
         a = await cluster.start()
         answers = Answers()
         for offset in range(5):
-            assert (await answers.wait(answers.send(a, commit(f"g{offset}", offset)))).errors() == {
-                ("t", 0): Errors.NONE
-            }
+            assert (await acknowledged(answers, a, f"g{offset}", offset)).errors() == {("t", 0): Errors.NONE}
         shard, end = a.runtime.shard, a.log.log_end_offset
         # A commit in flight across the switch: held for the old epoch's high watermark.
         cluster.handles["b"].stop()
@@ -148,8 +145,7 @@ def test_a_leader_given_a_new_epoch_serves_on_from_its_shard_without_loading(tmp
         assert (probe["state"], probe["role"], probe["leader_epoch"]) == ("ACTIVE", "leader", 2)
         assert a.runtime.shard is shard, "the same shard: nothing was loaded"
         assert (await answers.wait(held)).errors() == {("t", 0): Errors.NONE}
-        after = answers.send(a, commit("g1", 60))
-        assert (await answers.wait(after)).errors() == {("t", 0): Errors.NONE}
+        assert (await acknowledged(answers, a, "g1", 60)).errors() == {("t", 0): Errors.NONE}
         assert a.log.epoch_entries()[-1] == (2, end + 1), "the new epoch starts where the log ended"
         await until(lambda: cluster.replicas["c"].follower.log.high_watermark == end + 2, "c to have both")
         assert (await answers.wait(answers.send(a, fetch("g0")))).offsets() == {("t", 0): 50}

@@ -15,10 +15,11 @@ Cases:
 - `follower-full`: a follower's disk full for 4 s, then freed. It leaves the
   ISR; while it is out its probe and the status row show its disk failure
   (tests/ray/disk_support.py); it rejoins the ISR by itself within
-  `REJOIN_S` of the heal; the groups commit throughout (no gap over
-  `MAX_GAP_S`); no acknowledged commit lost.
+  `REJOIN_S` of the heal; the groups commit throughout (the longest gap is
+  printed: a figure that grows with the machine's load, not a check); no
+  acknowledged commit lost.
 - `leader-full`: the leader's disk full for 4 s: another replica leads, the
-  commits go on (no gap over `MAX_GAP_S`), nothing acknowledged is lost, and
+  commits go on (the longest gap printed), nothing acknowledged is lost, and
   the old leader rejoins the ISR after the heal.
 - `follower-read-only`: `follower-full` with the disk made read-only (ext4's
   errors=remount-ro) and then mounted writable again.
@@ -64,8 +65,6 @@ PARTITIONS = 1
 HOLD_S = 4.0
 # After a heal, the replica is back in the ISR within this.
 REJOIN_S = 20.0
-# No group goes longer without a commit while one replica's disk is broken.
-MAX_GAP_S = 5.0
 # The setting that moves a replica whose disk stays broken (issue 21).
 MOVE_DELAY_SETTING = "disk_failure_move_delay_s"
 MOVE_DELAY_S = 5.0
@@ -107,14 +106,14 @@ class Load:
         return sum(len(load.acked_all) for load in self.loads)
 
     def finish(self, checks: Checks, gap_from: float | None) -> str:
-        """Stop; check no loss (and the longest gap since `gap_from`); a summary."""
+        """Stop; check no loss; a summary, with the longest gap since `gap_from` (a figure:
+        DESIGN 7, tests assert no wall time)."""
         self._stop.set()
         self._thread.join(timeout=30)
         summary = f"{self.total()} commits acknowledged"
         if gap_from is not None:
             gap, group = longest_gap(self.loads, gap_from, time.monotonic())
-            checks.check(gap <= MAX_GAP_S, f"{group} went {gap:.1f} s without a commit (max {MAX_GAP_S} s)")
-            summary += f", longest gap {gap:.1f} s"
+            summary += f", longest gap {gap:.1f} s ({group})"
         try:
             lost = lost_commits(self.loads)
         except (CoordinatorUnavailableError, ray.exceptions.RayError) as exc:
@@ -174,6 +173,9 @@ def one_replica_fault(cluster: Cluster, disks: NodeDisks, fault: str, leader: bo
             before = load.acked()
             checks.wait("commits under the new leader", lambda: load.advanced_since(before), 10)
         checks.wait(f"{victim} out of the ISR", lambda: not in_isr(client, victim), 10)
+        if not leader:
+            before = load.acked()
+            checks.wait(f"commits with {victim}'s disk broken", lambda: load.advanced_since(before), 10)
         show_disk_failure(checks, client, disks, victim)
         hold_until(started, HOLD_S)
     finally:
@@ -246,16 +248,20 @@ def two_followers(cluster: Cluster, disks: NodeDisks, checks: Checks) -> str:
         checks.wait("commits with one follower's disk broken", lambda: load.advanced_since(before), 10)
         inject(disks, second, "read-only")
         broken.append(second)
+        # A commit sent from now on has no follower to acknowledge it; one sent before
+        # may still be answered (its answer on its way), whenever that arrives.
+        sent_before = [one.attempted for one in load.loads]
         checks.wait("the ISR down to the leader", lambda: rows(client)[0]["isr"] == [leader], 10)
-        time.sleep(1.0)
-        refused_from, window = load.acked(), time.monotonic()
+        window = time.monotonic()
         extra = groups_on(client, 0, 3)[-1]
         refusal = refused_retriably(extra)
         checks.check(refusal is None, f"a commit below min ISR was not refused retriably: {refusal}")
         unanswered = committed_reads_answered(load.loads)
         checks.check(unanswered is None, f"a read below min ISR: {unanswered}")
-        time.sleep(max(0.0, window + 3.0 - time.monotonic()))
-        checks.check(load.acked() == refused_from, "a commit was acknowledged below min ISR")
+        time.sleep(max(0.0, window + 3.0 - time.monotonic()))  # commits go on being sent meanwhile
+        refused_from = load.acked()
+        checks.check(all(acked <= sent for acked, sent in zip(refused_from, sent_before, strict=True)),
+                     f"a commit was acknowledged below min ISR: {refused_from} > {sent_before}")
         disks.heal(first)
         broken.remove(first)
         served = checks.wait("commits again once one disk healed",

@@ -11,8 +11,9 @@ leader, SIGKILL of a leader's process, the controller killed while it moves
 a partition, the standbys killed, a worker node removed. Checks:
 - no acknowledged commit is lost: each group's committed offset at the end
   is at least the last one acknowledged;
-- no group goes without a successful commit for more than `MAX_GAP_S` after
-  any single fault;
+- every group commits again after each fault (the longest time a group went
+  without a commit is printed: a figure that grows with the machine's load,
+  not a check; DESIGN 7, tests assert no wall time);
 - at the end, every partition actor alive is one the controller owns.
 Prints the faults, the longest gap per fault and `faults survived`; exits
 non-zero if a check fails.
@@ -38,6 +39,7 @@ import actors
 from actors.client.retry import CoordinatorUnavailableError
 from actors.controller.ray_store import GcsKvStore
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings
+from actors.demo.sim_cluster import wait_for
 from coordinator import Errors
 
 from tests.ray.cluster_support import simulated_cluster
@@ -45,7 +47,6 @@ from tests.ray.cluster_support import simulated_cluster
 NAMESPACE = "raygroups-faults"
 PARTITIONS = 4
 GROUPS = 8
-MAX_GAP_S = 10.0
 RECOVERY_S = 6.0
 FAULTS = ("kill_leader", "sigkill_leader", "kill_controller_mid_reassign", "kill_standbys")
 ACTOR_PREFIX = "raygroups-offsets-"
@@ -212,10 +213,12 @@ def scenario(seed: int, faults: int, data_dir: str, cluster: Cluster) -> None:
             what = getattr(injector, kind)()
             time.sleep(RECOVERY_S)
             wait_settled(client)
-            time.sleep(1.0)
+            acked = [load.acked for load in loads]
+            wait_for(f"every group committing after: {what}", lambda acked=acked: all(
+                load.acked > before for load, before in zip(loads, acked, strict=True)
+            ))
             gap, group = longest_gap(loads, started, time.monotonic())
             print(f"fault: {what}; longest gap without a commit: {gap:.1f} s ({group})", flush=True)
-            assert gap <= MAX_GAP_S, f"{group} could not commit for {gap:.1f} s after: {what}"
     finally:
         stop.set()
         worker.join(timeout=30)

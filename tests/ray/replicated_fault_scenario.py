@@ -27,8 +27,9 @@ names it reads from; and overlapping faults (a node's disk full while
 another node's leader is stopped).
 After each: a recovery window, then every partition must have a leader and
 an ISR of at least min.insync.replicas and every group must commit again;
-the longest time a group went without a commit is printed, and after a
-single fault it must not exceed `MAX_GAP_S`; every partition must be back to
+the longest time a group went without a commit is printed (a figure, not a
+check: it grows with the machine's load; gaps over `MAX_GAP_S` after a
+single fault are counted in the summary); every partition must be back to
 a full ISR within `CONVERGE_S` of the fault's last heal (else the run stops
 there: the next fault would start from a broken state). No read may be
 stale: a zombie's answer, or the reading client's, never holds an offset
@@ -81,7 +82,8 @@ MIN_ISR = settings_for("unused").min_insync_replicas
 REASSIGN_DELAY_S = 3.0
 RECOVERY_S = 3.0
 MAX_REMOVALS = 2
-# The longest a group may go without a commit after any single fault (issue 21).
+# A gap without a commit after a single fault this long is named in the summary
+# (issue 21's figure on an idle machine; never a failure: DESIGN 7, tests assert no wall time).
 MAX_GAP_S = 5.0
 # Every partition back to a full ISR within this after a fault's last heal.
 CONVERGE_S = 30.0
@@ -90,7 +92,7 @@ FAULTS = (
     "fill_leader", "fill_follower", "read_only_leader", "read_only_follower", "zombie_leader_read",
     "overlap",
 )
-# Faults that are not one single fault: their gap is printed, not bounded.
+# Faults that are not one single fault: their gap is printed, not counted.
 OVERLAPPING = ("overlap",)
 TOPIC = "t"
 # The zombie reads' group commits to this key only.
@@ -413,8 +415,8 @@ def serving(client: actors.Client) -> bool:
 
 
 def survive(client: actors.Client, injector: Faults, kind: str, loads: list[KeyedLoad]) -> list[str]:
-    """One fault from a fully replicated state, then the recovery checks; the
-    violations that do not stop the run (a gap too long)."""
+    """One fault from a fully replicated state, then the recovery checks; a gap over
+    MAX_GAP_S, to report (not a failure)."""
     started, errors = time.monotonic(), sum(load.errors for load in loads)
     what = getattr(injector, kind)()
     healed = time.monotonic()
@@ -455,29 +457,28 @@ def scenario(
     loads, stop, thread = start_keyed_load([g for p in range(PARTITIONS) for g in groups_on(client, p)])
     injector = Faults(client, cluster, disks, rng)
     plan = kinds or fault_plan(rng, faults)
-    violations: list[str] = []
+    long_gaps: list[str] = []
     survived = 0
     try:
         for kind in plan:
-            violations += survive(client, injector, kind, loads)
+            long_gaps += survive(client, injector, kind, loads)
             survived += 1
     finally:
         injector.resume_all()
         stop.set()
         thread.join(timeout=30)
         if survived < len(plan):
-            print(f"stopped after {survived} of {len(plan)} faults; so far: {violations + injector.stale}",
+            print(f"stopped after {survived} of {len(plan)} faults; so far: {long_gaps + injector.stale}",
                   flush=True)
     wait_for("every partition serving", lambda: serving(client))
     lost = lost_commits(loads)
     total = sum(len(load.acked_all) for load in loads)
     lost_count = sum(map(len, lost.values()))
     print(f"{total} commits acknowledged, {lost_count} lost; {len(plan)} faults survived", flush=True)
-    print(f"stale or failed reads: {len(injector.stale)}; gaps over {MAX_GAP_S:.0f} s: {len(violations)}",
-          flush=True)
+    print(f"stale or failed reads: {len(injector.stale)}; gaps over {MAX_GAP_S:.0f} s: {len(long_gaps)} "
+          f"{long_gaps}", flush=True)
     assert not lost, f"acknowledged commits lost: {lost}"
     assert not injector.stale, f"stale or failed reads: {injector.stale}"
-    assert not violations, f"groups unable to commit for more than {MAX_GAP_S} s: {violations}"
 
 
 def main() -> int:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from actors.cli import reset
 from actors.cli.main import main
 from actors.client.client import Client
 from coordinator.messages import MemberIdentity
@@ -25,7 +26,16 @@ ORDERS, AUDIT = "reset-orders", "reset-audit"
 IDLE = "reset-idle"
 COMMITTED = {(ORDERS, 0): 50, (ORDERS, 1): 20, (AUDIT, 0): 7}
 HOUR_MS = 3_600_000
+# The instant the end-offset samples and the modes' times are counted from.
 NOW_MS = time.time_ns() // 1_000_000
+
+
+class FrozenClock:
+    """The CLI's wall clock stopped at NOW_MS: `--by-duration` counts back from the
+    same instant as the samples, however long after this module's import the test runs."""
+
+    def now_ms(self) -> int:
+        return NOW_MS
 
 
 def iso(ms: int) -> str:
@@ -83,7 +93,9 @@ def test_each_mode_as_a_dry_run_prints_the_plan_and_changes_nothing(
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
     expected: dict[tuple[str, str, int], int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(reset, "SystemClock", FrozenClock)
     code, out, err = run(capsys, "reset-offsets", "--group", IDLE, *argv)
     assert (code, err) == (0, "")
     assert plan_of(out) == expected
