@@ -46,9 +46,11 @@ import glob
 import logging
 import os
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -62,7 +64,9 @@ from log.errors import LogError
 from log.replica_state import ReplicaState, read_replica_state
 
 logger = logging.getLogger(__name__)
-LIST_TIMEOUT_S = 60.0
+# How long to wait for every live node's scan, and how often to say which are pending.
+LIST_TIMEOUT_S = 600.0
+LIST_WAIT_LOG_S = 30.0
 # Shown per refusal: enough to find them, short enough to read.
 SHOWN = 5
 _PARTITION_DIR = re.compile(r"offsets-(\d+)")
@@ -233,19 +237,34 @@ def recover_forgotten_logs(settings: ServiceSettings, live: Mapping[str, str]) -
     store = GcsKvStore(settings.namespace, settings.data_dir)
     if store.load() is not None:
         return
-    listings = ray.get(
-        [
-            _scan_on_node.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-            ).remote(settings.data_dir)
-            for node_id in live.values()
-        ],
-        timeout=LIST_TIMEOUT_S,
-    )
-    state = recover_state([f for listing in listings for f in listing], settings, live)
+    scans = {
+        _scan_on_node.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+        ).remote(settings.data_dir): name
+        for name, node_id in live.items()
+    }
+    state = recover_state([f for listing in _wait_for_scans(scans) for f in listing], settings, live)
     if state is not None:
         store.save(state.to_json())
         logger.warning(
             "controller metadata rebuilt from the replicas' state files for %d partitions "
             "(namespace %r, %s)", state.num_partitions, settings.namespace, settings.data_dir,
         )
+
+
+def _wait_for_scans(scans: Mapping[Any, str]) -> list[list[ReplicaFinding]]:
+    """Every node's findings: a busy cluster may take long to start a task on each node,
+    so this waits (saying which nodes it waits for) up to `LIST_TIMEOUT_S`, then refuses
+    to guess without a node's disk."""
+    pending, deadline = list(scans), time.monotonic() + LIST_TIMEOUT_S
+    while pending:
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=LIST_WAIT_LOG_S)
+        waiting = sorted(scans[ref] for ref in pending)
+        if waiting and time.monotonic() >= deadline:
+            raise ForgottenLogsError(
+                f"the disks of nodes {waiting} were not scanned in {LIST_TIMEOUT_S:.0f} s: their "
+                "replicas may hold what was acknowledged"
+            )
+        if waiting:
+            logger.warning("scanning the replicas' disks: waiting for nodes %s", waiting)
+    return ray.get(list(scans))
