@@ -16,6 +16,7 @@ import pytest
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 import actors.client.client
+import actors.client.coalesce
 from actors.client.client import ROUTING_WAIT_S, Client
 from actors.client.retry import (
     Backoff,
@@ -119,6 +120,7 @@ class Controller:
 @pytest.fixture(autouse=True)
 def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(actors.client.client, "ray", FakeRay)
+    monkeypatch.setattr(actors.client.coalesce, "ray", FakeRay)  # a sync caller's own call
     yield
 
 
