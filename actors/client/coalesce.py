@@ -92,14 +92,13 @@ class Coalescer:
             return True
 
     def free_place(self) -> None:
-        with self._in_flight_lock:
-            self._in_flight -= 1
+        self._count_place(-1)
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self._schedule)
 
-    def _take_place(self) -> None:
+    def _count_place(self, change: int) -> None:
         with self._in_flight_lock:
-            self._in_flight += 1
+            self._in_flight += change
 
     def _schedule(self) -> None:
         if self._queue and not self._scheduled and self._in_flight < MAX_IN_FLIGHT:
@@ -150,13 +149,12 @@ class _Place:
 
     def __init__(self, coalescer: Coalescer) -> None:
         self.coalescer, self.held = coalescer, True
-        coalescer._take_place()
+        coalescer._count_place(1)
 
     def free(self) -> None:
         if self.held:
             self.held = False
-            with self.coalescer._in_flight_lock:
-                self.coalescer._in_flight -= 1
+            self.coalescer._count_place(-1)
             self.coalescer._schedule()
 
 
