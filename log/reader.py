@@ -22,6 +22,7 @@ from log.batch import RawBatch
 from log.codec import PayloadError, decode_payload
 from log.config import LogConfig
 from log.epoch import read_leader_epoch
+from log.epochs import NO_EPOCH
 from log.errors import CorruptLogError, LogError
 from log.scan import iter_log_batches
 from log.segment import SegmentFile, list_dir
@@ -102,3 +103,14 @@ class LogReader:
         for _, batch in self.raw_batches(end):
             end = batch.next_offset
         return end
+
+    def last_epoch(self) -> int:
+        """Leader epoch of the last complete valid batch (NO_EPOCH for an empty log): with
+        `end_offset`, what an election compares. Reads from the last segment holding a batch."""
+        for segment in reversed(self.segments()):
+            last = NO_EPOCH
+            for _, batch in self.raw_batches(segment.base_offset):
+                last = batch.leader_epoch
+            if last != NO_EPOCH:
+                return last
+        return NO_EPOCH

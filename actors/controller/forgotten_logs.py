@@ -61,6 +61,7 @@ from actors.core.node_names import NODE_LABEL
 from actors.core.settings import ServiceSettings
 from log.epoch import NO_EPOCH, read_leader_epoch
 from log.errors import LogError
+from log.reader import LogReader
 from log.replica_state import ReplicaState, read_replica_state
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class ReplicaFinding:
     leader_epoch: int
     # Why its state or leader-epoch file cannot be read (then `state` is None).
     error: str | None = None
+    # Where its log ends and the leader epoch of its last batch (an election's ranking);
+    # None when it has no log or the log cannot be read.
+    tail: tuple[int, int] | None = None
 
 
 def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
@@ -106,8 +110,21 @@ def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
             found.append(ReplicaFinding(path, node, partition, has_log, None, NO_EPOCH, str(exc)))
             continue
         if has_log or state is not None:
-            found.append(ReplicaFinding(path, node, partition, has_log, state, epoch))
+            tail = _tail(path, has_log)
+            found.append(ReplicaFinding(path, node, partition, has_log, state, epoch, tail=tail))
     return found
+
+
+def _tail(path: str, has_log: bool) -> tuple[int, int] | None:
+    """(last batch's leader epoch, log end): a log ranks above another holding less."""
+    if not has_log:
+        return None
+    try:
+        reader = LogReader(path)
+        return reader.last_epoch(), reader.end_offset()
+    except LogError as exc:
+        logger.warning("%s: its log cannot be read, so it is no candidate for election: %s", path, exc)
+        return None
 
 
 def recover_state(
@@ -134,11 +151,12 @@ def recover_state(
     state = ControlState.fresh(settings.num_partitions)
     for partition in range(settings.num_partitions):
         found = by_partition.get(partition, [])
-        newest = _newest_state(found)
+        newest, meta = _newest_state(found), state.partitions[partition]
         if isinstance(newest, str):
-            _hold(state.partitions[partition], partition, found, newest, settings, live_names)
+            if not _elect_survivor(meta, partition, found, newest, settings, live_names):
+                _hold(meta, partition, found, newest, settings, live_names)
         else:
-            _recover(state.partitions[partition], partition, *newest, live_names)
+            _recover(meta, partition, *newest, live_names)
     return state
 
 
@@ -171,6 +189,57 @@ def _newest_state(found: list[ReplicaFinding]) -> tuple[ReplicaState, str] | str
             f"is of epoch {state.leader_epoch} (no state file of that epoch is on a live node's disk)"
         )
     return state, where
+
+
+def _elect_survivor(
+    meta: PartitionMeta, partition: int, found: list[ReplicaFinding], reason: str,
+    settings: ServiceSettings, live: set[str],
+) -> bool:
+    """A partition whose newest leader's state file is gone with its disk, elected without
+    an operator where that is safe; False (hold it) where it is not.
+
+    Every acknowledged commit is on at least min.insync.replicas replicas (the ISR of
+    its time), so while fewer replicas than that are missing, one that holds it is
+    live. A replica that followed the newest leader epoch is one of that epoch's
+    replicas (a removed replica's epoch is older: a removal starts an epoch), so the
+    missing ones number at most the replication factor (or the newest state's replica
+    count, if larger) less the live directories that followed it. The elected replica
+    is then the live log ranking highest by (last batch's epoch, log end), Raft's
+    rule: logs of one epoch are prefixes of its leader's, and a leader of a newer epoch
+    held every commit acknowledged before its election, so the highest holds every
+    acknowledged commit. It is the ISR alone; the others rejoin once caught up, and
+    a replica whose node no state file names is placed on a live node, empty.
+    Not sound only if a move's new replica lost its disk together with the leader
+    (two disks gone), which the scan cannot tell from one."""
+    if not found or any(f.error is not None for f in found):
+        return False  # nothing found, or an unreadable file: an operator reads it first
+    newest_epoch = max(f.leader_epoch for f in found)
+    states = [f.state for f in found if f.state is not None]
+    expected = max([settings.replication_factor] + [len(s.replicas) for s in states])
+    followed = {f.node for f in found if f.node in live and f.leader_epoch == newest_epoch and f.tail}
+    missing = expected - len(followed)
+    if not followed or missing >= settings.min_insync_replicas:
+        return False
+    ranked = sorted(
+        (f for f in found if f.node in live and f.tail is not None),
+        key=lambda f: (f.tail, f.leader_epoch), reverse=True,
+    )
+    best, (last_epoch, log_end) = ranked[0], ranked[0].tail or (NO_EPOCH, 0)
+    named = [n for s in sorted(states, key=lambda s: s.version, reverse=True) for n in s.replicas]
+    # The lost replicas' nodes are unknown where no state file names them: live nodes stand in.
+    meta.replicas = list(dict.fromkeys([*(f.node for f in ranked), *named, *sorted(live)]))[:expected]
+    meta.isr = [best.node]
+    meta.epoch = max([newest_epoch] + [s.leader_epoch for s in states])
+    meta.partition_epoch = max([s.partition_epoch for s in states] + [0])
+    meta.known_end = 0
+    logger.warning(
+        "partition %d: %s; at most %d of its %d replicas are missing, fewer than min.insync.replicas "
+        "(%d), so %s, the live log ranking highest (last epoch %d, end %d), holds every acknowledged "
+        "commit: elected from replicas %s",
+        partition, reason, missing, expected, settings.min_insync_replicas, best.node, last_epoch, log_end,
+        meta.replicas,
+    )
+    return True
 
 
 def _hold(

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from actors.controller.forgotten_logs import ForgottenLogsError, recover_state, scan_replicas
-from log import replica_dir
+from log import PartitionLog, replica_dir
 from log.epoch import write_leader_epoch
 from log.replica_state import ReplicaState, write_replica_state
 
 from tests.controller.fake import FakeCluster, MemoryStore
 from tests.controller.helpers import make_settings, run, watch
 from tests.controller.test_replicated import leader, make_replicated, replicas
+from tests.log.replica_support import SMALL, write_epochs
 
 NODES = ("n1", "n2", "n3")
 
@@ -143,6 +144,57 @@ def test_a_directory_that_followed_a_newer_epoch_than_any_state_file_holds_its_p
     assert zero.held is not None and zero.held.startswith(f"{follower} followed leader epoch 2")
     # The one that saw the newest epoch comes first (the default choice), every epoch seen is below the next.
     assert (zero.replicas, zero.epoch, zero.leader) == (["n2", "n1", "n3"], 2, None)
+    assert recovered.partitions[1].held is None
+
+
+def logged_replica(tmp_path: Path, node: str, partition: int, epochs: list[int], followed: int) -> str:
+    """A replica directory whose log holds one batch per entry of `epochs` (in those leader
+    epochs; small segments, so it spans several), having followed leader epoch `followed`."""
+    path = replica_dir(str(tmp_path), node, partition)
+    log = PartitionLog.open(path, epochs[0] if epochs else followed, SMALL)
+    try:
+        write_epochs(log, epochs)
+        log.bump_epoch(followed)
+    finally:
+        log.close()
+    return path
+
+
+@pytest.mark.parametrize(("n1_epochs", "n2_epochs", "elected"), [
+    ([1, 1, 2], [1, 1, 2, 2], "n2"),  # one epoch: the longer log
+    ([1, 1, 2], [1, 1, 1, 1, 1], "n1"),  # the newer last epoch wins over a longer stale tail
+    ([], [1], "n2"),  # an empty log ranks last
+])
+def test_a_lost_disk_of_the_newest_leader_elects_the_highest_ranking_survivor(
+    tmp_path: Path, n1_epochs: list[int], n2_epochs: list[int], elected: str
+) -> None:
+    """n3 led epoch 2 and its disk is gone with the only state file of that epoch; n1 and n2
+    followed it. One replica missing is fewer than min.insync.replicas (2): every acknowledged
+    commit is on n1 or n2, and the one ranking highest by (last epoch, log end) holds them all."""
+    replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)  # partition 1 is whole
+    write_replica_state(logged_replica(tmp_path, "n1", 0, n1_epochs, followed=2), state(NODES, "n1", 1, 1))
+    logged_replica(tmp_path, "n2", 0, n2_epochs, followed=2)
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None
+    zero = recovered.partitions[0]
+    assert zero.held is None and zero.isr == [elected] and zero.replicas[0] == elected
+    assert sorted(zero.replicas) == list(NODES) and (zero.epoch, zero.partition_epoch, zero.known_end) == (2, 1, 0)
+
+
+@pytest.mark.parametrize(("min_isr", "n1_followed"), [
+    (1, 2),  # the lost leader alone may have acknowledged a commit
+    (2, 1),  # n1 did not follow the newest epoch: it and the lost leader may hold what n2 lacks
+])
+def test_a_lost_disk_is_not_elected_around_when_min_isr_copies_may_be_gone(
+    tmp_path: Path, min_isr: int, n1_followed: int
+) -> None:
+    logged_replica(tmp_path, "n1", 0, [1, 1], followed=n1_followed)
+    logged_replica(tmp_path, "n2", 0, [1, 1, 2], followed=2)
+    replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)
+    recovered = recover_state(
+        scan_replicas(str(tmp_path)), settings(tmp_path, min_insync_replicas=min_isr), NODES
+    )
+    assert recovered is not None and recovered.partitions[0].held is not None
     assert recovered.partitions[1].held is None
 
 
