@@ -55,6 +55,7 @@ from actors.partition.follower import FollowerReplica
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
+from actors.partition.phases import RejoinPhases
 from actors.partition.recovery import DiskRecovery, close_quietly
 from actors.partition.roles import LOAD_TASK, ReplicaRoles
 from actors.partition.topics_watch import TopicsWatch
@@ -99,7 +100,12 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
     """
 
     def __init__(
-        self, partition: int | None, epoch: int, settings: ServiceSettings, node_id: str | None = None
+        self,
+        partition: int | None,
+        epoch: int,
+        settings: ServiceSettings,
+        node_id: str | None = None,
+        requested_at: float | None = None,
     ) -> None:
         logging.basicConfig(level=logging.INFO)
         # The actor owns its process. A commit of 100 partitions allocates
@@ -145,6 +151,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
         self.topics = TopicsWatch(settings.namespace)
         self._topics_wake = asyncio.Event()
+        # How long this replica takes to rejoin its leader (a restarted replica's one log line).
+        self.phases = RejoinPhases(self.partition, requested_at)
 
     # ------------------------------------------------------------ lifecycle
 
