@@ -17,7 +17,8 @@ later commit of the same key, so the final fetch counts every loss. Faults,
 drawn from the seed, one at a time, each from a fully replicated state:
 `ray.kill` of a leader replica, SIGKILL of a leader's process, `ray.kill` of
 a follower, SIGSTOP of a follower for a few seconds, the controller killed
-(Ray restarts it), a worker node removed with its disk (at most
+(Ray restarts it) at a quiet moment or within 250 ms of being asked for an
+election or a leadership move, a worker node removed with its disk (at most
 `MAX_REMOVALS`, so 3 nodes stay for 3 replicas); and (issues 21, 24) the
 disk of a leader's or a follower's node filled to ENOSPC or made read-only
 for a few seconds, then healed (every replica on that node meets it); a
@@ -88,7 +89,8 @@ MAX_GAP_S = 5.0
 # Every partition back to a full ISR within this after a fault's last heal.
 CONVERGE_S = 30.0
 FAULTS = (
-    "kill_leader", "sigkill_leader", "kill_follower", "sigstop_follower", "kill_controller", "remove_node",
+    "kill_leader", "sigkill_leader", "kill_follower", "sigstop_follower", "kill_controller",
+    "kill_controller_mid_election", "kill_controller_mid_move", "remove_node",
     "fill_leader", "fill_follower", "read_only_leader", "read_only_follower", "zombie_leader_read",
     "overlap",
 )
@@ -207,6 +209,34 @@ class Faults:
     def kill_controller(self) -> str:
         ray.kill(ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE), no_restart=False)
         return "controller killed (restarted by Ray)"
+
+    def kill_controller_mid_election(self) -> str:
+        """The controller asked to elect another leader (as `raygroups elect-leader` or a
+        preferred-leader rebalance does) and killed within 250 ms, mid-way (issue 29)."""
+        def elect(controller: Any, partition: int, row: dict[str, Any]) -> Any:
+            return controller.reassign.remote(partition, None, row["epoch"])
+
+        return self._kill_controller_during("an election", elect)
+
+    def kill_controller_mid_move(self) -> str:
+        """The controller asked to move leadership to a named ISR member (`raygroups reassign`)
+        and killed within 250 ms."""
+        def move(controller: Any, partition: int, row: dict[str, Any]) -> Any:
+            target = self.rng.choice(sorted(n for n in row["isr"] if n != row["leader_node"]))
+            return controller.reassign.remote(partition, target, row["epoch"])
+
+        return self._kill_controller_during("a move", move)
+
+    def _kill_controller_during(self, what: str, ask: Any) -> str:
+        partition = self.rng.randrange(PARTITIONS)
+        row = rows(self.client)[partition]
+        controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+        ask(controller, partition, row)  # naming the epoch seen: Ray's retry on the new controller moves once
+        delay_s = self.rng.uniform(0.0, 0.25)
+        time.sleep(delay_s)
+        ray.kill(controller, no_restart=False)
+        return (f"controller killed {delay_s * 1000:.0f} ms after being asked for {what} "
+                f"of partition {partition}")
 
     def remove_node(self) -> str:
         controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
@@ -401,7 +431,7 @@ def fault_plan(rng: random.Random, faults: int) -> list[str]:
     """Every kind once in the seed's order, then random ones; at most MAX_REMOVALS node removals."""
     plan = rng.sample(FAULTS, len(FAULTS))[:faults]
     while len(plan) < faults:
-        kinds = FAULTS if plan.count("remove_node") < MAX_REMOVALS else FAULTS[:-1]
+        kinds = [k for k in FAULTS if k != "remove_node" or plan.count(k) < MAX_REMOVALS]
         plan.append(rng.choice(kinds))
     return plan
 
