@@ -147,14 +147,15 @@ def spark_rows(data_dir: str, records: int, executors: int, load_s: float, repli
         counted = read_offsets_log(spark, data_dir).count()
         if counted != records:
             raise AssertionError(f"Spark read {counted} rows, the log holds {records}")
-        tasks = len(plan_tasks(data_dir))
+        segments = len(plan_tasks(data_dir))
+        tasks = min(segments, spark.sparkContext.defaultParallelism)
         arrow_s = noop_read_s(lambda: read_offsets_log(spark, data_dir))
         progress(f"Arrow path, {executors} executor(s): {arrow_s:.2f} s")
         pickled_s = noop_read_s(lambda: read_offsets_log_by_rows(spark, data_dir))
         progress(f"row path, {executors} executor(s): {pickled_s:.2f} s")
         out = [
             read_row(f"Spark, Arrow path, {executors} executor(s)", records, arrow_s, load_s,
-                     f"{tasks} tasks, mapInArrow, no-op sink"),
+                     f"{segments} segments in {tasks} task(s), mapInArrow, no-op sink"),
             read_row(f"Spark, row path, {executors} executor(s)", records, pickled_s, load_s,
                      "pickled rows (read_offsets_log_by_rows)"),
         ]
@@ -162,7 +163,6 @@ def spark_rows(data_dir: str, records: int, executors: int, load_s: float, repli
             out += replica_rows(spark, data_dir, records, executors, load_s)
     started = Row(f"RayDP start, {executors} executor(s)", start_s, "s", None, "init_spark until the session")
     return [*out, started]
-    return out
 
 
 def replica_rows(
