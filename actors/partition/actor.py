@@ -571,6 +571,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             **await self.probe(),
             "groups": len(shard.groups) if shard else 0,
             "members": shard.member_count() if shard else 0,
+            "requests_per_s": self.metrics.request_rate,
             "load_ms": round(self.load_ms, 1),
             "loaded_records": self.loaded_records,
             "node_id": current_node_name(),
