@@ -79,19 +79,36 @@ def group_records(groups: int) -> list[list[Record]]:
 
 
 def write_log(data_dir: str, records: int, groups: int) -> None:
-    """`records` records: group metadata, then rounds of commits of every group's partitions."""
-    per_partition = group_records(groups)
-    commits = records - groups
-    for i in range(commits):
-        g = (i // PARTITIONS_PER_GROUP) % groups
-        key = OffsetCommitKey(f"group-{g:05d}", f"topic-{g % TOPICS}", i % PARTITIONS_PER_GROUP)
-        per_partition[g % PARTITIONS].append(Record(key, OffsetCommitValue(i, EPOCH, "", NOW_MS + i // 1000)))
+    """`records` records: group metadata, then rounds of commits of every group's partitions;
+    written as generated, a batch at a time (a 10 M-record log never sits in memory)."""
     config = LogConfig(fsync=False)
-    for partition, partition_records in enumerate(per_partition):
-        directory = os.path.join(data_dir, f"offsets-{partition}")
-        with PartitionLog.open(directory, EPOCH, config) as log:
-            for start in range(0, len(partition_records), BATCH_RECORDS):
-                log.append(partition_records[start : start + BATCH_RECORDS], EPOCH, NOW_MS + start)
+    logs = [
+        PartitionLog.open(os.path.join(data_dir, f"offsets-{partition}"), EPOCH, config)
+        for partition in range(PARTITIONS)
+    ]
+    pending: list[list[Record]] = group_records(groups)
+    written = [0] * PARTITIONS
+
+    def flush(partition: int) -> None:
+        batch = pending[partition]
+        logs[partition].append(batch, EPOCH, NOW_MS + written[partition])
+        written[partition] += len(batch)
+        pending[partition] = []
+
+    try:
+        for i in range(records - groups):
+            g = (i // PARTITIONS_PER_GROUP) % groups
+            key = OffsetCommitKey(f"group-{g:05d}", f"topic-{g % TOPICS}", i % PARTITIONS_PER_GROUP)
+            partition = g % PARTITIONS
+            pending[partition].append(Record(key, OffsetCommitValue(i, EPOCH, "", NOW_MS + i // 1000)))
+            if len(pending[partition]) >= BATCH_RECORDS:  # the first holds its groups' metadata too
+                flush(partition)
+        for partition in range(PARTITIONS):
+            if pending[partition]:
+                flush(partition)
+    finally:
+        for log in logs:
+            log.close()
 
 
 def best_of(runs: int, fn: Callable[[], Any]) -> float:
