@@ -142,6 +142,21 @@ def _window_grid(log_df: DataFrame, history: DataFrame, window_ms: int) -> DataF
     return bounds.where(F.col("_first").isNotNull()).select(F.explode(starts).alias("window_start_ms"))
 
 
+def _newest_per_window(
+    records: DataFrame, key: tuple[str, ...], at: Column, values: tuple[str, ...],
+    grid: DataFrame, window_ms: int,
+) -> DataFrame:
+    """Per key and window where it has records: the newest (by `at`, then by `_order`) as the
+    struct `_newest` of `values`. A record before the grid counts in its first window."""
+    first_window = grid.agg(F.min("window_start_ms").alias("_grid_first"))
+    placed = records.crossJoin(first_window).withColumn(
+        "window_start_ms", F.greatest(_window_start(at, window_ms), F.col("_grid_first"))
+    )
+    return placed.groupBy(*key, "window_start_ms").agg(
+        F.max(F.struct(at.alias("_at"), F.col("_order"), *values)).alias("_newest")
+    )
+
+
 def _as_of(
     records: DataFrame, key: tuple[str, ...], at: Column, values: tuple[str, ...],
     grid: DataFrame, window_ms: int,
@@ -152,13 +167,7 @@ def _as_of(
     The newest record of each window, then a forward fill over the windows: the cost is keys
     times windows, never records times windows. A record before the grid counts in its first window.
     """
-    first_window = grid.agg(F.min("window_start_ms").alias("_grid_first"))
-    placed = records.crossJoin(first_window).withColumn(
-        "window_start_ms", F.greatest(_window_start(at, window_ms), F.col("_grid_first"))
-    )
-    newest = placed.groupBy(*key, "window_start_ms").agg(
-        F.max(F.struct(at.alias("_at"), F.col("_order"), *values)).alias("_newest")
-    )
+    newest = _newest_per_window(records, key, at, values, grid, window_ms)
     starts = newest.groupBy(*key).agg(F.min("window_start_ms").alias("_from"))
     cells = starts.crossJoin(grid).where(F.col("window_start_ms") >= F.col("_from")).drop("_from")
     so_far = Window.partitionBy(*key).orderBy("window_start_ms").rowsBetween(
@@ -184,6 +193,8 @@ def lag_over_time(
     """
     history = _end_history(log_df, end_offsets)
     grid = _window_grid(log_df, history, window_ms)
+    if end_offsets is None or not is_history(end_offsets):
+        return _lag_over_time_of_snapshot(log_df, history, grid, window_ms)
     commits = _offset_records(log_df).withColumn("_order", F.col("offset"))
     committed = _as_of(commits, OFFSET_KEY, F.col("batch_timestamp"), ("committed_offset", "tombstone"),
                        grid, window_ms)
@@ -194,6 +205,50 @@ def lag_over_time(
     live = joined.where(~F.col("_asof.tombstone") & F.col("_end").isNotNull())
     lag = F.greatest(F.col("_end.log_end_offset") - F.col("_asof.committed_offset"), F.lit(0))
     return live.groupBy("group_id", "window_start_ms").agg(F.sum(lag).cast("long").alias("lag"))
+
+
+def _lag_over_time_of_snapshot(
+    log_df: DataFrame, snapshot: DataFrame, grid: DataFrame, window_ms: int
+) -> DataFrame:
+    """`lag_over_time` where every partition's end is one value at all times: the same rows,
+    at a cost of records plus groups times windows rather than keys times windows.
+
+    A key's lag, max(end - committed, 0), and whether it counts (live, with an end) change
+    only in the windows where its newest record changes: each such window gives the change
+    of both from the key's window before, a group's changes are summed per window, and a
+    running sum over the group's windows from its first commit gives its lag, in the
+    windows where at least one of its keys counts."""
+    commits = _offset_records(log_df).withColumn("_order", F.col("offset"))
+    newest = _newest_per_window(
+        commits, OFFSET_KEY, F.col("batch_timestamp"), ("committed_offset", "tombstone"), grid, window_ms
+    )
+    ends = snapshot.select("topic", "topic_partition", "log_end_offset")
+    counts = ~F.col("_newest.tombstone") & F.col("log_end_offset").isNotNull()
+    states = newest.join(ends, ["topic", "topic_partition"], "left").select(
+        *OFFSET_KEY, "window_start_ms",
+        F.when(counts, F.greatest(F.col("log_end_offset") - F.col("_newest.committed_offset"), F.lit(0)))
+        .otherwise(F.lit(0)).cast("long").alias("_lag"),
+        F.when(counts, F.lit(1)).otherwise(F.lit(0)).alias("_counts"),
+    )
+    in_key = Window.partitionBy(*OFFSET_KEY).orderBy("window_start_ms")
+    changes = states.select(
+        "group_id", "window_start_ms",
+        (F.col("_lag") - F.coalesce(F.lag("_lag").over(in_key), F.lit(0))).alias("_dlag"),
+        (F.col("_counts") - F.coalesce(F.lag("_counts").over(in_key), F.lit(0))).alias("_dcounts"),
+    ).groupBy("group_id", "window_start_ms").agg(
+        F.sum("_dlag").alias("_dlag"), F.sum("_dcounts").alias("_dcounts")
+    )
+    starts = changes.groupBy("group_id").agg(F.min("window_start_ms").alias("_from"))
+    cells = starts.crossJoin(grid).where(F.col("window_start_ms") >= F.col("_from")).drop("_from")
+    so_far = Window.partitionBy("group_id").orderBy("window_start_ms").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    filled = cells.join(changes, ["group_id", "window_start_ms"], "left").select(
+        "group_id", "window_start_ms",
+        F.sum(F.coalesce("_dlag", F.lit(0))).over(so_far).cast("long").alias("lag"),
+        F.sum(F.coalesce("_dcounts", F.lit(0))).over(so_far).alias("_counted"),
+    )
+    return filled.where(F.col("_counted") > 0).drop("_counted")
 
 
 def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:

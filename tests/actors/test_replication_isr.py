@@ -214,7 +214,9 @@ def test_a_leader_whose_disk_fails_acknowledges_nothing_and_an_isr_member_takes_
         assert probe["role"] == "leader"
         new = cluster.replicas["b"]
         # What the old leader acknowledged is there (answered once the new ISR has it).
-        assert (await answers.wait(answers.send(new, fetch("g")))).offsets() == {("t", 0): 1}
+        read = await answers.wait(answers.send(new, fetch("g")))
+        # Seen once in CI at load 29 (-1), not reproduced since: say all there is if it recurs.
+        assert read.offsets() == {("t", 0): 1}, (read, await new.probe(), new.loaded_records)
         assert (await acknowledged(answers, new, "g", 3)).errors()[("t", 0)] is Errors.NONE
         answers.all_once()
         await cluster.close()

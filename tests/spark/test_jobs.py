@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import DataFrame
 
 from spark_bridge import jobs
-from spark_bridge.end_offsets import EndOffsetHistory
+from spark_bridge.end_offsets import ALWAYS_MS, EndOffsetHistory
 from spark_bridge.reader import read_offsets_log
 from spark_bridge.spark_session import BridgeSession
 
@@ -103,6 +103,20 @@ def test_lag_over_time_against_a_snapshot_holds_it_at_every_window(log_df: DataF
         ("orders-app", T0 + MINUTE, 15),
         ("orders-app", T0 + 2 * MINUTE, 15),
     ]
+
+
+def test_lag_over_time_of_a_snapshot_is_the_general_as_of_curve_of_one_sample(log_df: DataFrame) -> None:
+    """The snapshot's own path (changes summed per window) against the as-of path every end
+    history takes, given the snapshot as one sample per partition at ALWAYS_MS: the ends given,
+    and the ends taken from the commits."""
+    ends_from_commits = jobs.end_offsets_from_commits(log_df).collect()
+    for snapshot, ends in ((END_OFFSETS, END_OFFSETS.items()), (None, [
+        ((row["topic"], row["topic_partition"]), row["log_end_offset"]) for row in ends_from_commits
+    ])):
+        history = EndOffsetHistory.of([(t, p, ALWAYS_MS, end) for (t, p), end in ends])
+        fast = collect(jobs.lag_over_time(log_df, snapshot, MINUTE), "group_id", "window_start_ms")
+        general = collect(jobs.lag_over_time(log_df, history, MINUTE), "group_id", "window_start_ms")
+        assert fast and fast == general
 
 
 # The end of orders-0 moves: 20 in the first minute, 30 from T0+70 s, 60 from T0+130 s (past the
