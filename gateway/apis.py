@@ -94,6 +94,8 @@ class RequestContext:
     principal: str | None
     gateway: GatewayInfo
     client: Client
+    # FindCoordinator's direct answers (gateway.direct.routing.LeaderRouting); None: the gateway itself.
+    direct: Any = None
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -52,6 +52,7 @@ from actors.core.settings import ServiceSettings, SystemClock
 from actors.core.wire import dumps_response
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
+from actors.partition.kafka_plug import KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
@@ -145,6 +146,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
         self.topics = TopicsWatch(settings.namespace)
         self._topics_wake = asyncio.Event()
+        # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
+        self.kafka = KafkaPlug(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -254,6 +257,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self._spawn(self._maintenance_loop(), "maintenance")
         self._spawn(self._topics_loop(), "topics")
         self.leader.spawn_tasks()
+        self.kafka.start_once()
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         """On the I/O thread: open the log (never an empty one where data must be) and replay it."""
@@ -554,6 +558,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             "failure": runtime.failure,
             "refused": runtime.refused,
             "disk": self.disk.describe(),
+            "kafka": self.kafka.describe(),
             **self._role_view(),
         }
 
@@ -569,6 +574,23 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             "pid": os.getpid(),
             "data_dir": self.settings.data_dir,
         }
+
+    async def kafka_listener(self) -> dict[str, Any] | None:
+        """This leader's Kafka listener (`kafka_plug`): its address and Kafka node id, and
+        whether it leads its partition now; None while none listens (off, or not started)."""
+        described = self.kafka.describe()
+        if described is None or "error" in described:
+            return None
+        return {**described, "partition": self.partition, "leads": self.leads()}
+
+    def leads(self) -> bool:
+        """Serving the partition as its leader (the listener's `ListenerHost.leads`)."""
+        leader = self.leader
+        return self.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
+
+    def topic_ids(self) -> dict[str, Any]:
+        """The topic ids the shard's consumer groups see (the listener's `ListenerHost.topic_ids`)."""
+        return self.topics.ids
 
     async def ping(self) -> int:
         return self.epoch

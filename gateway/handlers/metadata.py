@@ -13,15 +13,17 @@
   answered, an unknown one with UNKNOWN_TOPIC_ID, a null name and its id.
   v10-11 with a null name or an id is Kafka's error response: every topic
   asked answered INVALID_REQUEST.
-- FindCoordinator names the gateway asked as every group's coordinator.
-  Every gateway reaches every offsets partition through Ray, so any one
-  can coordinate any group; the one a client just reached is known to be
-  up, and pointing a group at the gateway on its leader's node would save
-  one in-cluster hop but send clients elsewhere, and make them rediscover,
-  whenever a partition's leadership moves. A group whose offsets partition
-  has no leader gets COORDINATOR_NOT_AVAILABLE and no node, as Kafka
-  answers. v0-3 ask for one key, v4+ for several (KIP-699). Only group
-  keys are served: there is no transaction coordinator (INVALID_REQUEST).
+- FindCoordinator, direct (the default): the Kafka listener inside the
+  actor leading the group's offsets partition (gateway.direct.routing), as
+  Kafka answers the broker leading the group's `__consumer_offsets`
+  partition; the gateway itself where that leader has no listener.
+  Without direct (`--no-direct`): the gateway asked, for every group; every
+  gateway reaches every offsets partition through Ray, and the one a
+  client just reached is known to be up. Either way a group whose offsets
+  partition has no leader (or whose leader cannot be reached) gets
+  COORDINATOR_NOT_AVAILABLE and no node, as Kafka answers. v0-3 ask for
+  one key, v4+ for several (KIP-699). Only group keys are served: there is
+  no transaction coordinator (INVALID_REQUEST).
 - DescribeCluster lists the same brokers as Metadata.
 """
 
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.errors import Errors
+from gateway.direct.routing import Coordinator
 from gateway.handlers.entities import respond
 from gateway.handlers.topics import LEADER_EPOCH, topics_with_ids
 
@@ -161,13 +164,20 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type != GROUP_KEY_TYPE:
         return _no_coordinator(key, Errors.INVALID_REQUEST, NO_TRANSACTIONS)
+    gateway = ctx.gateway
+    if ctx.direct is not None:
+        itself = Coordinator(Errors.NONE, gateway.node_id, gateway.host, gateway.port)
+        found = await ctx.direct.coordinator(key, itself)
+        if found.error is not Errors.NONE:
+            return _no_coordinator(key, found.error, None)
+        return {"key": key, "node_id": found.node_id, "host": found.host, "port": found.port,
+                "error_code": Errors.NONE, "error_message": None}
     client = ctx.client
     partition = client.partition_for(key)
     if client.leader(partition) is None:
         await client.refresh_async()  # the cached routing may predate the election
         if client.leader(partition) is None:
             return _no_coordinator(key, Errors.COORDINATOR_NOT_AVAILABLE, None)
-    gateway = ctx.gateway
     return {
         "key": key,
         "node_id": gateway.node_id,

@@ -1,0 +1,106 @@
+"""The partition leader's Kafka listener, plugged in from outside actors/.
+
+DESIGN 9: a Kafka client talks to the process that leads its group's
+offsets partition, one hop, no pickle. The listener that speaks Kafka's
+protocol is the gateway's code (`gateway.direct`), and actors/ never
+imports gateway/ (tests/test_purity.py); so the partition actor loads it
+through the `raygroups.partition_listeners` entry point, as the command
+line loads its commands. The plugin gets the actor as a `ListenerHost`:
+what a listener may touch, nothing more.
+
+Rules:
+- The listener starts once, when the actor first leads (a load reached
+  ACTIVE), on the actor's event loop, and stays for the actor's life: a
+  leader that loses its partition keeps listening and answers
+  NOT_COORDINATOR, as its runtime answers every request then, so clients
+  find the coordinator again.
+- It never fails the partition: a plugin that is missing, raises or finds
+  no free port is logged once and reported in `describe` (the actor's
+  probe and info, `raygroups status`), and the leader keeps serving Ray
+  callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+from uuid import UUID
+
+from actors.core.settings import ServiceSettings
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_GROUP = "raygroups.partition_listeners"
+
+
+class ListenerHost(Protocol):
+    """The partition actor as a listener sees it."""
+
+    partition: int
+    epoch: int
+    settings: ServiceSettings
+
+    async def handle(self, request: Any) -> Any:
+        """One group protocol request into the partition's runtime; its response."""
+
+    def topic_ids(self) -> dict[str, UUID]:
+        """The topic ids the partition's shard knows (the registry's last view)."""
+
+    def leads(self) -> bool:
+        """True while this actor serves its partition as leader (ACTIVE)."""
+
+
+class PartitionListener(Protocol):
+    async def start(self) -> None:
+        """Listen; raises with a reason a person can act on when it cannot."""
+
+    def describe(self) -> dict[str, Any]:
+        """At least `host`, `port` and `node_id` (the Kafka broker id it answers as)."""
+
+    async def close(self) -> None: ...
+
+
+class KafkaPlug:
+    """The actor's one listener, started on first leadership (module docstring)."""
+
+    def __init__(self, host: ListenerHost) -> None:
+        self._host = host
+        self._listener: PartitionListener | None = None
+        self._error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start_once(self) -> None:
+        """Start the listener in the background, the first time only."""
+        if self._task is None and self._host.settings.kafka_listener.enabled:
+            self._task = asyncio.get_running_loop().create_task(self._start(), name="kafka-listener")
+
+    async def _start(self) -> None:
+        plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name)
+        if not plugins:
+            self._error = f"no Kafka listener plugin installed (entry point group {PLUGIN_GROUP})"
+            logger.warning("partition %d: %s", self._host.partition, self._error)
+            return
+        try:
+            listener = plugins[0].load()(self._host)
+            await listener.start()
+        except Exception as exc:
+            self._error = f"Kafka listener not started: {exc}"
+            logger.exception("partition %d: %s; serving Ray callers only", self._host.partition, self._error)
+            return
+        self._listener = listener
+
+    def describe(self) -> dict[str, Any] | None:
+        """The listener's address, or why there is none; None when it is off or not started yet."""
+        if self._listener is not None:
+            return self._listener.describe()
+        if self._error is not None:
+            return {"error": self._error}
+        return None
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        if self._listener is not None:
+            await self._listener.close()
