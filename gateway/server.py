@@ -141,7 +141,7 @@ class Gateway:
         self.info: Any = None
         self._advertised_host = advertised_host
         # FindCoordinator names the partition leaders' listeners (gateway.direct); False: this gateway.
-        self.direct = LeaderRouting(client) if direct else None
+        self.direct = LeaderRouting(lambda: client, register=True) if direct else None
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> tuple[str, int]:
@@ -170,6 +170,8 @@ class Gateway:
         await self._server.serve_forever()
 
     async def close(self) -> None:
+        if self.direct is not None:
+            await self.direct.close(self.node_id)
         if self._server is not None:
             self._server.close()
         serving = [c.task for c in self.connections if c.task is not None]

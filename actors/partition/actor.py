@@ -588,9 +588,10 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         leader = self.leader
         return self.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
 
-    def topic_ids(self) -> dict[str, Any]:
-        """The topic ids the shard's consumer groups see (the listener's `ListenerHost.topic_ids`)."""
-        return self.topics.ids
+    def topic_view(self) -> tuple[dict[str, int], dict[str, Any]]:
+        """The partition counts and ids of the topics the shard's consumer groups see
+        (the registry's last view; the listener's `ListenerHost.topic_view`)."""
+        return self.topics.counts, self.topics.ids
 
     async def ping(self) -> int:
         return self.epoch

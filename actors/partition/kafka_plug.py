@@ -45,8 +45,8 @@ class ListenerHost(Protocol):
     async def handle(self, request: Any) -> Any:
         """One group protocol request into the partition's runtime; its response."""
 
-    def topic_ids(self) -> dict[str, UUID]:
-        """The topic ids the partition's shard knows (the registry's last view)."""
+    def topic_view(self) -> tuple[dict[str, int], dict[str, UUID]]:
+        """The partition counts and ids of the topics the shard knows (the registry's last view)."""
 
     def leads(self) -> bool:
         """True while this actor serves its partition as leader (ACTIVE)."""

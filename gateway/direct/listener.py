@@ -37,6 +37,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import ray
+
+from actors.client.client import Client, controller_handle
 from coordinator.errors import Errors
 from gateway.apis import RequestContext
 from gateway.codec import (
@@ -51,7 +54,7 @@ from gateway.codec import (
     write_response,
 )
 from gateway.direct import local
-from gateway.direct.routing import Coordinator, listener_node_id
+from gateway.direct.routing import Coordinator, LeaderRouting, listener_node_id, ray_node
 from gateway.security import SaslSession, SecurityConfig
 from gateway.server import REFUSALS_PER_LOG_LINE, Limits
 
@@ -104,8 +107,9 @@ class DirectListener:
         self.connections: set[DirectConnection] = set()
         self.refused = 0
         self.port = -1
-        self.client = local.LocalClient(host, self)
-        self.routes = local.Routes(host.settings.namespace)
+        self.client = local.LocalClient(host)
+        self.routing = LeaderRouting(self._make_client, register=False)
+        self.ray_node = ray_node()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -136,18 +140,28 @@ class DirectListener:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "host": self.bind_host, "port": self.port, "node_id": self.node_id,
+            "host": self.bind_host, "port": self.port, "node_id": self.node_id, "ray_node": self.ray_node,
             "protocol": self.security.protocol, "connections": len(self.connections),
         }
 
     def info(self) -> local.ListenerInfo:
         return local.ListenerInfo(self.node_id, self.bind_host, self.port)
 
-    async def coordinator(self, group_id: str) -> Coordinator:
-        """FindCoordinator's answer for `group_id` (gateway.direct.local)."""
+    async def coordinator(self, group_id: str, fallback: Coordinator | None) -> Coordinator:
+        """FindCoordinator's answer for `group_id` (gateway.direct.local); a leader
+        without a reachable listener is COORDINATOR_NOT_AVAILABLE (no `fallback` here)."""
         if self.client.partition_for(group_id) == self.host.partition and self.host.leads():
             return Coordinator(Errors.NONE, self.node_id, self.bind_host, self.port)
-        return await self.routes.coordinator(group_id)
+        return await self.routing.coordinator(group_id, None)
+
+    async def brokers(self, me: Any) -> list[tuple[int, str, int]]:
+        """Metadata's brokers: the service's, this listener among them."""
+        return await self.routing.brokers(me)
+
+    def _make_client(self) -> Client:
+        if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
+            raise RuntimeError("no Ray: no controller")
+        return Client(controller_handle(self.host.settings.namespace))
 
     async def close(self) -> None:
         if self._sweeper is not None:
@@ -313,6 +327,7 @@ class DirectConnection(asyncio.Protocol):
             principal=self.sasl.principal,
             gateway=self.listener.info(),  # type: ignore[arg-type]
             client=self.listener.client,  # type: ignore[arg-type]
+            direct=self.listener,
         )
 
     def _on_answered(self, _: asyncio.Task[Any]) -> None:

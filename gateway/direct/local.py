@@ -12,9 +12,11 @@ What a listener serves (`SUPPORTED`, a subset of the gateway's versions):
 the requests Kafka sends to a group's coordinator: FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 OffsetDelete, DescribeGroups, DeleteGroups, ConsumerGroupHeartbeat and
-ConsumerGroupDescribe, plus ApiVersions (and SASL) on every connection.
-Metadata, topic APIs and ListGroups stay on the gateways, the bootstrap
-brokers. Rules:
+ConsumerGroupDescribe, plus ApiVersions (and SASL) on every connection,
+and Metadata: Metadata lists it as a broker, so clients may ask it what
+they ask any broker (the topics as its shard sees them, each partition led
+by a gateway). Fetch, ListOffsets, the other topic APIs and ListGroups
+stay on the gateways, the bootstrap brokers. Rules:
 - A group of another offsets partition is answered NOT_COORDINATOR (per
   group where a request names several), as a Kafka broker answers for a
   group it does not coordinate; the client then asks FindCoordinator again.
@@ -24,38 +26,35 @@ brokers. Rules:
 - FindCoordinator: this listener for its own partition's groups while it
   leads; any other group's listener through the controller's routing
   (`routing.LeaderRouting`), as a gateway answers.
+- Metadata names the topics of the registry's last view this leader got.
 - v10 OffsetCommit and OffsetFetch name topics by id: the ids are those the
   partition's shard knows (the topic registry's last view).
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from actors.client.client import Client, controller_handle
 from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest
 from coordinator.routing import partition_for
 from gateway import apis
-from gateway.direct.routing import Coordinator, LeaderRouting
+from gateway.direct.routing import is_listener
 from gateway.handlers.calls import failed
-from gateway.handlers.entities import respond
-from gateway.handlers.metadata import GROUP_KEY_TYPE, NO_TRANSACTIONS
 
-FIND_COORDINATOR = 10
-SERVED_KEYS = (8, 9, 10, 11, 12, 13, 14, 15, 42, 47, 68, 69)
+METADATA = 3
+SERVED_KEYS = (3, 8, 9, 10, 11, 12, 13, 14, 15, 42, 47, 68, 69)
 SUPPORTED: dict[int, tuple[int, int]] = {key: apis.SUPPORTED[key] for key in SERVED_KEYS}
 
 
 class LocalClient:
     """What the gateway's handlers use of a `Client`, answered by the partition in process."""
 
-    def __init__(self, host: Any, listener: Any) -> None:
+    def __init__(self, host: Any) -> None:
         self.host = host
-        self.listener = listener
         self.num_partitions = host.settings.num_partitions
 
     def partition_for(self, group_id: str) -> int:
@@ -75,67 +74,36 @@ class LocalClient:
         return await self.send_async(request)
 
     async def topic_ids_async(self, names: Any) -> dict[str, UUID]:
-        ids: dict[str, UUID] = self.host.topic_ids()
+        ids: dict[str, UUID] = self.host.topic_view()[1]
         return ids if names is None else {name: ids[name] for name in names if name in ids}
+
+    async def describe_topics_async(self, names: Any) -> dict[str, int]:
+        counts: dict[str, int] = self.host.topic_view()[0]
+        return counts if names is None else {name: counts[name] for name in names if name in counts}
 
 
 @dataclass(frozen=True, slots=True)
 class ListenerInfo:
-    """The listener as the handlers' `ctx.gateway`: this broker's id and address."""
+    """The listener as the handlers' `ctx.gateway`: this broker's id and address, and
+    the gateway Metadata names as every topic partition's leader (-1: none known)."""
 
     node_id: int
     host: str
     port: int
+    data_node_id: int = -1
     cluster_id: str = "raygroups"
 
     def all_brokers(self) -> tuple[tuple[int, str, int], ...]:
         return ((self.node_id, self.host, self.port),)
 
 
-class Routes:
-    """FindCoordinator for groups of other partitions, through a `Client`'s routing, made
-    on first use (its constructor reads the controller's routing with a blocking call)."""
-
-    def __init__(self, namespace: str) -> None:
-        self._namespace = namespace
-        self._routing: LeaderRouting | None = None
-        self._making: asyncio.Lock = asyncio.Lock()
-
-    async def coordinator(self, group_id: str) -> Coordinator:
-        async with self._making:
-            if self._routing is None:
-                client = await asyncio.to_thread(lambda: Client(controller_handle(self._namespace)))
-                self._routing = LeaderRouting(client)
-        return await self._routing.coordinator(group_id, None)
-
-
-async def handle_find_coordinator(ctx: apis.RequestContext, request: Any) -> Any:
-    if request.__version__ >= 4:
-        found = [await _coordinator(ctx, request.key_type, key) for key in request.coordinator_keys]
-        return respond(request, {"coordinators": found})
-    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    return respond(request, await _coordinator(ctx, key_type, request.key))
-
-
-async def _coordinator(ctx: apis.RequestContext, key_type: int, key: str) -> dict[str, Any]:
-    if key_type != GROUP_KEY_TYPE:
-        found, message = Coordinator(Errors.INVALID_REQUEST), NO_TRANSACTIONS
-    else:
-        listener: Any = ctx.client
-        found, message = await listener.listener.coordinator(key), None
-    return {
-        "key": key,
-        "node_id": found.node_id,
-        "host": found.host,
-        "port": found.port,
-        "error_code": found.error,
-        "error_message": message,
-    }
-
-
 async def handle(ctx: apis.RequestContext, request: Any) -> Any:
     """The kio response to a request of a `SUPPORTED` key and version."""
     api_key = int(request.__api_key__)
-    if api_key == FIND_COORDINATOR:
-        return await handle_find_coordinator(ctx, request)
+    if api_key == METADATA:
+        # Topic partitions are led by a gateway (Fetch, ListOffsets): the first one listed.
+        brokers = await ctx.direct.brokers(ctx.gateway)
+        leader = next((node for node, _, _ in brokers if not is_listener(node)), -1)
+        info: Any = ctx.gateway
+        ctx = dataclasses.replace(ctx, gateway=dataclasses.replace(info, data_node_id=leader))
     return await apis.HANDLERS[api_key](ctx, request)

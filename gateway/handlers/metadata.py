@@ -1,7 +1,8 @@
 """Metadata, FindCoordinator and DescribeCluster: the gateways as Kafka's brokers.
 
-- Brokers are the service's gateways (`GatewayInfo.all_brokers`), the
-  controller is the gateway asked, the topics those of the registry
+- Brokers are the service's gateways (`GatewayInfo.all_brokers`) and,
+  on the direct path, the partition leaders' Kafka listeners
+  (gateway.direct.routing); the controller is the gateway asked, the topics those of the registry
   (handlers/topics.py, where partition leadership is explained).
   Metadata v0 asks for every topic with an empty list, v1+ with null (an
   empty list then asks for none). An unknown topic gets
@@ -51,10 +52,14 @@ TOPIC_ID_LOOKUP_VERSION = 12
 NO_TRANSACTIONS = "raygroups coordinates consumer groups only: there is no transaction coordinator"
 
 
-def _brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+async def _brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+    known = {broker[0]: broker for broker in ctx.gateway.all_brokers()}
+    if ctx.direct is not None:
+        for broker in await ctx.direct.brokers(ctx.gateway):
+            known.setdefault(broker[0], broker)
     return [
         {"node_id": n, "broker_id": n, "host": h, "port": p, "rack": None}
-        for n, h, p in ctx.gateway.all_brokers()
+        for n, h, p in sorted(known.values())
     ]
 
 
@@ -80,13 +85,12 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             topics = [_topic_by_id(ctx, i, names.get(i), known) for i in ids]
         else:
             topics = [_topic_by_name(ctx, t.name, known) for t in asked]
-    node = ctx.gateway.node_id
     return respond(
         request,
         {
-            "brokers": _brokers(ctx),
+            "brokers": await _brokers(ctx),
             "cluster_id": ctx.gateway.cluster_id,
-            "controller_id": node,
+            "controller_id": ctx.gateway.data_node_id,
             "topics": topics,
         },
     )
@@ -128,7 +132,7 @@ def _topic_by_name(ctx: RequestContext, name: str, known: dict[str, tuple[int, u
 
 
 def _topic(ctx: RequestContext, name: str, partitions: int, topic_id: uuid.UUID) -> dict[str, Any]:
-    node = ctx.gateway.node_id
+    node = ctx.gateway.data_node_id
     return {
         "error_code": Errors.NONE,
         "name": name,
@@ -202,6 +206,6 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
             "error_code": Errors.NONE,
             "cluster_id": ctx.gateway.cluster_id,
             "controller_id": ctx.gateway.node_id,
-            "brokers": _brokers(ctx),
+            "brokers": await _brokers(ctx),
         },
     )

@@ -109,6 +109,28 @@ def test_find_coordinator_names_this_listener_for_its_groups(leader: PartitionTh
     )
 
 
+def test_a_deposed_leader_answers_not_coordinator_and_names_itself_no_more(leader: PartitionThread) -> None:
+    group = group_of(0, 2)
+    commit = kio_request(
+        8, 2, group_id=group, generation_id_or_member_epoch=-1, member_id="", retention_time=-1,
+        topics=[{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                              "committed_metadata": None}]}],
+    )
+    find = kio_request(10, 1, key=group, key_type=0)
+    with connect(leader.port) as sock:
+        sock.sendall(request_frame(commit, correlation_id=1))
+        assert read_response(sock, 8, 2)[1].topics[0].partitions[0].error_code == ErrorCode.none
+        leader.call(_depose(leader))  # a newer leader epoch exists: this one is a zombie
+        sock.sendall(request_frame(commit, correlation_id=2) + request_frame(find, correlation_id=3))
+        assert read_response(sock, 8, 2)[1].topics[0].partitions[0].error_code == ErrorCode.not_coordinator
+        # Not itself any more; without Ray there is no routing to ask.
+        assert read_response(sock, 10, 1)[1].error_code == ErrorCode.coordinator_not_available
+
+
+async def _depose(leader: PartitionThread) -> None:
+    leader.actor._on_deposed(leader.actor.epoch + 1)
+
+
 def test_a_malformed_frame_closes_its_connection_alone(leader: PartitionThread) -> None:
     with connect(leader.port) as good, connect(leader.port) as bad:
         assert_served(leader.port, good)
