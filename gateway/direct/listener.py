@@ -158,6 +158,10 @@ class DirectListener:
         """Metadata's brokers: the service's, this listener among them."""
         return await self.routing.brokers(me)
 
+    async def listed_partitions(self, me: Any) -> list[int]:
+        """ListGroups on a listener lists its own partition's groups, as a Kafka broker."""
+        return [self.host.partition]
+
     def _make_client(self) -> Client:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
             raise RuntimeError("no Ray: no controller")

@@ -13,10 +13,11 @@ the requests Kafka sends to a group's coordinator: FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 OffsetDelete, DescribeGroups, DeleteGroups, ConsumerGroupHeartbeat and
 ConsumerGroupDescribe, plus ApiVersions (and SASL) on every connection,
-and Metadata: Metadata lists it as a broker, so clients may ask it what
-they ask any broker (the topics as its shard sees them, each partition led
-by a gateway). Fetch, ListOffsets, the other topic APIs and ListGroups
-stay on the gateways, the bootstrap brokers. Rules:
+and what clients ask every broker, as Metadata lists the listener as one:
+Metadata (the topics as its shard sees them, each partition led by a
+gateway) and ListGroups (its own partition's groups; the gateways list the
+rest). Fetch, ListOffsets and the other topic APIs stay on the gateways,
+the bootstrap brokers. Rules:
 - A group of another offsets partition is answered NOT_COORDINATOR (per
   group where a request names several), as a Kafka broker answers for a
   group it does not coordinate; the client then asks FindCoordinator again.
@@ -46,7 +47,7 @@ from gateway.direct.routing import is_listener
 from gateway.handlers.calls import failed
 
 METADATA = 3
-SERVED_KEYS = (3, 8, 9, 10, 11, 12, 13, 14, 15, 42, 47, 68, 69)
+SERVED_KEYS = (3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)
 SUPPORTED: dict[int, tuple[int, int]] = {key: apis.SUPPORTED[key] for key in SERVED_KEYS}
 
 

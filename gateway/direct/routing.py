@@ -58,6 +58,11 @@ def listener_node_id(partition: int, epoch: int) -> int:
     return LISTENER_NODE_BASE + (epoch % EPOCHS_WRAP) * PARTITIONS_MAX + partition
 
 
+def listener_partition(node_id: int) -> int:
+    """The offsets partition a listener's node id names."""
+    return (node_id - LISTENER_NODE_BASE) % PARTITIONS_MAX
+
+
 def is_listener(node_id: int) -> bool:
     return node_id >= LISTENER_NODE_BASE
 
@@ -148,6 +153,14 @@ class LeaderRouting:
                          if self._reachable(host, where)]
         self._brokers_at = now
         return self._brokers
+
+    async def listed_partitions(self, me: Any) -> list[int]:
+        """The partitions a gateway's ListGroups asks: those whose leader has no
+        listener among the brokers (each listener lists its own partition's groups)."""
+        brokers = await self.brokers(me)
+        client = await self.client()
+        listed = {listener_partition(node) for node, _, _ in brokers if is_listener(node)}
+        return [p for p in range(client.num_partitions) if p not in listed]
 
     async def close(self, node_id: int) -> None:
         """A gateway closing: the controller lists it no more."""
