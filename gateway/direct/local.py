@@ -13,11 +13,13 @@ the requests Kafka sends to a group's coordinator: FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 OffsetDelete, DescribeGroups, DeleteGroups, ConsumerGroupHeartbeat and
 ConsumerGroupDescribe, plus ApiVersions (and SASL) on every connection,
-and what clients ask every broker, as Metadata lists the listener as one:
-Metadata (the topics as its shard sees them, each partition led by a
-gateway) and ListGroups (its own partition's groups; the gateways list the
-rest). Fetch, ListOffsets and the other topic APIs stay on the gateways,
-the bootstrap brokers. Rules:
+and what clients ask any broker, as Metadata lists the listener as one:
+Metadata and DescribeCluster (the topics as its shard sees them, each
+partition led by a gateway), ListGroups (its own partition's groups; the
+gateways list the rest) and InitProducerId (an idempotent producer's id,
+under this listener's node id, so it is unique). Produce, Fetch,
+ListOffsets and the other topic APIs go to the partitions' leaders, the
+gateways. Rules:
 - A group of another offsets partition is answered NOT_COORDINATOR (per
   group where a request names several), as a Kafka broker answers for a
   group it does not coordinate; the client then asks FindCoordinator again.
@@ -46,8 +48,9 @@ from gateway import apis
 from gateway.direct.routing import is_listener
 from gateway.handlers.calls import failed
 
-METADATA = 3
-SERVED_KEYS = (3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)
+# Answers that name the broker leading every topic partition (and the cluster's controller).
+NAMES_LEADERS = (3, 60)  # Metadata, DescribeCluster
+SERVED_KEYS = (3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 22, 42, 47, 60, 68, 69)
 SUPPORTED: dict[int, tuple[int, int]] = {key: apis.SUPPORTED[key] for key in SERVED_KEYS}
 
 
@@ -101,7 +104,7 @@ class ListenerInfo:
 async def handle(ctx: apis.RequestContext, request: Any) -> Any:
     """The kio response to a request of a `SUPPORTED` key and version."""
     api_key = int(request.__api_key__)
-    if api_key == METADATA:
+    if api_key in NAMES_LEADERS:
         # Topic partitions are led by a gateway (Fetch, ListOffsets): the first one listed.
         brokers = await ctx.direct.brokers(ctx.gateway)
         leader = next((node for node, _, _ in brokers if not is_listener(node)), -1)

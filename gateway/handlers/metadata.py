@@ -205,7 +205,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         {
             "error_code": Errors.NONE,
             "cluster_id": ctx.gateway.cluster_id,
-            "controller_id": ctx.gateway.node_id,
+            "controller_id": ctx.gateway.data_node_id,
             "brokers": await _brokers(ctx),
         },
     )
