@@ -3,7 +3,10 @@
 `raygroups gateway` runs one gateway in the foreground in front of the
 running service (loopback by default); `--all-nodes` deploys one per Ray
 node instead (gateway.deploy) and returns; `--list` prints the deployed
-gateways' addresses; `--stop` removes them. `raygroups start --gateway-port
+gateways' addresses and the partition leaders' Kafka listeners (text only:
+`--json` lists the gateways, the bootstrap servers); `--stop` removes them.
+`--no-direct`: FindCoordinator names the gateway, not the leaders'
+listeners (gateway.direct). `raygroups start --gateway-port
 P` deploys them with the service, and `raygroups stop` removes them.
 Credentials are never options: SASL users come from a file
 (`--sasl-plain-users FILE`) or from RAYGROUPS_GATEWAY_SASL_USERS.
@@ -43,6 +46,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.
                       help="one gateway per Ray node, on its IP (loopback without SASL or TLS)")
     mode.add_argument("--list", action="store_true", help="print the deployed gateways' addresses")
     mode.add_argument("--stop", action="store_true", help="stop the deployed gateways")
+    parser.add_argument("--no-direct", dest="direct", action="store_false",
+                        help="FindCoordinator names this gateway, not the partition leaders' Kafka listeners "
+                             "(for networks that open one port per node)")
     _add_security_options(parser)
     limits = parser.add_argument_group("limits (Kafka's broker defaults)")
     limits.add_argument("--max-request-bytes", type=int, default=_LIMITS.max_request_bytes,
@@ -70,7 +76,8 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
     from gateway.deploy import GatewaySpec
 
     return GatewaySpec(port=port, sasl_users_file=args.sasl_plain_users, tls_cert=args.tls_cert,
-                       tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits)
+                       tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits,
+                       direct=getattr(args, "direct", True))
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -101,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped {deploy.stop_gateways(args.namespace)} gateway(s)")
         return 0
     print_addresses(deploy.gateway_addresses(args.namespace), args.json)
+    if not args.json:
+        print_listeners(deploy.listener_addresses(args.namespace))
     return 0
 
 
@@ -126,6 +135,16 @@ def print_addresses(addresses: list[tuple[int, str, int]], as_json: bool) -> Non
         print(f"  node {node}  {host}:{port}")
 
 
+def print_listeners(listeners: list[tuple[int, int, str, int]]) -> None:
+    """The partition leaders' Kafka listeners, which FindCoordinator names (gateway.direct)."""
+    if not listeners:
+        print("no partition leader has a Kafka listener")
+        return
+    print("Partition leaders' Kafka listeners (clients reach them after FindCoordinator):")
+    for partition, node, host, port in listeners:
+        print(f"  partition {partition}  node {node}  {host}:{port}")
+
+
 def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
     import asyncio
     import logging
@@ -137,7 +156,8 @@ def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
     security = spec.security()
     check_listen_address(args.host, security)  # before connecting to anything
     client = actors.connect(args.address, namespace=args.namespace)
-    gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host)
+    gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host,
+                      direct=spec.direct)
     # The gateway's one line per closed connection goes to stderr.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

@@ -10,6 +10,8 @@ each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
 DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
+KAFKA is the leader's Kafka listener (host:port, `gateway.direct`), or why it
+has none (no free port in its node's range, no plugin installed).
 
 Health, as Kafka's `--unavailable-partitions` / `--under-replicated-partitions`
 name it: OFFLINE (no leader: the partition serves nothing), HELD (offline
@@ -27,11 +29,11 @@ from typing import Any
 
 BASE_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE",
-    "DISK-FAILED",
+    "DISK-FAILED", "KAFKA",
 ]
 REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
-    "HEALTH", "GROUPS", "MEMBERS", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED",
+    "HEALTH", "GROUPS", "MEMBERS", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
@@ -142,4 +144,16 @@ def _utc(ms: Any) -> str:
 
 def _tail_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
     refused = "yes" if row.get("refused") else "no"
-    return [row.get("load_ms"), refused, row.get("failure"), disks_text(row.get("disks"), whole)]
+    return [
+        row.get("load_ms"), refused, row.get("failure"), disks_text(row.get("disks"), whole),
+        kafka_text(row.get("kafka"), whole),
+    ]
+
+
+def kafka_text(listener: Mapping[str, Any] | None, whole: bool) -> Any:
+    """The leader's Kafka listener (gateway.direct): host:port, or why it has none."""
+    if whole or not listener:
+        return listener or None
+    if "error" in listener:
+        return f"none: {listener['error']}"
+    return f"{listener['host']}:{listener['port']}"
