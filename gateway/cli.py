@@ -8,6 +8,9 @@ gateways' addresses and the partition leaders' Kafka listeners (text only:
 `--no-direct`: FindCoordinator names the gateway, not the leaders'
 listeners (gateway.direct). `raygroups start --gateway-port
 P` deploys them with the service, and `raygroups stop` removes them.
+`raygroups start` also configures the partition leaders' Kafka listeners
+(`--kafka-ports LOW-HIGH`, the same security options, `--no-direct` for
+none).
 Credentials are never options: SASL users come from a file
 (`--sasl-plain-users FILE`) or from RAYGROUPS_GATEWAY_SASL_USERS.
 """
@@ -18,10 +21,12 @@ import argparse
 import json
 from typing import Any
 
+from actors.core.settings import KafkaListenerSettings
 from gateway.security import USERS_ENV, SecurityError
 from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
 
 _LIMITS = Limits()
+_PORTS = "-".join(map(str, KafkaListenerSettings().ports))
 
 
 def register(cli: Any) -> None:
@@ -30,6 +35,7 @@ def register(cli: Any) -> None:
     add_parsers(cli.commands, cli.common, cli.start)
     cli.runners["gateway"] = run
     cli.after_start.append(on_start)
+    cli.start_options.append(listener_options)
 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.ArgumentParser) -> None:
@@ -60,6 +66,11 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.
     limits.add_argument("--idle-timeout-ms", type=int, default=_LIMITS.idle_timeout_ms,
                         help="connections.max.idle.ms (default: %(default)s)")
     start.add_argument("--gateway-port", type=int, help="also start a Kafka gateway per node on this port")
+    start.add_argument("--kafka-ports", default=_PORTS, metavar="LOW-HIGH",
+                       help="each node's port range for the partition leaders' Kafka listeners "
+                            "(default: %(default)s)")
+    start.add_argument("--no-direct", dest="direct", action="store_false",
+                       help="no Kafka listener in the partition leaders: FindCoordinator names the gateways")
     _add_security_options(start)
 
 
@@ -83,6 +94,17 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
 def _limits(args: argparse.Namespace) -> Limits:
     return Limits(max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
                   memory_pool_bytes=args.memory_pool_bytes, idle_timeout_ms=args.idle_timeout_ms)
+
+
+def listener_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`actors.start`'s `kafka_listener` from `raygroups start`'s options: the same security
+    files as the gateways (each node reads them), the port range, or none (`--no-direct`)."""
+    low, _, high = args.kafka_ports.partition("-")
+    listener = KafkaListenerSettings(
+        enabled=args.direct, ports=(int(low), int(high or low)), sasl_users_file=args.sasl_plain_users,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+    )
+    return {"kafka_listener": listener}
 
 
 def run(args: argparse.Namespace) -> int:
