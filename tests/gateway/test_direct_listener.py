@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from coordinator.errors import Errors
 from coordinator.messages import OffsetFetchRequest
 from coordinator.routing import partition_for
 from gateway.direct.routing import listener_node_id
+from gateway.security import is_loopback
 
 from tests.gateway.direct_support import PartitionThread, free_port_range, group_of
 from tests.gateway.gateway_support import (
@@ -164,3 +167,32 @@ def test_a_taken_port_is_skipped_and_no_free_port_leaves_ray_callers_served(tmp_
                 blocked.close()
         finally:
             running.close()
+
+
+def test_with_sasl_the_listener_is_on_the_nodes_address_and_wants_a_login(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text("bob:hunter2\n")
+    secured = PartitionThread(str(tmp_path / "log"), free_port_range(2), sasl_users_file=str(users))
+    try:
+        host, port = secured.kafka["host"], secured.port
+        assert secured.kafka["protocol"] == "SASL_PLAINTEXT" and not is_loopback(host)
+        beat = kio_request(12, 4, group_id=group_of(0, 2), generation_id=1, member_id="m",
+                           group_instance_id=None)
+        with connect(port, host) as sock:
+            sock.sendall(request_frame(beat, 1))  # before a login: closed, unanswered
+            assert closed_without_answer(sock)
+        with connect(port, host) as sock:
+            sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN"), 1))
+            sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=b"\0bob\0wrong"), 2))
+            assert read_response(sock, 17, 1)[1].error_code == ErrorCode.none
+            assert read_response(sock, 36, 2)[1].error_code == ErrorCode.sasl_authentication_failed
+            assert closed_without_answer(sock)
+        with connect(port, host) as sock:
+            sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN"), 1))
+            sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=b"\0bob\0hunter2"), 2))
+            sock.sendall(request_frame(beat, 3))
+            assert read_response(sock, 17, 1)[0] == 1
+            assert read_response(sock, 36, 2)[1].error_code == ErrorCode.none
+            assert read_response(sock, 12, 4)[1].error_code == ErrorCode.unknown_member_id
+    finally:
+        secured.close()
