@@ -52,7 +52,7 @@ from actors.core.settings import ServiceSettings, SystemClock
 from actors.core.wire import dumps_response
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
-from actors.partition.kafka_plug import KafkaPlug
+from actors.partition.kafka_plug import KafkaListening, KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
@@ -91,7 +91,7 @@ class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
+class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
@@ -574,24 +574,6 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             "pid": os.getpid(),
             "data_dir": self.settings.data_dir,
         }
-
-    async def kafka_listener(self) -> dict[str, Any] | None:
-        """This leader's Kafka listener (`kafka_plug`): its address and Kafka node id, and
-        whether it leads its partition now; None while none listens (off, or not started)."""
-        described = self.kafka.describe()
-        if described is None or "error" in described:
-            return None
-        return {**described, "partition": self.partition, "leads": self.leads()}
-
-    def leads(self) -> bool:
-        """Serving the partition as its leader (the listener's `ListenerHost.leads`)."""
-        leader = self.leader
-        return self.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
-
-    def topic_view(self) -> tuple[dict[str, int], dict[str, Any]]:
-        """The partition counts and ids of the topics the shard's consumer groups see
-        (the registry's last view; the listener's `ListenerHost.topic_view`)."""
-        return self.topics.counts, self.topics.ids
 
     async def ping(self) -> int:
         return self.epoch

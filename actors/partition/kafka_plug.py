@@ -29,6 +29,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from actors.core.settings import ServiceSettings
+from actors.partition.topics_watch import TopicsWatch
+from coordinator.runtime import PartitionRuntime, RuntimeState
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,35 @@ class PartitionListener(Protocol):
         """At least `host`, `port` and `node_id` (the Kafka broker id it answers as)."""
 
     async def close(self) -> None: ...
+
+
+class KafkaListening:
+    """The partition actor's side of its listener: the actor method the gateways call
+    (`kafka_listener`) and what `ListenerHost` asks beside `handle`."""
+
+    partition: int
+    runtime: PartitionRuntime
+    leader: Any
+    topics: TopicsWatch
+    kafka: KafkaPlug
+
+    async def kafka_listener(self) -> dict[str, Any] | None:
+        """This leader's Kafka listener: its address and Kafka node id, and whether it
+        leads its partition now; None while none listens (off, or not started)."""
+        described = self.kafka.describe()
+        if described is None or "error" in described:
+            return None
+        return {**described, "partition": self.partition, "leads": self.leads()}
+
+    def leads(self) -> bool:
+        """Serving the partition as its leader."""
+        leader = self.leader
+        return self.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
+
+    def topic_view(self) -> tuple[dict[str, int], dict[str, UUID]]:
+        """The partition counts and ids of the topics the shard's consumer groups see
+        (the registry's last view)."""
+        return self.topics.counts, self.topics.ids
 
 
 class KafkaPlug:
