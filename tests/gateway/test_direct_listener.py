@@ -20,7 +20,7 @@ from coordinator.routing import partition_for
 from gateway.direct.routing import listener_node_id
 from gateway.security import is_loopback
 
-from tests.gateway.direct_support import PartitionThread, free_port_range, group_of
+from tests.gateway.direct_support import PartitionThread, free_port_range, group_of, wait_for
 from tests.gateway.gateway_support import (
     assert_served,
     closed_without_answer,
@@ -196,3 +196,20 @@ def test_with_sasl_the_listener_is_on_the_nodes_address_and_wants_a_login(tmp_pa
             assert read_response(sock, 12, 4)[1].error_code == ErrorCode.unknown_member_id
     finally:
         secured.close()
+
+
+def test_connections_past_the_cap_are_closed_and_idle_ones_swept(tmp_path: Path) -> None:
+    limits = (("max_connections", 2), ("idle_timeout_ms", 300))
+    capped = PartitionThread(str(tmp_path), free_port_range(2), limits=limits)
+    try:
+        with connect(capped.port) as first, connect(capped.port) as second:
+            assert_served(capped.port, first)
+            assert_served(capped.port, second)
+            with connect(capped.port) as third:
+                assert closed_without_answer(third)
+            # Nothing sent for longer than the idle timeout: swept, the listener serves on.
+            assert closed_without_answer(first) and closed_without_answer(second)
+        wait_for(lambda: capped.describe()["connections"] == 0, "the swept connections gone")
+        assert_served(capped.port)
+    finally:
+        capped.close()
