@@ -3,7 +3,8 @@ against a gateway in front of the session's service (tests/conftest.py), on the 
 path (FindCoordinator names the leader's listener) and through the gateway alone
 (`direct=False`): a classic consumer and a consumer-protocol one (KIP-848) join, take
 every partition, commit and read back; the Admin client lists the groups, describes
-the group and lists its offsets while the consumer is in it."""
+the group, lists its offsets and a partition's offsets (latest, and for a time) while
+the consumer is in it."""
 
 from __future__ import annotations
 
@@ -43,5 +44,5 @@ def test_the_java_consumer_and_admin_client_work_a_group(
     assert upper["listed"] == [protocol.upper()]  # each group listed once, by the broker coordinating it
     assert upper["type"] == [protocol.upper()]
     assert (upper["state"], seen["members"]) == (["STABLE"], ["1"])
-    assert seen["latest"] == ["0"] and seen["closed"] == ["true"]
+    assert seen["latest"] == ["0"] and seen["at_time"] == ["-1"] and seen["closed"] == ["true"]
     assert service.fetch_offsets(group).offsets() == {(topic, 0): 31}

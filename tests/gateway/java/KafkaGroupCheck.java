@@ -68,6 +68,10 @@ public class KafkaGroupCheck {
             System.out.println("offset=" + offsets.get(first).offset());
             long latest = admin.listOffsets(Map.of(first, OffsetSpec.latest())).partitionResult(first).get().offset();
             System.out.println("latest=" + latest);
+            // offsetsForTimes: no record is known after the epoch start on a topic never written.
+            long atTime = admin.listOffsets(Map.of(first, OffsetSpec.forTimestamp(0L))).partitionResult(first).get()
+                .offset();
+            System.out.println("at_time=" + atTime);
         }
         System.out.println("closed=true");
     }
