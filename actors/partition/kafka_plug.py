@@ -9,8 +9,9 @@ line loads its commands. The plugin gets the actor as a `ListenerHost`:
 what a listener may touch, nothing more.
 
 Rules:
-- The listener starts once, when the actor first leads (a load reached
-  ACTIVE), on the actor's event loop, and stays for the actor's life: a
+- The plugin is imported when the actor starts (standbys start ahead of a
+  failover); the listener starts once, when the actor first leads (a load
+  reached ACTIVE), on the actor's event loop, and stays for the actor's life: a
   leader that loses its partition keeps listening and answers
   NOT_COORDINATOR, as its runtime answers every request then, so clients
   find the coordinator again.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 from uuid import UUID
@@ -35,6 +37,7 @@ from coordinator.runtime import PartitionRuntime, RuntimeState
 logger = logging.getLogger(__name__)
 
 PLUGIN_GROUP = "raygroups.partition_listeners"
+START_WAIT_S = 5.0
 
 
 class ListenerHost(Protocol):
@@ -76,7 +79,9 @@ class KafkaListening:
 
     async def kafka_listener(self) -> dict[str, Any] | None:
         """This leader's Kafka listener: its address and Kafka node id, and whether it
-        leads its partition now; None while none listens (off, or not started)."""
+        leads its partition now; None while none listens (off, or not started).
+        A start under way is waited for (`KafkaPlug.started`)."""
+        await self.kafka.started()
         described = self.kafka.describe()
         if described is None or "error" in described:
             return None
@@ -101,26 +106,46 @@ class KafkaPlug:
         self._listener: PartitionListener | None = None
         self._error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        # Imported when the actor starts (a standby, long before a failover promotes it),
+        # not on the partition's loop at its first load.
+        self._factory: Any = None
+        if host.settings.kafka_listener.enabled:
+            self._factory = self._load_plugin()
 
-    def start_once(self) -> None:
-        """Start the listener in the background, the first time only."""
-        if self._task is None and self._host.settings.kafka_listener.enabled:
-            self._task = asyncio.get_running_loop().create_task(self._start(), name="kafka-listener")
-
-    async def _start(self) -> None:
+    def _load_plugin(self) -> Any:
         plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name)
         if not plugins:
             self._error = f"no Kafka listener plugin installed (entry point group {PLUGIN_GROUP})"
-            logger.warning("partition %d: %s", self._host.partition, self._error)
-            return
+            logger.warning("%s", self._error)
+            return None
         try:
-            listener = plugins[0].load()(self._host)
+            return plugins[0].load()
+        except Exception as exc:
+            self._error = f"Kafka listener plugin not loaded: {exc!r}"
+            logger.exception("%s; serving Ray callers only", self._error)
+            return None
+
+    def start_once(self) -> None:
+        """Start the listener in the background, the first time only."""
+        if self._task is None and self._factory is not None:
+            self._task = asyncio.get_running_loop().create_task(self._start(), name="kafka-listener")
+
+    async def _start(self) -> None:
+        try:
+            listener = self._factory(self._host)
             await listener.start()
         except Exception as exc:
             self._error = f"Kafka listener not started: {exc}"
             logger.exception("partition %d: %s; serving Ray callers only", self._host.partition, self._error)
             return
         self._listener = listener
+
+    async def started(self, timeout_s: float = START_WAIT_S) -> None:
+        """Wait (bounded) for a start under way: a new leader names its listener, not none."""
+        task = self._task
+        if task is not None and not task.done():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout_s)
 
     def describe(self) -> dict[str, Any] | None:
         """The listener's address, or why there is none; None when it is off or not started yet."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -55,14 +55,34 @@ from gateway.codec import (
 )
 from gateway.direct import local
 from gateway.direct.routing import Coordinator, LeaderRouting, listener_node_id, ray_node
-from gateway.security import SaslSession, SecurityConfig
-from gateway.server import REFUSALS_PER_LOG_LINE, Limits
+from gateway.security import SaslSession, SecurityConfig, load_plain_users
+from gateway.server import DEFAULT_HOST, REFUSALS_PER_LOG_LINE, Limits
 
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64
 SWEEP_INTERVAL_S = 10.0
 CLOSE_FLUSH_S = 5.0
+
+
+def plugin(host: Any) -> DirectListener:
+    """The listener of partition actor `host` (`actors.partition.kafka_plug.ListenerHost`), not
+    started: the `raygroups.partition_listeners` entry point.
+
+    Security is read on this node, from the paths in the service's settings:
+    without SASL or TLS the listener is on loopback (gateway.security), else
+    on the node's IP, as the deployed gateways are."""
+    config = host.settings.kafka_listener
+    security = SecurityConfig(
+        plain_users=load_plain_users(config.sasl_users_file),
+        tls_cert=config.tls_cert,
+        tls_key=config.tls_key,
+        tls_client_ca=config.tls_client_ca,
+    )
+    bind_host = DEFAULT_HOST
+    if security.sasl or security.tls:
+        bind_host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return DirectListener(host, bind_host, security, Limits(**dict(config.limits)))
 
 
 class ListenerUnavailable(Exception):
@@ -105,6 +125,8 @@ class DirectListener:
         self.versions = advertised_versions(local.SUPPORTED, security.extra_versions())
         self.pool = FramePool(limits.memory_pool_bytes)
         self.connections: set[DirectConnection] = set()
+        # Requests answered, per api key (`describe`): what reached this leader directly.
+        self.served: Counter[int] = Counter()
         self.refused = 0
         self.port = -1
         self.client = local.LocalClient(host)
@@ -142,6 +164,7 @@ class DirectListener:
         return {
             "host": self.bind_host, "port": self.port, "node_id": self.node_id, "ray_node": self.ray_node,
             "protocol": self.security.protocol, "connections": len(self.connections),
+            "served": dict(self.served),
         }
 
     def info(self) -> local.ListenerInfo:
@@ -304,6 +327,7 @@ class DirectConnection(asyncio.Protocol):
         key = request.api_key
         if not self.sasl.permits(key):
             raise FrameError(f"api key {key} not allowed in this connection's SASL state")
+        self.listener.served[key] += 1
         if key == API_VERSIONS:
             self._in_flight.append(_Slot(request, api_versions_response(request, self.listener.versions)))
         elif key == SASL_HANDSHAKE:

@@ -131,6 +131,8 @@ class LeaderRouting:
                 await client.refresh_async()
                 return NOT_AVAILABLE
             if found is None or not self._reachable(found["host"], found.get("ray_node", "")):
+                logger.debug("partition %d: leader without a reachable Kafka listener (%s): %s", partition,
+                            found, "the fallback" if fallback else "not available")
                 return fallback or NOT_AVAILABLE
             if found["leads"]:
                 return Coordinator(Errors.NONE, found["node_id"], found["host"], found["port"])

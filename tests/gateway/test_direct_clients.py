@@ -10,6 +10,7 @@ leader of their own group's offsets partition, which the controller replaces."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -41,6 +42,8 @@ from tests.gateway.test_kafka_clients import (
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
+OFFSET_COMMIT, JOIN_GROUP = 8, 11
+
 
 @pytest.fixture(scope="module")
 def gateway(service: Client) -> Iterator[GatewayThread]:
@@ -64,6 +67,15 @@ def serving_listener(service: Client, group: str) -> dict[str, Any]:
         return listener if listener and listener["leads"] else None
 
     return wait_until(found, lambda: time.sleep(0.05), f"a serving leader with a listener for {group}")  # type: ignore[no-any-return]
+
+
+def ended(pid: int) -> bool:
+    """True once process `pid` (on this machine) has ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def find_coordinator(port: int, group: str) -> Any:
@@ -109,7 +121,7 @@ def test_a_kafka_python_consumer_commits_through_its_leaders_listener(
     )
     try:
         wait_until(lambda: len(consumer.assignment()) == 2, lambda: consumer.poll(100), "assigned")
-        assert serving_listener(service, group)["connections"] >= 1
+        assert serving_listener(service, group)["served"].get(JOIN_GROUP, 0) >= 1  # joined directly
         consumer.commit({KpPartition(topic, 1): KpOffset(17, "", -1)})
         assert consumer.committed(KpPartition(topic, 1)) == 17
         assert service.fetch_offsets(group).offsets() == {(topic, 1): 17}
@@ -169,7 +181,7 @@ def test_a_confluent_kafka_consumer_commits_through_the_listener(
     try:
         consumer.subscribe([topic])
         wait_until(lambda: len(consumer.assignment()) == 3, lambda: consumer.poll(0.2), "librdkafka assigned")
-        assert serving_listener(service, group)["connections"] >= 1
+        assert serving_listener(service, group)["served"].get(JOIN_GROUP, 0) >= 1  # joined directly
         consumer.commit(offsets=[CkPartition(topic, 2, 42)], asynchronous=False)
         (read,) = consumer.committed([CkPartition(topic, 2)], timeout=TIMEOUT_S)
         assert read.offset == 42
@@ -245,7 +257,8 @@ def commit_through(committer: Any, offsets: range, acked: list[int]) -> None:
                 break
             except Exception as exc:  # each client's own error type; retried below
                 assert time.monotonic() < deadline, f"commit {offset} never acknowledged: {exc!r}"
-                time.sleep(0.05)
+                # A member the new leader expired meanwhile rejoins while its consumer polls.
+                committer.assigned()
         acked.append(offset)
 
 
@@ -264,7 +277,10 @@ def test_a_kafka_client_follows_its_leader_killed_or_moved_mid_commit_and_loses_
         partition = service.partition_for(group)
         leader = service.leader(partition)
         if fault == "kill":
+            pid = ray.get(leader.info.remote(), timeout=TIMEOUT_S)["pid"]
             ray.kill(leader, no_restart=True)
+            # Its process answers on its sockets until it ends, after ray.kill returned.
+            wait_until(lambda: ended(pid), lambda: time.sleep(0.01), "the killed leader's process ended")
         else:
             ray.get(service.controller.reassign.remote(partition), timeout=TIMEOUT_S)
         # The next commits reach the new leader once the client found it again.
@@ -273,8 +289,11 @@ def test_a_kafka_client_follows_its_leader_killed_or_moved_mid_commit_and_loses_
         followed_s = time.monotonic() - started
         after = serving_listener(service, group)
         assert after["node_id"] != before["node_id"]
-        assert after["connections"] >= 1
-        assert committer.committed() == 8
+        # The commits after the fault reached the new leader's listener, not the gateway.
+        assert after["served"].get(OFFSET_COMMIT, 0) >= 3, after
+        assert service.fetch_offsets(group).offsets() == {(topic, 0): 8}
+        # The client reads it back from the new leader (once it rejoined, if its session expired meanwhile).
+        wait_until(lambda: committer.committed() == 8, committer.assigned, f"{client} reads its commit back")
     finally:
         committer.close()
     assert acked == list(range(1, 9))
