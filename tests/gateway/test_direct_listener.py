@@ -214,3 +214,16 @@ def test_connections_past_the_cap_are_closed_and_idle_ones_swept(tmp_path: Path)
         assert_served(capped.port)
     finally:
         capped.close()
+
+
+def test_raygroups_start_configures_the_listeners_from_the_gateways_options(tmp_path: Path) -> None:
+    from actors.cli.main import build_command_line
+
+    parser, cli = build_command_line()
+    users = str(tmp_path / "users")
+    args = parser.parse_args(["start", "--kafka-ports", "20000-20099", "--sasl-plain-users", users])
+    (options,) = [option(args) for option in cli.start_options]
+    listener = options["kafka_listener"]
+    assert (listener.enabled, listener.ports, listener.sasl_users_file) == (True, (20000, 20099), users)
+    (options,) = [option(parser.parse_args(["start", "--no-direct"])) for option in cli.start_options]
+    assert options["kafka_listener"].enabled is False
