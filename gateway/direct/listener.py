@@ -138,11 +138,11 @@ class DirectListener:
     async def start(self) -> None:
         low, high = self.host.settings.kafka_listener.ports
         loop = asyncio.get_running_loop()
+        tls = self.security.ssl_context()
         for port in range(low, high + 1):
             try:
                 self._server = await loop.create_server(
-                    lambda: DirectConnection(self), self.bind_host, port,
-                    ssl=self.security.ssl_context(), backlog=1024,
+                    lambda: DirectConnection(self), self.bind_host, port, ssl=tls, backlog=1024
                 )
             except OSError as exc:
                 if exc.errno in (errno.EADDRINUSE, errno.EACCES):

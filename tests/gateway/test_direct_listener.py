@@ -6,6 +6,7 @@ NOT_COORDINATOR; a bad frame closes its connection alone; a taken port is skippe
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.gateway.gateway_support import (
     sized,
 )
 from tests.gateway.kafka_support import kio_request
+from tests.gateway.test_security import self_signed  # noqa: F401 (a fixture)
 
 PROTOCOL_TYPE = "consumer"
 
@@ -227,3 +229,20 @@ def test_raygroups_start_configures_the_listeners_from_the_gateways_options(tmp_
     assert (listener.enabled, listener.ports, listener.sasl_users_file) == (True, (20000, 20099), users)
     (options,) = [option(parser.parse_args(["start", "--no-direct"])) for option in cli.start_options]
     assert options["kafka_listener"].enabled is False
+
+
+def test_with_tls_the_listener_serves_tls_only(tmp_path: Path, self_signed: tuple[str, str]) -> None:  # noqa: F811
+    cert, key = self_signed
+    secured = PartitionThread(str(tmp_path / "log"), free_port_range(2), tls_cert=cert, tls_key=key)
+    try:
+        host, port = secured.kafka["host"], secured.port
+        assert secured.kafka["protocol"] == "SSL" and not is_loopback(host)
+        context = ssl.create_default_context(cafile=cert)
+        context.check_hostname = False  # the certificate names 127.0.0.1, the listener is on the node's IP
+        with context.wrap_socket(connect(port, host)) as tls:
+            assert_served(port, tls)
+        with connect(port, host) as plain:
+            plain.sendall(request_frame(kio_request(18, 0), correlation_id=1))
+            assert closed_without_answer(plain)
+    finally:
+        secured.close()
