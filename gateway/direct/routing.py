@@ -139,8 +139,8 @@ class LeaderRouting:
         return NOT_AVAILABLE
 
     async def brokers(self, me: Any) -> list[Broker]:
-        """Every broker this broker's clients can reach (module docstring); `me` is
-        this broker's `GatewayInfo`."""
+        """Every broker this broker's clients can reach (module docstring), this node's
+        first; `me` is this broker's `GatewayInfo`."""
         now = time.monotonic()
         if now - self._brokers_at < BROKERS_TTL_S:
             return self._brokers
@@ -151,8 +151,10 @@ class LeaderRouting:
         except Exception as exc:  # the controller restarting: this broker alone meanwhile
             logger.warning("Kafka brokers not known: %r", exc)
             return [(me.node_id, me.host, me.port)]
-        self._brokers = [(node, host, port) for node, host, port, where in found
-                         if self._reachable(host, where)]
+        reachable = [broker for broker in found if self._reachable(broker[1], broker[3])]
+        # This node's brokers first: a listener names the first gateway as the topics' leader.
+        reachable.sort(key=lambda broker: broker[3] != self._node)
+        self._brokers = [(node, host, port) for node, host, port, _ in reachable]
         self._brokers_at = now
         return self._brokers
 
