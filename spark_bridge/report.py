@@ -20,7 +20,6 @@ Owns the files of `raygroups report --out DIR`. Rules:
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -28,12 +27,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from spark_bridge import jobs, report_plots
 from spark_bridge.end_offsets import EndOffsets
-from spark_bridge.report_html import render_page
+from spark_bridge.report_html import MAX_ROWS_SHOWN, render_page
 from spark_bridge.report_plots import Span
 from spark_bridge.time_windows import choose_window_ms, describe_window
 
@@ -41,10 +42,6 @@ DEFAULT_TOP_GROUPS = 10
 PAGE_FILE = "report.html"
 # Kafka's offsets.retention.minutes default (7 days): a group idle that long loses its offsets.
 DEFAULT_IDLE_THRESHOLD_MS = 7 * 24 * 3600 * 1000
-_ARROW_TYPES = {
-    "int": pa.int32(), "bigint": pa.int64(), "string": pa.string(), "boolean": pa.bool_(),
-    "double": pa.float64(),
-}
 _ORDER = {
     "committed_offsets": ["group_id", "topic", "topic_partition"],
     "lag": ["group_id", "topic", "topic_partition"],
@@ -57,14 +54,29 @@ _ORDER = {
 
 
 class Table(NamedTuple):
-    """A collected result: column names, rows and Spark type names."""
+    """A collected result, as Arrow: nothing per row in Python until a row is looked at."""
 
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    types: list[str]
+    data: pa.Table
 
-    def dicts(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row)) for row in self.rows]
+    @property
+    def columns(self) -> list[str]:
+        return list(self.data.column_names)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.data.num_rows)
+
+    def rows(self, limit: int | None = None) -> list[tuple[Any, ...]]:
+        """The first `limit` rows (all: None) as tuples."""
+        data = self.data if limit is None else self.data.slice(0, limit)
+        return list(zip(*(column.to_pylist() for column in data.columns)))
+
+    def dicts(self, groups: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows as dicts; only those of `groups` if given (the plots' few groups of many)."""
+        data = self.data
+        if groups is not None:
+            data = data.filter(pc.is_in(data["group_id"], pa.array(list(groups), pa.string())))
+        return list(data.to_pylist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,20 +148,21 @@ def write_report(
         ("lag measured against", settings.end_offsets_source),
         ("files", f"every table as CSV and Parquet next to this page, in {os.path.abspath(out_dir)}"),
     ]
-    page = render_page({n: (t.columns, t.rows) for n, t in collected.items()}, plots, facts, settings.now_ms)
+    page = render_page(
+        {n: (t.columns, t.rows(MAX_ROWS_SHOWN), t.num_rows) for n, t in collected.items()}, plots, facts,
+        settings.now_ms,
+    )
     with open(os.path.join(out_dir, PAGE_FILE), "w", encoding="utf-8") as file:
         file.write(page)
-    return {name: len(table.rows) for name, table in collected.items()}
+    return {name: table.num_rows for name, table in collected.items()}
 
 
 def draw_plots(collected: dict[str, Table], span: Span, settings: ReportSettings) -> dict[str, bytes]:
     """The PNG of each plot, by file name (report_plots.PLOT_FILES)."""
-    lag_rows = collected["lag_over_time"].dicts()
-    rate_rows = collected["commit_rate"].dicts()
-    groups = top_groups_by(collected["lag"].dicts(), rate_rows, settings.top_groups)
-    lag = report_plots.lag_series(lag_rows, groups, span.window_ms)
-    rates = report_plots.rate_series(rate_rows, groups, span)
-    rebalances = collected["rebalance_history"].dicts()
+    groups = top_groups(collected["lag"], collected["commit_rate"], settings.top_groups)
+    lag = report_plots.lag_series(collected["lag_over_time"].dicts(groups), groups, span.window_ms)
+    rates = report_plots.rate_series(collected["commit_rate"].dicts(groups), groups, span)
+    rebalances = collected["rebalance_history"].dicts(groups)
     generations = report_plots.generation_series(rebalances, groups, span)
     consumer_epochs = report_plots.consumer_epoch_points(rebalances, groups)
     return dict(zip(report_plots.PLOT_FILES, (
@@ -160,25 +173,34 @@ def draw_plots(collected: dict[str, Table], span: Span, settings: ReportSettings
 
 
 def collect_table(frame: DataFrame, order: Sequence[str] = ()) -> Table:
-    """The rows of `frame`, sorted by the `order` columns (non-null keys) on the driver."""
-    types = [field.dataType.simpleString() for field in frame.schema.fields]
-    positions = [frame.columns.index(name) for name in order]
-    rows = sorted((tuple(row) for row in frame.collect()), key=lambda row: [row[i] for i in positions])
-    return Table(frame.columns, rows, types)
+    """The rows of `frame` as Arrow (Spark's Arrow collect: no pickled row), sorted by the
+    `order` columns on the driver."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(frame.schema)
+    data = pa.Table.from_batches(frame._collect_as_arrow(), schema=schema)
+    if order:
+        data = data.sort_by([(name, "ascending") for name in order])
+    return Table(data)
 
 
 def write_csv(path: str, table: Table) -> None:
-    with open(path, "w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow(table.columns)
-        writer.writerows(table.rows)
+    pa_csv.write_csv(table.data, path, pa_csv.WriteOptions(quoting_style="needed"))
 
 
 def write_parquet(path: str, table: Table) -> None:
-    fields = [(name, _ARROW_TYPES.get(kind, pa.string())) for name, kind in zip(table.columns, table.types)]
-    schema = pa.schema(fields)
-    data = {name: [row[i] for row in table.rows] for i, name in enumerate(table.columns)}
-    pq.write_table(pa.Table.from_pydict(data, schema=schema), path)
+    pq.write_table(table.data, path)
+
+
+def top_groups(lag: Table, rates: Table, limit: int) -> list[str]:
+    """`top_groups_by` over each group's sums, summed by Arrow (the tables have a row per
+    group and partition, or per group and window)."""
+    return top_groups_by(_group_sums(lag, "lag"), _group_sums(rates, "offset_commits"), limit)
+
+
+def _group_sums(table: Table, column: str) -> list[dict[str, Any]]:
+    sums = table.data.group_by("group_id").aggregate([(column, "sum")])
+    return list(sums.rename_columns({f"{column}_sum": column}).to_pylist())
 
 
 def top_groups_by(lag_rows: list[dict[str, Any]], rate_rows: list[dict[str, Any]], limit: int) -> list[str]:

@@ -36,12 +36,13 @@ nav a { margin-right: 1em; }
 
 
 def render_page(
-    tables: Mapping[str, tuple[Sequence[str], Sequence[Sequence[Any]]]],
+    tables: Mapping[str, tuple[Sequence[str], Sequence[Sequence[Any]], int]],
     plots: Mapping[str, bytes],
     facts: Sequence[tuple[str, str]],
     generated_ms: int,
 ) -> str:
-    """The page: `tables` {name: (columns, rows)}, `plots` {file name: PNG bytes}, `facts` (label, text)."""
+    """The page: `tables` {name: (columns, first rows, row count)} (the rows shown: at most
+    MAX_ROWS_SHOWN are), `plots` {file name: PNG bytes}, `facts` (label, text)."""
     generated = _time(generated_ms)
     nav = " ".join(f'<a href="#{html.escape(name)}">{html.escape(name)}</a>' for name in tables)
     parts = [
@@ -57,16 +58,16 @@ def render_page(
         data = base64.b64encode(png).decode("ascii")
         parts.append(f'<div><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></div>')
     parts.append(f"<h2>Tables</h2><nav>{nav}</nav>")
-    for name, (columns, rows) in tables.items():
-        parts.append(_table(name, columns, rows))
+    for name, (columns, rows, count) in tables.items():
+        parts.append(_table(name, columns, rows, count))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-def _table(name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], total: int) -> str:
     shown = rows[:MAX_ROWS_SHOWN]
-    count = f"{len(rows)} rows" if len(rows) == len(shown) else (
-        f"first {len(shown)} of {len(rows)} rows; all of them in {name}.csv"
+    count = f"{total} rows" if total == len(shown) else (
+        f"first {len(shown)} of {total} rows; all of them in {name}.csv"
     )
     head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
     body = "".join(

@@ -8,6 +8,8 @@ one awk field. No value is cut: a failure is printed whole.
 The replication columns (leader node, replicas, ISR, high watermark,
 each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
+REQ/S is the leader's requests per second over its last few seconds (a
+partition saturates near a few thousand: docs/benchmarks.md).
 DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
 KAFKA is the leader's Kafka listener (host:port, `gateway.direct`), or why it
@@ -28,12 +30,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 BASE_COLUMNS = [
-    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "LOG-END", "LOAD-MS", "REFUSED", "FAILURE",
-    "DISK-FAILED", "KAFKA",
+    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "REQ/S", "LOG-END", "LOAD-MS", "REFUSED",
+    "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
-    "HEALTH", "GROUPS", "MEMBERS", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
+    "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
@@ -102,6 +104,7 @@ def _base_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         node_text(row.get("node_id"), whole),
         row.get("groups"),
         row.get("members"),
+        row.get("requests_per_s"),
         row.get("durable_end"),
         *_tail_cells(row, whole),
     ]
@@ -121,6 +124,7 @@ def _replicated_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         health(row),
         row.get("groups"),
         row.get("members"),
+        row.get("requests_per_s"),
         *_tail_cells(row, whole),
     ]
 

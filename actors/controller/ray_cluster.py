@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import ray
@@ -53,7 +54,10 @@ class RayCluster:
             if ray_id is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_id, soft=not required)
         try:
-            return ray.remote(OffsetPartition).options(**options).remote(partition, epoch, self.settings)
+            # When it was asked for: the replica logs how long it took to rejoin (actors/partition/phases.py).
+            return ray.remote(OffsetPartition).options(**options).remote(
+                partition, epoch, self.settings, requested_at=time.time()
+            )
         except ValueError as exc:  # ActorAlreadyExistsError
             raise NameTaken(name) from exc
 

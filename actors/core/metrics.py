@@ -102,6 +102,9 @@ class PartitionMetrics:
         self._partition = str(partition)
         self._counts: Counter[tuple[str, str]] = Counter()
         self._latency_tags: dict[str, dict[str, str]] = {}
+        # Requests per second between the last two flushes (`raygroups status`'s REQ/S).
+        self.request_rate = 0.0
+        self._flushed_at = time.monotonic()
 
     def observe(self, kind: str, response: Any, started: float) -> None:
         """Count a request and record its latency.
@@ -148,6 +151,9 @@ class PartitionMetrics:
 
     def flush_counts(self) -> None:
         counts, self._counts = self._counts, Counter()
+        now = time.monotonic()
+        self.request_rate = round(sum(counts.values()) / max(now - self._flushed_at, 1e-3), 1)
+        self._flushed_at = now
         for (kind, error), count in counts.items():
             self.requests.inc(count, {"partition": self._partition, "type": kind, "error": error})
 

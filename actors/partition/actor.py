@@ -56,6 +56,7 @@ from actors.partition.kafka_plug import KafkaListening, KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
+from actors.partition.phases import RejoinPhases
 from actors.partition.recovery import DiskRecovery, close_quietly
 from actors.partition.roles import LOAD_TASK, ReplicaRoles
 from actors.partition.topics_watch import TopicsWatch
@@ -100,7 +101,12 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
     """
 
     def __init__(
-        self, partition: int | None, epoch: int, settings: ServiceSettings, node_id: str | None = None
+        self,
+        partition: int | None,
+        epoch: int,
+        settings: ServiceSettings,
+        node_id: str | None = None,
+        requested_at: float | None = None,
     ) -> None:
         logging.basicConfig(level=logging.INFO)
         # The actor owns its process. A commit of 100 partitions allocates
@@ -146,6 +152,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
         self.topics = TopicsWatch(settings.namespace)
         self._topics_wake = asyncio.Event()
+        # How long this replica takes to rejoin its leader (a restarted replica's one log line).
+        self.phases = RejoinPhases(self.partition, requested_at)
         # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
         self.kafka = KafkaPlug(self)
 
@@ -568,6 +576,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
             **await self.probe(),
             "groups": len(shard.groups) if shard else 0,
             "members": shard.member_count() if shard else 0,
+            "requests_per_s": self.metrics.request_rate,
             "load_ms": round(self.load_ms, 1),
             "loaded_records": self.loaded_records,
             "node_id": current_node_name(),

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, NamedTuple
 
+from actors.partition.phases import RejoinPhases
 from coordinator import Shard
 from coordinator.errors import Errors
 from coordinator.records import Record
@@ -70,6 +71,8 @@ class FollowerReplica:
         leader: str,
         io: Executor,
         new_shard: Callable[[], Shard],
+        phases: RejoinPhases | None = None,
+        replica: str = "",
     ) -> None:
         self.log = log
         self.shard = shard
@@ -82,6 +85,9 @@ class FollowerReplica:
         self._io = io
         self._new_shard = new_shard
         self._lock = asyncio.Lock()
+        # Marked when it truncates and once it has caught up (`actors.partition.phases`).
+        self._phases = phases
+        self._replica = replica
 
     async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
@@ -116,6 +122,8 @@ class FollowerReplica:
             self.high_watermark = follower_high_watermark(
                 self.high_watermark, leader_hwm, start_offset, before, after
             )
+            if self._phases is not None and after >= leader_hwm:
+                self._phases.finish("caught up", self._replica)
             return self.answer()
 
     def _append(self, batches: bytes) -> list[Record]:
@@ -146,6 +154,8 @@ class FollowerReplica:
             offset = truncation_offset(cache, log.high_watermark, tuple(diverging)).offset  # type: ignore[arg-type]
             self.shard = await self._on_io(self._truncate_and_rebuild, offset)
             self.truncations += 1
+            if self._phases is not None:
+                self._phases.mark("truncate")
             self.high_watermark = min(self.high_watermark, log.high_watermark)
             return self.answer()
 

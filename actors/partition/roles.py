@@ -65,6 +65,7 @@ from actors.partition.follower import FollowerReplica, PushAnswer
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
+from actors.partition.phases import RejoinPhases
 from coordinator.errors import Errors
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
@@ -108,6 +109,7 @@ class ReplicaRoles:
     _storage_refusal: Callable[[], PushAnswer]
     # The state file last written (read and written on the I/O thread only).
     _state_written: ReplicaState | None
+    phases: RejoinPhases
 
     # ------------------------------------------------------------ contract
 
@@ -166,6 +168,7 @@ class ReplicaRoles:
 
     async def _lead(self, leadership: Leadership, known_end: int) -> None:
         """`become_leader`'s work, under the role lock."""
+        self.phases.abandon()  # a leader does not rejoin anyone
         if self._leads_in_place():
             await self._relead(leadership)
             return
@@ -377,9 +380,13 @@ class ReplicaRoles:
             self._on_deposed(leader_epoch)
         self.epoch = leader_epoch
         await self._stop_opening()
+        self.phases.mark("role")
         log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
         self.log = log
-        self.follower = FollowerReplica(log, shard, leader_epoch, leader, self._io, self._new_shard)
+        self.phases.mark("log open")
+        self.follower = FollowerReplica(
+            log, shard, leader_epoch, leader, self._io, self._new_shard, self.phases, self.replica_id
+        )
         self._deliver(self.runtime.follow(self.clock.now_ms()))
         self._spawn(self._follower_maintenance(self.follower), "follower-maintenance")
 

@@ -7,8 +7,12 @@ every log is byte for byte the new leader's.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
@@ -96,7 +100,18 @@ def test_a_deposed_leader_gets_nothing_acknowledged(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(tmp_path: Path) -> None:
+def rejoin_lines(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
+    """Per replica, the line `actors.partition.phases` logged when it caught up."""
+    pattern = re.compile(r"replica (\w+) caught up with its leader (.*)")
+    found = (pattern.search(r.getMessage()) for r in caplog.records)
+    return {m.group(1): m.group(2) for m in found if m}
+
+
+def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "actors.partition.phases")
+
     async def scenario() -> None:
         cluster = Cluster(tmp_path)
         answers = Answers()
@@ -119,6 +134,14 @@ def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(tmp
         # a's hot shard was rebuilt from its truncated log: it holds b's commits, not its own lost ones.
         shard = a.follower.shard
         assert shard.groups["g"].offsets[next(iter(shard.groups["g"].offsets))].offset == 11
+        # The followers say once how long they took to catch up, phase by phase; a, which led
+        # first, is no rejoining replica (its truncation is a deposed leader's, not a restart's).
+        lines = rejoin_lines(caplog)
+        assert sorted(lines) == ["b", "c"], lines
+        assert re.fullmatch(
+            r"[\d.]+ s after the controller asked for it \(actor \+[\d.]+ s, role \+[\d.]+ s, "
+            r"log open \+[\d.]+ s, caught up \+[\d.]+ s\)", lines["c"]
+        ), lines["c"]
         answers.all_once()
         await cluster.close()
 

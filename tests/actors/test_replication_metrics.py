@@ -57,6 +57,31 @@ def test_partition_metrics_set_isr_size_and_each_known_follower_lag(monkeypatch:
     assert lag.sets == [(0, {"partition": "7", "replica": "b"}), (17, {"partition": "7", "replica": "c"})]
 
 
+class RecordingCounter:
+    def __init__(self) -> None:
+        self.incs: list[tuple[float, dict[str, str] | None]] = []
+
+    def inc(self, value: float = 1.0, tags: dict[str, str] | None = None) -> None:
+        self.incs.append((value, tags))
+
+
+def test_partition_metrics_rate_the_requests_counted_between_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`raygroups status`'s REQ/S: requests per second between the last two flushes."""
+    now = [100.0]
+    monkeypatch.setattr("actors.core.metrics.time.monotonic", lambda: now[0])
+    metrics = PartitionMetrics(3)
+    monkeypatch.setattr(metrics, "requests", RecordingCounter())
+    monkeypatch.setattr(metrics, "latency_ms", type("Sink", (), {"observe": lambda *_: None})())
+    for _ in range(50):
+        metrics.observe("HeartbeatRequest", BaseException(), 0.0)
+    now[0] += 2.0
+    metrics.flush_counts()
+    assert metrics.request_rate == 25.0
+    now[0] += 4.0
+    metrics.flush_counts()
+    assert metrics.request_rate == 0.0
+
+
 def test_controller_metrics_keep_and_export_replication_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     metrics = ControllerMetrics()
     under, offline = recorded(metrics, monkeypatch, "_under_replicated", "_offline")

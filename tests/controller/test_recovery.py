@@ -178,7 +178,8 @@ def test_a_lost_disk_of_the_newest_leader_elects_the_highest_ranking_survivor(
     assert recovered is not None
     zero = recovered.partitions[0]
     assert zero.held is None and zero.isr == [elected] and zero.replicas[0] == elected
-    assert sorted(zero.replicas) == list(NODES) and (zero.epoch, zero.partition_epoch, zero.known_end) == (2, 1, 0)
+    assert sorted(zero.replicas) == list(NODES)
+    assert (zero.epoch, zero.partition_epoch, zero.known_end) == (2, 1, 0)
 
 
 @pytest.mark.parametrize(("min_isr", "n1_followed"), [

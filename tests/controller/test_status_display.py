@@ -58,7 +58,7 @@ def replicated_row(partition: int, **changes: Any) -> dict[str, Any]:
     """A controller status row of a replicated partition, its leader's `info()` merged in."""
     row: dict[str, Any] = {
         "partition": partition, "epoch": 4, "state": "ACTIVE", "refused": False, "failure": None,
-        "node_id": N1, "groups": 2, "members": 5, "durable_end": 120, "load_ms": 3.0,
+        "node_id": N1, "groups": 2, "members": 5, "requests_per_s": 12.5, "durable_end": 120, "load_ms": 3.0,
         "replicas": [N1, N2, N3], "isr": [N1, N2, N3], "leader_node": N1, "offline": False,
         "under_replicated": False, "high_watermark": 103,
         "followers": {N2: {"log_end": 120, "lag": 0}, N3: {"log_end": 103, "lag": 17}},
@@ -144,6 +144,7 @@ def test_status_of_replication_factor_1_keeps_the_plain_columns(capsys: pytest.C
     header = table_line(out, "PARTITION")
     assert header == BASE_COLUMNS
     assert dict(zip(header, table_line(out, 0)))["NODE"] == "a1a1a1a1"
+    assert dict(zip(header, table_line(out, 0)))["REQ/S"] == "12.5"
     cmd_status(StatusClient([sole]), argparse.Namespace(json=True))  # type: ignore[arg-type]
     [row] = json.loads(capsys.readouterr().out)
     assert row["NODE"] == N1 and "REPLICAS" not in row
