@@ -7,9 +7,11 @@ Rules:
 - The address comes from the leader itself (`OffsetPartition.kafka_listener`,
   one Ray call per lookup, never cached across lookups): a leader that
   answers is alive, and says whether it still leads. A leader that no
-  longer leads (moved, unloaded) makes the routing refresh once and the new
-  leader be asked; a leader that cannot be reached, or a partition with no
-  leader, is COORDINATOR_NOT_AVAILABLE, and the client asks again.
+  longer leads (moved, unloaded) or cannot be reached makes the routing
+  refresh once and the new leader be asked (admin clients such as
+  kafka-python's do not retry FindCoordinator); a partition with no leader
+  then, or whose new leader does not lead either, is
+  COORDINATOR_NOT_AVAILABLE, and the client asks again.
 - A leader without a listener (turned off, or no free port on its node),
   or whose listener is on loopback on another node (unreachable from this
   broker's clients), is answered with the fallback: the gateway asked,
@@ -126,13 +128,12 @@ class LeaderRouting:
                 return NOT_AVAILABLE
             try:
                 found = await asyncio.wait_for(leader.kafka_listener.remote(), LOOKUP_TIMEOUT_S)
-            except Exception as exc:  # a dead or hung leader: the client asks again shortly
+            except Exception as exc:  # a dead or hung leader: the routing is asked again
                 logger.debug("partition %d: leader's Kafka listener not known: %r", partition, exc)
-                await client.refresh_async()
-                return NOT_AVAILABLE
+                continue
             if found is None or not self._reachable(found["host"], found.get("ray_node", "")):
                 logger.debug("partition %d: leader without a reachable Kafka listener (%s): %s", partition,
-                            found, "the fallback" if fallback else "not available")
+                             found, "the fallback" if fallback else "not available")
                 return fallback or NOT_AVAILABLE
             if found["leads"]:
                 return Coordinator(Errors.NONE, found["node_id"], found["host"], found["port"])
