@@ -170,8 +170,8 @@ class Gateway:
         await self._server.serve_forever()
 
     async def close(self) -> None:
-        if self.direct is not None:
-            await self.direct.close(self.node_id)
+        if self.direct is not None and self.info is not None:
+            await self.direct.close(self.info)
         if self._server is not None:
             self._server.close()
         serving = [c.task for c in self.connections if c.task is not None]

@@ -81,9 +81,10 @@ class Controller:
             self.plane.kafka.register(gateway)
         return sorted(self.plane.kafka.gateways.values()) + self.plane.kafka_listeners()
 
-    async def kafka_gateway_closed(self, node_id: int) -> None:
+    async def kafka_gateway_closed(self, node_id: int, host: str, port: int) -> None:
+        """A gateway closed: listed no more (unless another registered since at that node id)."""
         await self._ready()
-        self.plane.kafka.unregister(node_id)
+        self.plane.kafka.unregister(node_id, host, port)
 
     async def reassign(
         self, partition: int, node_id: str | None = None, expected_epoch: int | None = None

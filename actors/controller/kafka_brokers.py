@@ -10,7 +10,9 @@ controller keeps the list:
   replaced leader's listener leaves the list at the new leader's publish;
 - gateways register themselves with every `kafka_brokers` call they make
   (a restarted controller learns them again at their next Metadata) and
-  leave it when they close.
+  leave it when they close. A gateway that dies without closing stays
+  listed until another registers at its node id or the controller restarts
+  (clients skip a broker they cannot reach, as with Kafka).
 Plain data, no Ray: the controller shell answers from it.
 """
 
@@ -36,8 +38,12 @@ class KafkaBrokers:
     def register(self, gateway: Broker) -> None:
         self.gateways[gateway[0]] = gateway
 
-    def unregister(self, node_id: int) -> None:
-        self.gateways.pop(node_id, None)
+    def unregister(self, node_id: int, host: str, port: int) -> None:
+        """Only the gateway registered at that address: another one registered since at
+        the same node id (a restarted gateway elsewhere) stays."""
+        registered = self.gateways.get(node_id)
+        if registered is not None and registered[1:3] == (host, port):
+            del self.gateways[node_id]
 
     def listeners(self, routed_epochs: list[int | None]) -> list[Broker]:
         """The listener of every partition whose routed leader is the one probed."""

@@ -185,6 +185,14 @@ class DirectListener:
         """ListGroups on a listener lists its own partition's groups, as a Kafka broker."""
         return [self.host.partition]
 
+    async def registry_client(self) -> Client | None:
+        """The service's `Client` (the topic registry through Ray); None without one."""
+        try:
+            client: Client = await self.routing.client()
+        except Exception:
+            return None
+        return client
+
     def _make_client(self) -> Client:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
             raise RuntimeError("no Ray: no controller")

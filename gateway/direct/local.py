@@ -29,7 +29,9 @@ gateways. Rules:
 - FindCoordinator: this listener for its own partition's groups while it
   leads; any other group's listener through the controller's routing
   (`routing.LeaderRouting`), as a gateway answers.
-- Metadata names the topics of the registry's last view this leader got.
+- Metadata names the topics of the registry, read through Ray as a gateway
+  reads them (a topic just created is known at once); without Ray, the
+  registry's last view this leader got.
 - v10 OffsetCommit and OffsetFetch name topics by id: the ids are those the
   partition's shard knows (the topic registry's last view).
 """
@@ -110,4 +112,8 @@ async def handle(ctx: apis.RequestContext, request: Any) -> Any:
         leader = next((node for node, _, _ in brokers if not is_listener(node)), -1)
         info: Any = ctx.gateway
         ctx = dataclasses.replace(ctx, gateway=dataclasses.replace(info, data_node_id=leader))
+        # The topics as the gateways read them (the registry), not this shard's last view of it.
+        registry = await ctx.direct.registry_client()
+        if registry is not None:
+            ctx = dataclasses.replace(ctx, client=registry)
     return await apis.HANDLERS[api_key](ctx, request)

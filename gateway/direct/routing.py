@@ -167,12 +167,12 @@ class LeaderRouting:
         listed = {listener_partition(node) for node, _, _ in brokers if is_listener(node)}
         return [p for p in range(client.num_partitions) if p not in listed]
 
-    async def close(self, node_id: int) -> None:
-        """A gateway closing: the controller lists it no more."""
+    async def close(self, me: Any) -> None:
+        """A gateway closing (`me`, its `GatewayInfo`): the controller lists it no more."""
         if self._register and self._client is not None:
+            closed = self._client.controller.kafka_gateway_closed.remote(me.node_id, me.host, me.port)
             try:
-                await asyncio.wait_for(self._client.controller.kafka_gateway_closed.remote(node_id),
-                                       LOOKUP_TIMEOUT_S)
+                await asyncio.wait_for(closed, LOOKUP_TIMEOUT_S)
             except Exception as exc:
                 logger.warning("the controller may still list this gateway: %r", exc)
 

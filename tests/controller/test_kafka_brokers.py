@@ -35,5 +35,9 @@ def test_gateways_are_listed_from_their_registration_until_they_close() -> None:
     brokers.register((3, "10.0.0.3", 9092, "n3"))
     brokers.register((1, "10.0.0.1", 9092, "n1"))
     assert sorted(brokers.gateways.values()) == [(1, "10.0.0.1", 9092, "n1"), (3, "10.0.0.3", 9092, "n3")]
-    brokers.unregister(3)
+    brokers.unregister(3, "10.0.0.3", 9092)
     assert list(brokers.gateways) == [1]
+    # A gateway closing leaves another one registered since at its node id listed.
+    brokers.register((1, "10.0.0.9", 9093, "n9"))
+    brokers.unregister(1, "10.0.0.1", 9092)
+    assert brokers.gateways == {1: (1, "10.0.0.9", 9093, "n9")}
