@@ -28,7 +28,13 @@ from actors.controller.forgotten_logs import recover_forgotten_logs
 from actors.controller.ray_store import KV_NAMESPACE, GcsKvStore
 from actors.controller.state import saved_replication_factor
 from actors.core import node_names
-from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, ServiceSettings, settings_for_cluster
+from actors.core.settings import (
+    CONTROLLER_NAME,
+    DEFAULT_NAMESPACE,
+    KafkaListenerSettings,
+    ServiceSettings,
+    settings_for_cluster,
+)
 from actors.core.singleton import detached_singleton
 from coordinator import CoordinatorConfig
 
@@ -89,6 +95,7 @@ def start(
     replication_factor: int | None = None,
     min_insync_replicas: int | None = None,
     shared_data_dir: bool = False,
+    kafka_listener: KafkaListenerSettings | None = None,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
@@ -99,7 +106,8 @@ def start(
     3 nodes, 2 (min ISR 1) on 2, 1 on one (`actors.core.settings.settings_for_cluster`).
     `shared_data_dir`: every node sees the same data directory, so a
     single-copy partition may restart on any node (otherwise only on the
-    node holding its log).
+    node holding its log). `kafka_listener`: the partition leaders' Kafka
+    listeners (`KafkaListenerSettings`; default: on, loopback, ports 19092-19291).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/controller/forgotten_logs.py`).
@@ -129,6 +137,8 @@ def start(
         )
     if coordinator_config is not None:
         settings = replace(settings, coordinator=coordinator_config)
+    if kafka_listener is not None:
+        settings = replace(settings, kafka_listener=kafka_listener)
     if saved is None and settings.replication_factor > live_nodes:
         # Kafka refuses to create the offsets topic below its replication factor.
         raise ValueError(

@@ -3,17 +3,19 @@
 Starts an embedded local Ray cluster and the service (fsync on, initial
 rebalance delay 0), and a gateway in a process of its own on 127.0.0.1 (as
 a broker is a process apart from its clients), then measures the same
-requests both ways, in alternating rounds of one run:
+requests three ways, in alternating rounds of one run:
 - through the gateway: aiokafka's low-level client (`AIOKafkaClient.send`,
   OffsetCommit v3 and Heartbeat v1, the versions aiokafka negotiates), one
   client per caller by default, as many consumers would be: a broker, and
   the gateway, serve each connection one request at a time;
+- direct: the same clients and requests to the Kafka listener inside the
+  partition leader that FindCoordinator names (gateway.direct): no Ray call;
 - through Ray handles: `actors.Client`'s async methods from this process
   (the baseline: what a Python caller gets).
 Figures: OffsetCommit (1 partition) and Heartbeat requests/s with
 `--callers` concurrent callers, as a ratio to the Ray handles' rate, and
-the p50 latency of one caller at a time both ways, whose difference is the
-gateway's added latency per request. Heartbeats and commits come from one
+the p50 latency of one caller at a time each way, whose difference to Ray
+handles' is the Kafka path's added latency per request. Heartbeats and commits come from one
 member of one Stable group, so every request is answered NONE (checked).
 """
 
@@ -44,6 +46,9 @@ from coordinator.messages import JoinGroupRequest, SyncGroupRequest
 GROUP = "bench-gateway"
 TOPIC = "bench"
 GATEWAY_NODE_ID = 0
+GROUP_COORDINATOR = 0  # FindCoordinator's key type of a group
+# The Kafka client's ways beside Ray handles: through the gateway, straight to the leader's listener.
+KAFKA_WAYS = {"gateway": "the gateway", "direct": "the leader's listener"}
 SESSION_MS = 300_000
 Call = Callable[[int], Awaitable[None]]
 
@@ -112,16 +117,16 @@ def ray_calls(client: Client, member: str, generation: int) -> dict[str, Call]:
     return {"OffsetCommit": commit, "Heartbeat": heartbeat}
 
 
-def kafka_calls(clients: list[AIOKafkaClient], member: str, generation: int) -> dict[str, Call]:
+def kafka_calls(clients: list[AIOKafkaClient], member: str, generation: int, node_id: int) -> dict[str, Call]:
+    """The requests sent to Kafka node `node_id`: the gateway, or the leader's listener."""
+
     async def commit(i: int) -> None:
         request = OffsetCommitRequest(GROUP, generation, member, -1, [(TOPIC, [(0, i, "")])])
-        response = await clients[i % len(clients)].send(GATEWAY_NODE_ID, request)
+        response = await clients[i % len(clients)].send(node_id, request)
         assert response.topics[0][1][0][1] == 0, response
 
     async def heartbeat(i: int) -> None:
-        response = await clients[i % len(clients)].send(
-            GATEWAY_NODE_ID, HeartbeatRequest(GROUP, generation, member)
-        )
+        response = await clients[i % len(clients)].send(node_id, HeartbeatRequest(GROUP, generation, member))
         assert response.error_code == 0, response
 
     return {"OffsetCommit": commit, "Heartbeat": heartbeat}
@@ -179,18 +184,21 @@ def rows(
             if n_ == name
         }
         p50 = {way: statistics.median(t) * 1000 for (way, n_), t in timed.items() if n_ == name}
-        table += [
-            Row(f"{name} via Ray handles, {callers} callers", per_s["ray"], "req/s", 1.0, "baseline"),
-            Row(
-                f"{name} via the gateway (aiokafka), {callers} callers, {connections} connections",
-                per_s["gateway"],
+        baseline = Row(f"{name} via Ray handles, {callers} callers", per_s["ray"], "req/s", 1.0, "baseline")
+        table.append(baseline)
+        for way, what in KAFKA_WAYS.items():
+            table.append(Row(
+                f"{name} via {what} (aiokafka), {callers} callers, {connections} connections",
+                per_s[way],
                 "req/s",
-                per_s["gateway"] / per_s["ray"],
-            ),
-            Row(f"{name} p50, one caller, Ray handles", p50["ray"], "ms"),
-            Row(f"{name} p50, one caller, gateway", p50["gateway"], "ms", p50["gateway"] / p50["ray"]),
-            Row(f"{name}: gateway's added latency (p50)", p50["gateway"] - p50["ray"], "ms"),
-        ]
+                per_s[way] / per_s["ray"],
+            ))
+        table.append(Row(f"{name} p50, one caller, Ray handles", p50["ray"], "ms"))
+        for way, what in KAFKA_WAYS.items():
+            table += [
+                Row(f"{name} p50, one caller, {what}", p50[way], "ms", p50[way] / p50["ray"]),
+                Row(f"{name}: {what}'s added latency (p50)", p50[way] - p50["ray"], "ms"),
+            ]
     return table
 
 
@@ -203,9 +211,13 @@ async def run(args: argparse.Namespace, client: Client, port: int) -> list[Row]:
     try:
         for k in kafka:
             await k.bootstrap()
+        # FindCoordinator names the leader's listener; its Metadata listed it (gateway.direct).
+        listener = await kafka[0].coordinator_lookup(GROUP_COORDINATOR, GROUP)
+        assert listener != GATEWAY_NODE_ID, "FindCoordinator named the gateway: no direct path"
         ways = {
             "ray": ray_calls(client, member, generation),
-            "gateway": kafka_calls(kafka, member, generation),
+            "gateway": kafka_calls(kafka, member, generation, GATEWAY_NODE_ID),
+            "direct": kafka_calls(kafka, member, generation, listener),
         }
         return await measure(ways, args)
     finally:

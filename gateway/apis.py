@@ -79,6 +79,11 @@ class GatewayInfo:
     brokers: tuple[tuple[int, str, int], ...] = ()
     cluster_id: str = "raygroups"
 
+    @property
+    def data_node_id(self) -> int:
+        """The broker Metadata names as every topic partition's leader: this gateway."""
+        return self.node_id
+
     def all_brokers(self) -> tuple[tuple[int, str, int], ...]:
         mine = (self.node_id, self.host, self.port)
         others = tuple(b for b in self.brokers if b[0] != self.node_id)
@@ -94,6 +99,9 @@ class RequestContext:
     principal: str | None
     gateway: GatewayInfo
     client: Client
+    # FindCoordinator's direct answers and Metadata's other brokers (gateway.direct.routing.LeaderRouting,
+    # or a listener); None: the gateway itself, and the gateways only.
+    direct: Any = None
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

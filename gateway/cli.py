@@ -3,8 +3,14 @@
 `raygroups gateway` runs one gateway in the foreground in front of the
 running service (loopback by default); `--all-nodes` deploys one per Ray
 node instead (gateway.deploy) and returns; `--list` prints the deployed
-gateways' addresses; `--stop` removes them. `raygroups start --gateway-port
+gateways' addresses and the partition leaders' Kafka listeners (text only:
+`--json` lists the gateways, the bootstrap servers); `--stop` removes them.
+`--no-direct`: FindCoordinator names the gateway, not the leaders'
+listeners (gateway.direct). `raygroups start --gateway-port
 P` deploys them with the service, and `raygroups stop` removes them.
+`raygroups start` also configures the partition leaders' Kafka listeners
+(`--kafka-ports LOW-HIGH`, the same security options, `--no-direct` for
+none).
 Credentials are never options: SASL users come from a file
 (`--sasl-plain-users FILE`) or from RAYGROUPS_GATEWAY_SASL_USERS.
 """
@@ -15,10 +21,12 @@ import argparse
 import json
 from typing import Any
 
+from actors.core.settings import KafkaListenerSettings
 from gateway.security import USERS_ENV, SecurityError
 from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
 
 _LIMITS = Limits()
+_PORTS = "-".join(map(str, KafkaListenerSettings().ports))
 
 
 def register(cli: Any) -> None:
@@ -27,6 +35,7 @@ def register(cli: Any) -> None:
     add_parsers(cli.commands, cli.common, cli.start)
     cli.runners["gateway"] = run
     cli.after_start.append(on_start)
+    cli.start_options.append(listener_options)
 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.ArgumentParser) -> None:
@@ -43,6 +52,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.
                       help="one gateway per Ray node, on its IP (loopback without SASL or TLS)")
     mode.add_argument("--list", action="store_true", help="print the deployed gateways' addresses")
     mode.add_argument("--stop", action="store_true", help="stop the deployed gateways")
+    parser.add_argument("--no-direct", dest="direct", action="store_false",
+                        help="FindCoordinator names this gateway, not the partition leaders' Kafka listeners "
+                             "(for networks that open one port per node)")
     _add_security_options(parser)
     limits = parser.add_argument_group("limits (Kafka's broker defaults)")
     limits.add_argument("--max-request-bytes", type=int, default=_LIMITS.max_request_bytes,
@@ -54,6 +66,11 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.
     limits.add_argument("--idle-timeout-ms", type=int, default=_LIMITS.idle_timeout_ms,
                         help="connections.max.idle.ms (default: %(default)s)")
     start.add_argument("--gateway-port", type=int, help="also start a Kafka gateway per node on this port")
+    start.add_argument("--kafka-ports", default=_PORTS, metavar="LOW-HIGH",
+                       help="each node's port range for the partition leaders' Kafka listeners "
+                            "(default: %(default)s)")
+    start.add_argument("--no-direct", dest="direct", action="store_false",
+                       help="no Kafka listener in the partition leaders: FindCoordinator names the gateways")
     _add_security_options(start)
 
 
@@ -70,12 +87,24 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
     from gateway.deploy import GatewaySpec
 
     return GatewaySpec(port=port, sasl_users_file=args.sasl_plain_users, tls_cert=args.tls_cert,
-                       tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits)
+                       tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits,
+                       direct=getattr(args, "direct", True))
 
 
 def _limits(args: argparse.Namespace) -> Limits:
     return Limits(max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
                   memory_pool_bytes=args.memory_pool_bytes, idle_timeout_ms=args.idle_timeout_ms)
+
+
+def listener_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`actors.start`'s `kafka_listener` from `raygroups start`'s options: the same security
+    files as the gateways (each node reads them), the port range, or none (`--no-direct`)."""
+    low, _, high = args.kafka_ports.partition("-")
+    listener = KafkaListenerSettings(
+        enabled=args.direct, ports=(int(low), int(high or low)), sasl_users_file=args.sasl_plain_users,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+    )
+    return {"kafka_listener": listener}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped {deploy.stop_gateways(args.namespace)} gateway(s)")
         return 0
     print_addresses(deploy.gateway_addresses(args.namespace), args.json)
+    if not args.json:
+        print_listeners(deploy.listener_addresses(args.namespace))
     return 0
 
 
@@ -126,6 +157,16 @@ def print_addresses(addresses: list[tuple[int, str, int]], as_json: bool) -> Non
         print(f"  node {node}  {host}:{port}")
 
 
+def print_listeners(listeners: list[tuple[int, int, str, int]]) -> None:
+    """The partition leaders' Kafka listeners, which FindCoordinator names (gateway.direct)."""
+    if not listeners:
+        print("no partition leader has a Kafka listener")
+        return
+    print("Partition leaders' Kafka listeners (clients reach them after FindCoordinator):")
+    for partition, node, host, port in listeners:
+        print(f"  partition {partition}  node {node}  {host}:{port}")
+
+
 def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
     import asyncio
     import logging
@@ -137,7 +178,8 @@ def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
     security = spec.security()
     check_listen_address(args.host, security)  # before connecting to anything
     client = actors.connect(args.address, namespace=args.namespace)
-    gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host)
+    gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host,
+                      direct=spec.direct)
     # The gateway's one line per closed connection goes to stderr.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

@@ -32,6 +32,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.client.client import Client, controller_handle
 from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
+from gateway.direct.routing import is_listener, listener_partition
 from gateway.security import SecurityConfig, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway, Limits
 
@@ -49,6 +50,8 @@ class GatewaySpec:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     limits: Limits = field(default_factory=Limits)
+    # FindCoordinator names the partition leaders' listeners (gateway.direct); False: the gateway.
+    direct: bool = True
 
     def security(self) -> SecurityConfig:
         """Read on the node that runs the gateway (see the module docstring)."""
@@ -81,7 +84,7 @@ class GatewayActor:
             host = ray.util.get_node_ip_address() if secured else "127.0.0.1"  # type: ignore[no-untyped-call]
             gateway = Gateway(
                 self._client, node_id=self._node_id, security=security, limits=self._spec.limits,
-                advertised_host=host,
+                advertised_host=host, direct=self._spec.direct,
             )
             advertised, port = await gateway.start(host, self._spec.port)
             self._gateway, self._address = gateway, (self._node_id, advertised, port)
@@ -152,6 +155,16 @@ def gateway_addresses(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.
     actors = gateway_actors(namespace)
     addresses = ray.get([actor.address.remote() for actor in actors], timeout=timeout_s)
     return sorted(address for address in addresses if address is not None)
+
+
+def listener_addresses(
+    namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0
+) -> list[tuple[int, int, str, int]]:
+    """(offsets partition, Kafka node id, host, port) of every routed leader's Kafka listener."""
+    brokers = ray.get(controller_handle(namespace).kafka_brokers.remote(), timeout=timeout_s)
+    return [
+        (listener_partition(node), node, host, port) for node, host, port, _ in brokers if is_listener(node)
+    ]
 
 
 def stop_gateways(namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0) -> int:

@@ -48,6 +48,7 @@ from gateway.codec import (
     read_request,
     write_response,
 )
+from gateway.direct.routing import LeaderRouting
 from gateway.security import SaslSession, SecurityConfig, check_listen_address
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ class Gateway:
     `dispatch` holds the Kafka APIs: `SUPPORTED`, `handle`, `RequestContext`
     and `GatewayInfo` (default: `gateway.apis`). `brokers` are every
     gateway's (node_id, host, port) for Metadata; default: this one alone.
+    `direct`: FindCoordinator names the listener of the group's partition
+    leader (gateway.direct) instead of this gateway.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class Gateway:
         limits: Limits | None = None,
         dispatch: Any = None,
         advertised_host: str | None = None,
+        direct: bool = True,
     ):
         self.client = client
         self.node_id = node_id
@@ -136,6 +140,8 @@ class Gateway:
         self.refused = 0
         self.info: Any = None
         self._advertised_host = advertised_host
+        # FindCoordinator names the partition leaders' listeners (gateway.direct); False: this gateway.
+        self.direct = LeaderRouting(lambda: client, register=True) if direct else None
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> tuple[str, int]:
@@ -164,6 +170,8 @@ class Gateway:
         await self._server.serve_forever()
 
     async def close(self) -> None:
+        if self.direct is not None and self.info is not None:
+            await self.direct.close(self.info)
         if self._server is not None:
             self._server.close()
         serving = [c.task for c in self.connections if c.task is not None]
@@ -298,6 +306,7 @@ class Connection:
             principal=self.sasl.principal,
             gateway=self.gateway.info,
             client=self.gateway.client,
+            direct=self.gateway.direct,
         )
 
     async def _read(self, size: int, at_boundary: bool) -> bytes | None:

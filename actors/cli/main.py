@@ -48,6 +48,8 @@ class CommandLine:
     runners: dict[str, Runner] = field(default_factory=dict)
     # Run after `raygroups start` started the service, before it prints the status.
     after_start: list[Callable[[argparse.Namespace], None]] = field(default_factory=list)
+    # Keyword arguments of `actors.start` from a plugin's `raygroups start` options.
+    start_options: list[Callable[[argparse.Namespace], dict[str, Any]]] = field(default_factory=list)
     progress: Any = progress
     print_table: Any = print_table
 
@@ -113,9 +115,16 @@ def service_end_offset_history(args: argparse.Namespace) -> list[tuple[str, int,
     return client.end_offset_history()
 
 
-def run_start(args: argparse.Namespace, after_start: Sequence[Callable[[argparse.Namespace], None]]) -> int:
+def run_start(
+    args: argparse.Namespace,
+    after_start: Sequence[Callable[[argparse.Namespace], None]],
+    start_options: Sequence[Callable[[argparse.Namespace], dict[str, Any]]] = (),
+) -> int:
     import actors
 
+    options: dict[str, Any] = {}
+    for option in start_options:
+        options.update(option(args))
     address = args.address
     if args.local:
         # A head node that outlives this command, so other commands can attach.
@@ -127,7 +136,7 @@ def run_start(args: argparse.Namespace, after_start: Sequence[Callable[[argparse
         client = actors.start(
             args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
             address=address or "auto", replication_factor=args.replication_factor,
-            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
+            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir, **options,
         )
     for started in after_start:
         started(args)
@@ -156,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, cli = build_command_line()
     args = parser.parse_args(argv)
     if args.command == "start":
-        return run_start(args, cli.after_start)
+        return run_start(args, cli.after_start, cli.start_options)
     return cli.runners.get(args.command, run_admin)(args)
 
 

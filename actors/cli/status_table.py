@@ -12,6 +12,8 @@ REQ/S is the leader's requests per second over its last few seconds (a
 partition saturates near a few thousand: docs/benchmarks.md).
 DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
+KAFKA is the leader's Kafka listener (host:port, `gateway.direct`), or why it
+has none (no free port in its node's range, no plugin installed).
 
 Health, as Kafka's `--unavailable-partitions` / `--under-replicated-partitions`
 name it: OFFLINE (no leader: the partition serves nothing), HELD (offline
@@ -29,11 +31,11 @@ from typing import Any
 
 BASE_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "REQ/S", "LOG-END", "LOAD-MS", "REFUSED",
-    "FAILURE", "DISK-FAILED",
+    "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
-    "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED",
+    "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
@@ -146,4 +148,16 @@ def _utc(ms: Any) -> str:
 
 def _tail_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
     refused = "yes" if row.get("refused") else "no"
-    return [row.get("load_ms"), refused, row.get("failure"), disks_text(row.get("disks"), whole)]
+    return [
+        row.get("load_ms"), refused, row.get("failure"), disks_text(row.get("disks"), whole),
+        kafka_text(row.get("kafka"), whole),
+    ]
+
+
+def kafka_text(listener: Mapping[str, Any] | None, whole: bool) -> Any:
+    """The leader's Kafka listener (gateway.direct): host:port, or why it has none."""
+    if whole or not listener:
+        return listener or None
+    if "error" in listener:
+        return f"none: {listener['error']}"
+    return f"{listener['host']}:{listener['port']}"

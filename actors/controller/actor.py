@@ -21,6 +21,7 @@ from typing import Any
 
 import ray
 
+from actors.controller.kafka_brokers import Broker
 from actors.controller.plane import ControlPlane, Routing
 from actors.controller.ray_cluster import RayCluster
 from actors.controller.ray_store import GcsKvStore
@@ -70,6 +71,20 @@ class Controller:
         most `wait_s` later). See `ControlPlane.routing_after`."""
         await self._ready()
         return await self.plane.routing_after(partition, epoch, wait_s)
+
+    async def kafka_brokers(self, gateway: Broker | None = None) -> list[Broker]:
+        """Every Kafka broker of the service, (node id, host, port, Ray node id): the
+        gateways, then the leaders' listeners (`actors.controller.kafka_brokers`).
+        A gateway names itself, and is listed from then on."""
+        await self._ready()
+        if gateway is not None:
+            self.plane.kafka.register(gateway)
+        return sorted(self.plane.kafka.gateways.values()) + self.plane.kafka_listeners()
+
+    async def kafka_gateway_closed(self, node_id: int, host: str, port: int) -> None:
+        """A gateway closed: listed no more (unless another registered since at that node id)."""
+        await self._ready()
+        self.plane.kafka.unregister(node_id, host, port)
 
     async def reassign(
         self, partition: int, node_id: str | None = None, expected_epoch: int | None = None

@@ -61,6 +61,7 @@ from actors.controller.cluster_view import (
     MetadataStore,
 )
 from actors.controller.health import Observation, Verdict, judge
+from actors.controller.kafka_brokers import Broker, KafkaBrokers
 from actors.controller.publish import Publication
 from actors.controller.standbys import Standbys
 from actors.controller.state import ControlState
@@ -107,6 +108,8 @@ class ControlPlane(Succession, Publication):
         self._loops: list[asyncio.Task[None]] = []
         self._persist_lock = asyncio.Lock()
         self._version = self._saved_version = 0
+        # The gateways and the leaders' Kafka listeners, for Kafka's Metadata.
+        self.kafka = KafkaBrokers()
 
     @property
     def num_partitions(self) -> int:
@@ -214,6 +217,7 @@ class ControlPlane(Succession, Publication):
         await self._act(partition, epoch, handle, probe)
 
     async def _act(self, partition: int, epoch: int, handle: Any, probe: dict[str, Any]) -> None:
+        self.kafka.on_probe(partition, epoch, probe)
         judgement = judge(
             probe,
             partition,
@@ -293,6 +297,12 @@ class ControlPlane(Succession, Publication):
             [self._routed(p) for p in parts],
             [self.state.partitions[p].epoch for p in parts],
         )
+
+    def kafka_listeners(self) -> list[Broker]:
+        """The Kafka listener of every routed leader that has one (`kafka_brokers`)."""
+        parts = range(self.num_partitions)
+        routed = [self.state.partitions[p].epoch if self._routed(p) is not None else None for p in parts]
+        return self.kafka.listeners(routed)
 
     async def routing_after(self, partition: int, epoch: int, wait_s: float) -> Routing:
         """A client could not use the leader of `epoch` (or the routing named none):

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actors.controller.cluster_view import Cluster, ClusterError
+from actors.controller.kafka_brokers import KafkaBrokers
 from actors.controller.state import ControlState, Intent
 from actors.core.settings import ServiceSettings
 
@@ -42,6 +43,7 @@ class Publication:
     # Partitions whose leader is not in the routing yet: not recorded as served.
     _unpublished: set[int]
     _publishing: dict[int, asyncio.Task[None]]
+    kafka: KafkaBrokers
 
     _persist: Callable[[], Awaitable[None]]
     check: Callable[[int], Awaitable[None]]
@@ -109,6 +111,7 @@ class Publication:
         partition was served (its log required from now on, and on node-local
         disks the node holding it) is persisted."""
         meta = self.state.partitions[partition]
+        self.kafka.on_probe(partition, epoch, probe)
         node = None
         if not self.settings.shared_data_dir:
             try:

@@ -42,6 +42,35 @@ def default_min_insync_replicas(replication_factor: int) -> int:
     return 2 if replication_factor >= 3 else 1
 
 
+@dataclass(frozen=True, slots=True)
+class KafkaListenerSettings:
+    """The Kafka listener each partition leader opens for the group and offset
+    APIs of the groups it leads (`gateway.direct`, plugged in through the
+    `raygroups.partition_listeners` entry point; docs/gateway.md).
+
+    `ports`: the first and last port of the node's range; a leader takes the
+    first free one (one per leader on a node, so the range must hold as many
+    as the node has leaders and standbys). `enabled` False: no listener, and
+    FindCoordinator names the gateways, as before. Security is the gateway's
+    (gateway.security): loopback only unless SASL/PLAIN (`sasl_users_file`,
+    else RAYGROUPS_GATEWAY_SASL_USERS in the node's environment) or TLS is
+    configured; the files are read on each node at the same paths.
+    `limits`: overrides of the gateway's `Limits` by field name."""
+
+    enabled: bool = True
+    ports: tuple[int, int] = (19092, 19291)
+    sasl_users_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        low, high = self.ports
+        if not (type(low) is int and type(high) is int and 0 < low <= high < 65536):
+            raise ValueError(f"kafka listener ports must be a range of 1-65535, got {self.ports!r}")
+
+
 _POSITIVE_INTS = (
     "replication_factor", "replica_lag_time_max_ms", "replication_max_bytes", "commit_timeout_ms",
 )
@@ -120,6 +149,8 @@ class ServiceSettings:
     # the partition offline while that node is gone (Kafka's behaviour for
     # replication factor 1: offline until its broker returns).
     shared_data_dir: bool = False
+    # The Kafka listener in each partition leader (`KafkaListenerSettings`).
+    kafka_listener: KafkaListenerSettings = field(default_factory=KafkaListenerSettings)
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

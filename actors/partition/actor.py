@@ -52,6 +52,7 @@ from actors.core.settings import ServiceSettings, SystemClock
 from actors.core.wire import dumps_response
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
+from actors.partition.kafka_plug import KafkaListening, KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
@@ -91,7 +92,7 @@ class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
+class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
@@ -153,6 +154,8 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self._topics_wake = asyncio.Event()
         # How long this replica takes to rejoin its leader (a restarted replica's one log line).
         self.phases = RejoinPhases(self.partition, requested_at)
+        # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
+        self.kafka = KafkaPlug(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -262,6 +265,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
         self._spawn(self._maintenance_loop(), "maintenance")
         self._spawn(self._topics_loop(), "topics")
         self.leader.spawn_tasks()
+        self.kafka.start_once()
 
     def _open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         """On the I/O thread: open the log (never an empty one where data must be) and replay it."""
@@ -562,6 +566,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport):
             "failure": runtime.failure,
             "refused": runtime.refused,
             "disk": self.disk.describe(),
+            "kafka": self.kafka.describe(),
             **self._role_view(),
         }
 

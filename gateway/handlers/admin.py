@@ -3,7 +3,10 @@
 A Kafka broker answers for the offsets partitions it leads; the gateway
 answers for all of them, so it sends one request per offsets partition
 concerned, concurrently, and joins the answers:
-- ListGroups asks every partition; the answer holds every group listed and
+- ListGroups asks every partition (on the direct path, every partition
+  whose leader's listener Metadata does not list: each listener lists its
+  own partition's groups, as each Kafka broker lists the groups it
+  coordinates, and clients ask every broker); the answer holds every group listed and
   the first error a partition answered (Kafka's coordinator answers
   COORDINATOR_LOAD_IN_PROGRESS beside the groups it could list). The
   states filter (v4+) and types filter (v5+, "classic" / "consumer") go to
@@ -68,7 +71,10 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     listing = ListGroupsRequest(
         tuple(getattr(request, "states_filter", ())), tuple(getattr(request, "types_filter", ()))
     )
-    answers = await asyncio.gather(*(send(ctx.client, listing, p) for p in range(ctx.client.num_partitions)))
+    partitions = range(ctx.client.num_partitions)
+    if ctx.direct is not None:
+        partitions = await ctx.direct.listed_partitions(ctx.gateway)
+    answers = await asyncio.gather(*(send(ctx.client, listing, p) for p in partitions))
     error = next((a.error for a in answers if a.error is not Errors.NONE), Errors.NONE)
     listed = sorted((g for a in answers for g in a.groups), key=lambda g: g.group_id)
     groups = [

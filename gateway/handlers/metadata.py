@@ -1,7 +1,8 @@
 """Metadata, FindCoordinator and DescribeCluster: the gateways as Kafka's brokers.
 
-- Brokers are the service's gateways (`GatewayInfo.all_brokers`), the
-  controller is the gateway asked, the topics those of the registry
+- Brokers are the service's gateways (`GatewayInfo.all_brokers`) and,
+  on the direct path, the partition leaders' Kafka listeners
+  (gateway.direct.routing); the controller is the gateway asked, the topics those of the registry
   (handlers/topics.py, where partition leadership is explained).
   Metadata v0 asks for every topic with an empty list, v1+ with null (an
   empty list then asks for none). An unknown topic gets
@@ -13,15 +14,17 @@
   answered, an unknown one with UNKNOWN_TOPIC_ID, a null name and its id.
   v10-11 with a null name or an id is Kafka's error response: every topic
   asked answered INVALID_REQUEST.
-- FindCoordinator names the gateway asked as every group's coordinator.
-  Every gateway reaches every offsets partition through Ray, so any one
-  can coordinate any group; the one a client just reached is known to be
-  up, and pointing a group at the gateway on its leader's node would save
-  one in-cluster hop but send clients elsewhere, and make them rediscover,
-  whenever a partition's leadership moves. A group whose offsets partition
-  has no leader gets COORDINATOR_NOT_AVAILABLE and no node, as Kafka
-  answers. v0-3 ask for one key, v4+ for several (KIP-699). Only group
-  keys are served: there is no transaction coordinator (INVALID_REQUEST).
+- FindCoordinator, direct (the default): the Kafka listener inside the
+  actor leading the group's offsets partition (gateway.direct.routing), as
+  Kafka answers the broker leading the group's `__consumer_offsets`
+  partition; the gateway itself where that leader has no listener.
+  Without direct (`--no-direct`): the gateway asked, for every group; every
+  gateway reaches every offsets partition through Ray, and the one a
+  client just reached is known to be up. Either way a group whose offsets
+  partition has no leader (or whose leader cannot be reached) gets
+  COORDINATOR_NOT_AVAILABLE and no node, as Kafka answers. v0-3 ask for
+  one key, v4+ for several (KIP-699). Only group keys are served: there is
+  no transaction coordinator (INVALID_REQUEST).
 - DescribeCluster lists the same brokers as Metadata.
 """
 
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.errors import Errors
+from gateway.direct.routing import Coordinator
 from gateway.handlers.entities import respond
 from gateway.handlers.topics import LEADER_EPOCH, topics_with_ids
 
@@ -48,10 +52,14 @@ TOPIC_ID_LOOKUP_VERSION = 12
 NO_TRANSACTIONS = "raygroups coordinates consumer groups only: there is no transaction coordinator"
 
 
-def _brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+async def _brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+    known = {broker[0]: broker for broker in ctx.gateway.all_brokers()}
+    if ctx.direct is not None:
+        for broker in await ctx.direct.brokers(ctx.gateway):
+            known.setdefault(broker[0], broker)
     return [
         {"node_id": n, "broker_id": n, "host": h, "port": p, "rack": None}
-        for n, h, p in ctx.gateway.all_brokers()
+        for n, h, p in sorted(known.values())
     ]
 
 
@@ -77,13 +85,12 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             topics = [_topic_by_id(ctx, i, names.get(i), known) for i in ids]
         else:
             topics = [_topic_by_name(ctx, t.name, known) for t in asked]
-    node = ctx.gateway.node_id
     return respond(
         request,
         {
-            "brokers": _brokers(ctx),
+            "brokers": await _brokers(ctx),
             "cluster_id": ctx.gateway.cluster_id,
-            "controller_id": node,
+            "controller_id": ctx.gateway.data_node_id,
             "topics": topics,
         },
     )
@@ -125,7 +132,7 @@ def _topic_by_name(ctx: RequestContext, name: str, known: dict[str, tuple[int, u
 
 
 def _topic(ctx: RequestContext, name: str, partitions: int, topic_id: uuid.UUID) -> dict[str, Any]:
-    node = ctx.gateway.node_id
+    node = ctx.gateway.data_node_id
     return {
         "error_code": Errors.NONE,
         "name": name,
@@ -161,13 +168,20 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type != GROUP_KEY_TYPE:
         return _no_coordinator(key, Errors.INVALID_REQUEST, NO_TRANSACTIONS)
+    gateway = ctx.gateway
+    if ctx.direct is not None:
+        itself = Coordinator(Errors.NONE, gateway.node_id, gateway.host, gateway.port)
+        found = await ctx.direct.coordinator(key, itself)
+        if found.error is not Errors.NONE:
+            return _no_coordinator(key, found.error, None)
+        return {"key": key, "node_id": found.node_id, "host": found.host, "port": found.port,
+                "error_code": Errors.NONE, "error_message": None}
     client = ctx.client
     partition = client.partition_for(key)
     if client.leader(partition) is None:
         await client.refresh_async()  # the cached routing may predate the election
         if client.leader(partition) is None:
             return _no_coordinator(key, Errors.COORDINATOR_NOT_AVAILABLE, None)
-    gateway = ctx.gateway
     return {
         "key": key,
         "node_id": gateway.node_id,
@@ -191,7 +205,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         {
             "error_code": Errors.NONE,
             "cluster_id": ctx.gateway.cluster_id,
-            "controller_id": ctx.gateway.node_id,
-            "brokers": _brokers(ctx),
+            "controller_id": ctx.gateway.data_node_id,
+            "brokers": await _brokers(ctx),
         },
     )

@@ -14,6 +14,7 @@ from kafka import KafkaAdminClient
 from actors import Client
 from actors.cli.main import main
 from gateway import deploy
+from gateway.direct.routing import is_listener
 
 from tests.gateway.gateway_support import assert_served, connect
 
@@ -40,7 +41,9 @@ def test_one_gateway_per_node_on_the_nodes_ip_and_port(no_gateways: None) -> Non
     assert deploy.start_gateways(deploy.GatewaySpec(port=0)) == addresses
     admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10_000)
     try:
-        [broker] = admin.describe_cluster()["brokers"]
+        brokers = admin.describe_cluster()["brokers"]
+        # Besides the gateway, the partition leaders' Kafka listeners (gateway.direct).
+        [broker] = [b for b in brokers if not is_listener(b["broker_id"])]
         assert (broker["broker_id"], broker["host"], broker["port"]) == (node_id, host, port)
     finally:
         admin.close()
@@ -59,6 +62,9 @@ def test_the_cli_deploys_lists_and_stops_the_gateways(
     assert main(["gateway", "--list"]) == 0
     listed = capsys.readouterr().out
     assert f"bootstrap.servers=127.0.0.1:{gateway['port']}" in listed
+    # The partition leaders' listeners, as FindCoordinator names them (gateway.direct).
+    assert "Partition leaders' Kafka listeners" in listed
+    assert "partition 0  node " in listed
     assert main(["gateway", "--stop"]) == 0
     assert "stopped 1 gateway(s)" in capsys.readouterr().out
     assert main(["gateway", "--list"]) == 0

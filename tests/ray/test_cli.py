@@ -34,6 +34,8 @@ def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str
     code, status = run_json(capsys, "status")
     assert code == 0 and len(status) == service.num_partitions
     assert all(p["STATE"] == "ACTIVE" for p in status)
+    # Each leader's Kafka listener (gateway.direct), on loopback without SASL or TLS.
+    assert all(p["KAFKA"]["host"] == "127.0.0.1" and p["KAFKA"]["port"] > 0 for p in status)
     assert main(["describe", "cli-nope"]) == 1
 
 

@@ -1,0 +1,48 @@
+"""Kafka's released Java client (kafka-clients 4.3.0, tests/gateway/java_support.py)
+against a gateway in front of the session's service (tests/conftest.py), on the direct
+path (FindCoordinator names the leader's listener) and through the gateway alone
+(`direct=False`): a classic consumer and a consumer-protocol one (KIP-848) join, take
+every partition, commit and read back; the Admin client lists the groups, describes
+the group, lists its offsets and a partition's offsets (latest, and for a time) while
+the consumer is in it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from actors import Client
+
+from tests.gateway.gateway_support import GatewayThread
+from tests.gateway.java_support import java, run_program
+from tests.gateway.test_kafka_clients import new_topic, unique
+
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    pytest.mark.skipif(java() is None, reason="needs Java 11+ for the single-file source launcher"),
+]
+
+
+@pytest.fixture(scope="module", params=["direct", "gateway"])
+def path(request: pytest.FixtureRequest, service: Client) -> Iterator[tuple[str, GatewayThread]]:
+    running = GatewayThread(service, direct=request.param == "direct")
+    yield request.param, running
+    running.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_java_consumer_and_admin_client_work_a_group(
+    service: Client, path: tuple[str, GatewayThread], protocol: str
+) -> None:
+    name, gateway = path
+    topic, group = new_topic(service, 3), unique(f"java-{protocol}-{name}")
+    seen = run_program("KafkaGroupCheck", gateway.bootstrap, topic, group, protocol, "3", "31")
+    assert seen["assigned"] == ["3"] and seen["committed"] == ["31"] and seen["offset"] == ["31"]
+    upper = {key: [value.upper() for value in values] for key, values in seen.items()}
+    assert upper["listed"] == [protocol.upper()]  # each group listed once, by the broker coordinating it
+    assert upper["type"] == [protocol.upper()]
+    assert (upper["state"], seen["members"]) == (["STABLE"], ["1"])
+    assert seen["latest"] == ["0"] and seen["at_time"] == ["-1"] and seen["closed"] == ["true"]
+    assert service.fetch_offsets(group).offsets() == {(topic, 0): 31}
