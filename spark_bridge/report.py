@@ -178,6 +178,7 @@ def collect_table(frame: DataFrame, order: Sequence[str] = ()) -> Table:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(frame.schema)
+    # toPandas' own Arrow collect (PySpark 3.5 is pinned; Spark 4 names it DataFrame.toArrow).
     data = pa.Table.from_batches(frame._collect_as_arrow(), schema=schema)
     if order:
         data = data.sort_by([(name, "ascending") for name in order])
