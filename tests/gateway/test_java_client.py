@@ -8,6 +8,7 @@ the consumer is in it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -18,15 +19,24 @@ from tests.gateway.gateway_support import GatewayThread
 from tests.gateway.java_support import java, run_program
 from tests.gateway.test_kafka_clients import new_topic, unique
 
-pytestmark = [
-    pytest.mark.ray,
-    pytest.mark.slow,
-    pytest.mark.skipif(java() is None, reason="needs Java 11+ for the single-file source launcher"),
-]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def require_java() -> None:
+    """Fails under CI (.ci/run sets CI and setup installs Java 17) and skips elsewhere, saying
+    why, as tests/assignors/test_java_compat.py does: not a stand-in for missing work, a
+    developer machine without Java cannot run the released client."""
+    if java() is not None:
+        return
+    why = "needs Java 11+ for the single-file source launcher"
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(why)
+    pytest.skip(why)
 
 
 @pytest.fixture(scope="module", params=["direct", "gateway"])
 def path(request: pytest.FixtureRequest, service: Client) -> Iterator[tuple[str, GatewayThread]]:
+    require_java()
     running = GatewayThread(service, direct=request.param == "direct")
     yield request.param, running
     running.close()

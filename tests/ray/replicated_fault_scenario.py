@@ -237,7 +237,7 @@ class Faults:
         controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
         ask(controller, partition, row)  # naming the epoch seen: Ray's retry on the new controller moves once
         delay_s = self.rng.uniform(0.0, 0.25)
-        time.sleep(delay_s)
+        time.sleep(delay_s)  # the fault's own timing (seeded): the kill lands mid-operation
         ray.kill(controller, no_restart=False)
         return (f"controller killed {delay_s * 1000:.0f} ms after being asked for {what} "
                 f"of partition {partition}")
@@ -279,7 +279,7 @@ class Faults:
         inject(self.disks, node, "full")
         self.broken.add(node)
         try:
-            time.sleep(0.5)
+            time.sleep(0.5)  # the fault's own timing: the kill lands while the disk is full
             ray.kill(handle, no_restart=True)
             time.sleep(hold_s - 0.5)
         finally:
