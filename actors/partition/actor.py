@@ -341,7 +341,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         """One group protocol request; parked requests wait here for their answer.
         A malformed request raises InvalidRequestError to this caller alone."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._submit(request, partial(_resolve, future))
+        self._submit(request, partial(_resolve, future), self.clock.now_ms(), time.perf_counter())
         self._after_requests()
         response = await future
         if isinstance(response, InvalidRequestError):
@@ -370,8 +370,10 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
             released.append((index, response))
             wake.set()
 
+        # One clock read for the batch: its requests arrived together.
+        now_ms, started = self.clock.now_ms(), time.perf_counter()
         for index, request in enumerate(requests):
-            self._submit(request, partial(deliver, index))
+            self._submit(request, partial(deliver, index), now_ms, started)
         self._after_requests()
         if not released and any(isinstance(request, MAY_PARK) for request in requests):
             yield dumps_response(released)  # parked: the client's window needs an answer now
@@ -384,12 +386,11 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
             unanswered -= len(answered)
             yield dumps_response(answered)
 
-    def _submit(self, request: Any, deliver: Callable[[Any], None]) -> None:
-        """Hand a request to the runtime; `deliver` gets its response once it
-        is released (and durable). No future, task or callback per request:
-        a batch of requests costs little more than its shard work."""
-        waiter = _Waiter(request, deliver, time.perf_counter())
-        self._deliver(self.runtime.submit(request, waiter, self.clock.now_ms()))
+    def _submit(self, request: Any, deliver: Callable[[Any], None], now_ms: int, started: float) -> None:
+        """Hand a request that arrived at `now_ms` (`started` on the perf counter) to the
+        runtime; `deliver` gets its response once it is released (and durable). No future,
+        task or callback per request: a batch of requests costs little more than its shard work."""
+        self._deliver(self.runtime.submit(request, _Waiter(request, deliver, started), now_ms))
 
     def _after_requests(self) -> None:
         """Once per call: start a flush if records wait, and wake the timer
@@ -404,9 +405,9 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
 
     def _deliver(self, released: Iterable[tuple[Any, Any]]) -> None:
         """Answer released requests; then act on a failure the runtime just took in."""
-        metrics = self.metrics
+        metrics, now = self.metrics, time.perf_counter()  # one clock read for what is released together
         for waiter, response in released:
-            metrics.observe(waiter.kind, response, waiter.started)
+            metrics.observe(waiter.kind, response, waiter.started, now)
             waiter.deliver(response)
         if self.runtime.rebalances:
             metrics.rebalanced(self.runtime.rebalances)

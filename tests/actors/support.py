@@ -5,6 +5,7 @@ real log in a temporary directory."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -59,7 +60,7 @@ class Answers:
             if self.watch is not None:
                 self.seen[key] = self.watch()
 
-        partition._submit(request, deliver)
+        partition._submit(request, deliver, partition.clock.now_ms(), time.perf_counter())
         partition._after_requests()
         return key
 

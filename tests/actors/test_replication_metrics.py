@@ -73,7 +73,7 @@ def test_partition_metrics_rate_the_requests_counted_between_flushes(monkeypatch
     monkeypatch.setattr(metrics, "requests", RecordingCounter())
     monkeypatch.setattr(metrics, "latency_ms", type("Sink", (), {"observe": lambda *_: None})())
     for _ in range(50):
-        metrics.observe("HeartbeatRequest", BaseException(), 0.0)
+        metrics.observe("HeartbeatRequest", BaseException(), 0.0, 0.001)
     now[0] += 2.0
     metrics.flush_counts()
     assert metrics.request_rate == 25.0
