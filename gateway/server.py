@@ -143,6 +143,7 @@ class Gateway:
         # FindCoordinator names the partition leaders' listeners (gateway.direct); False: this gateway.
         self.direct = LeaderRouting(lambda: client, register=True) if direct else None
         self._server: asyncio.Server | None = None
+        self._registration: asyncio.Task[None] | None = None
 
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> tuple[str, int]:
         """Listen on host:port (0: any free port); returns the advertised address."""
@@ -154,6 +155,8 @@ class Gateway:
         wildcard = host in ("", "0.0.0.0", "::")
         advertised = self._advertised_host or (socket.getfqdn() if wildcard else host)
         self.set_brokers([(self.node_id, advertised, bound_port)])
+        if self.direct is not None:
+            self._registration = asyncio.create_task(self.direct.keep_registered(lambda: self.info))
         log.info("Kafka gateway %s listening on %s:%d (%s)", self.node_id, host, bound_port,
                  self.security.protocol)
         return advertised, bound_port
@@ -170,6 +173,8 @@ class Gateway:
         await self._server.serve_forever()
 
     async def close(self) -> None:
+        if self._registration is not None:
+            self._registration.cancel()
         if self.direct is not None and self.info is not None:
             await self.direct.close(self.info)
         if self._server is not None:

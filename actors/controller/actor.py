@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import ray
@@ -75,11 +76,12 @@ class Controller:
     async def kafka_brokers(self, gateway: Broker | None = None) -> list[Broker]:
         """Every Kafka broker of the service, (node id, host, port, Ray node id): the
         gateways, then the leaders' listeners (`actors.controller.kafka_brokers`).
-        A gateway names itself, and is listed from then on."""
+        A gateway names itself, and is listed while it does so (`GATEWAY_TTL_S`)."""
         await self._ready()
+        now_s = time.monotonic()
         if gateway is not None:
-            self.plane.kafka.register(gateway)
-        return sorted(self.plane.kafka.gateways.values()) + self.plane.kafka_listeners()
+            self.plane.kafka.register(gateway, now_s)
+        return self.plane.kafka.live_gateways(now_s) + self.plane.kafka_listeners()
 
     async def kafka_gateway_closed(self, node_id: int, host: str, port: int) -> None:
         """A gateway closed: listed no more (unless another registered since at that node id)."""

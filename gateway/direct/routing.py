@@ -20,7 +20,9 @@ Rules:
   listeners (the controller's `kafka_brokers`, read at most once a
   `BROKERS_TTL_S`), as Kafka lists every broker; aiokafka connects to no
   coordinator Metadata did not list. Loopback brokers of other nodes are
-  left out. A gateway names itself in that call, and is listed from then on.
+  left out. A gateway names itself in that call, and at least every
+  `REGISTER_EVERY_S` while it serves (`keep_registered`): the controller
+  forgets a gateway it has not heard from for a while (one that died).
 - A listener's Kafka node id names the partition and its leader epoch
   (`listener_node_id`), so it is stable for a leader's incarnation and a
   new leader is a new broker to the client; it never collides with a
@@ -49,6 +51,9 @@ PARTITIONS_MAX = 1 << 12
 EPOCHS_WRAP = 1 << 14
 LOOKUP_TIMEOUT_S = 5.0
 BROKERS_TTL_S = 1.0
+# A serving gateway names itself to the controller this often, Metadata or not: the
+# controller lists gateways heard from within its GATEWAY_TTL_S (30 s).
+REGISTER_EVERY_S = 10.0
 
 Broker = tuple[int, str, int]
 
@@ -158,6 +163,15 @@ class LeaderRouting:
         self._brokers = [(node, host, port) for node, host, port, _ in reachable]
         self._brokers_at = now
         return self._brokers
+
+    async def keep_registered(self, me: Callable[[], Any]) -> None:
+        """A gateway's task while it serves (`me()`: its current `GatewayInfo`): name itself
+        every `REGISTER_EVERY_S`, so it stays listed without Metadata traffic and a restarted
+        controller learns it again; a failed naming is logged and tried again."""
+        while True:
+            self._brokers_at = -BROKERS_TTL_S  # this read asks the controller, so it names me
+            await self.brokers(me())
+            await asyncio.sleep(REGISTER_EVERY_S)
 
     async def listed_partitions(self, me: Any) -> list[int]:
         """The partitions a gateway's ListGroups asks: those whose leader has no
