@@ -8,7 +8,11 @@ actors/client/coalesce.py), alternating the two ways `--rounds` times on the
 same partition actor. Also a lone request's round trip both ways (one thread).
 Figures: requests/s and the lone round trip, each coalesced figure as a ratio to
 the one-call figure of the same run (targets: >= 3x the throughput; a lone
-request no more than 10% slower).
+request no more than 10% slower). Fairness: while this process floods the
+partition coalesced, another process (a Ray task) commits one request at a
+time to the same leader; its round trip's p50 and p99 are given against the
+flooding threads' own mean round trip (threads / requests/s): a flood that
+starved the other process would put its figures far above that.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import itertools
 import statistics
 import threading
 import time
+from typing import Any
+
+import ray
 
 from actors.client.client import Client
 from bench.embedded import embedded_service
@@ -57,6 +64,49 @@ def lone_round_trip_ms(client: Client, calls: int, group: str) -> float:
     return statistics.median(times) * 1000
 
 
+# The quiet host's process starts (a Ray worker) before this; the flood covers its window.
+QUIET_START_S = 5.0
+FLOOD_MARGIN_S = 0.5
+
+
+@ray.remote(num_cpus=0)
+def quiet_host(controller: Any, group: str, start_at: float, seconds: float) -> list[float]:
+    """Another process: one commit at a time from `start_at` (wall clock) for `seconds`;
+    each round trip (s)."""
+    client = Client(controller)
+    client.commit_offsets(group, {("t", 0): 0})  # routed and connected before timing
+    if time.time() > start_at:
+        raise RuntimeError("the quiet host started after its window: raise QUIET_START_S")
+    time.sleep(start_at - time.time())
+    times, deadline = [], time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        client.commit_offsets(group, {("t", 0): len(times)})
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def fairness(args: argparse.Namespace, coalesced: Client) -> list[tuple[str, ...]]:
+    """The quiet host's round trips while this process floods the same leader."""
+    names = (f"bench-quiet-{i}" for i in itertools.count())
+    group = next(g for g in names if coalesced.partition_for(g) == 0)
+    start_at = time.time() + QUIET_START_S
+    quiet = quiet_host.remote(coalesced.controller, group, start_at, args.seconds)
+    time.sleep(max(0.0, start_at - FLOOD_MARGIN_S - time.time()))
+    rate = commits_per_s(coalesced, args.threads, args.seconds + 2 * FLOOD_MARGIN_S, "bench-flood")
+    times = sorted(ray.get(quiet))
+    flood_ms = args.threads / rate * 1000
+    p50, p99 = (times[int(q * (len(times) - 1))] * 1000 for q in (0.5, 0.99))
+    progress(f"fairness: flood {rate:,.0f}/s ({flood_ms:.1f} ms each), quiet host p50 {p50:.1f} ms, "
+             f"p99 {p99:.1f} ms over {len(times)} commits")
+    return [
+        (f"quiet host's round trip p50, {args.threads} threads flooding", f"{p50:.1f} ms",
+         f"{flood_ms:.1f} ms", f"{p50 / flood_ms:.2f}", "<= 1"),
+        (f"quiet host's round trip p99, {args.threads} threads flooding", f"{p99:.1f} ms",
+         f"{flood_ms:.1f} ms", f"{p99 / flood_ms:.2f}", ""),
+    ]
+
+
 def run(args: argparse.Namespace, coalesced: Client) -> list[tuple[str, ...]]:
     ways = {"one call each": Client(coalesced.controller, coalesce=False), "coalesced": coalesced}
     rates: dict[str, list[float]] = {way: [] for way in ways}
@@ -87,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the two ways")
     args = parser.parse_args(argv)
     with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
-        rows = run(args, client)
+        rows = run(args, client) + fairness(args, client)
     print_figures(
         "sync client from many threads (one machine, fsync on; medians of the rounds)",
         ("figure", "value", "baseline", "ratio", "target"),

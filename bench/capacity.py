@@ -1,0 +1,145 @@
+"""Memory of a partition's state per group and per committed offset: `python -m bench.capacity`.
+
+For docs/capacity.md. Drives one `OffsetPartition` in this process (no Ray:
+the same request path, `handle_batch`, and a real log with fsync) and reads
+the process's resident memory after a full collection:
+- classic groups of one member each (JoinGroup with the KIP-394 round, then
+  SyncGroup), `--groups` of them;
+- committed offsets: the same number of groups of offsets only (consumers
+  with `assign()`) commit one partition each, then `--offsets` more each.
+Each figure is the growth of RSS over the partition before the step, per
+group or per offset; the state a partition replica holds is the same on
+every replica (followers keep a hot copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]
+
+from actors.core.settings import ServiceSettings
+from actors.core.wire import loads_response
+from actors.partition.actor import OffsetPartition
+from bench.table import print_figures, progress
+from coordinator import CoordinatorConfig, Errors
+from coordinator.consumer_protocol import Subscription, encode_subscription
+from coordinator.messages import (
+    JoinGroupRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
+
+SUB = encode_subscription(Subscription(("t",)))
+SESSION_MS = 600_000  # nobody expires during the run (below group.max.session.timeout.ms)
+CHUNK = 2_000  # requests per batch, as a coalescing client sends them
+
+
+def rss() -> int:
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+def chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+async def send(partition: OffsetPartition, requests: list[Any]) -> list[Any]:
+    """Each request's answer, in order, through `handle_batch` in chunks."""
+    answers: list[Any] = []
+    for chunk in chunks(requests):
+        got: dict[int, Any] = {}
+        async for part in partition.handle_batch(chunk):
+            got.update(loads_response(part))
+        answers += [got[i] for i in range(len(chunk))]
+    return answers
+
+
+def join(group: str, member_id: str = "") -> JoinGroupRequest:
+    return JoinGroupRequest(group, SESSION_MS, rebalance_timeout_ms=SESSION_MS, protocol_type="consumer",
+                            protocols=(("range", SUB),), member_id=member_id, client_id="bench")
+
+
+async def form_groups(partition: OffsetPartition, groups: list[str]) -> None:
+    ids = await send(partition, [join(g) for g in groups])
+    joined = await send(partition, [join(g, r.member_id) for g, r in zip(groups, ids)])
+    if {r.error for r in joined} != {Errors.NONE}:
+        raise RuntimeError(f"groups not joined: {sorted({r.error.name for r in joined})}")
+    synced = await send(partition, [
+        SyncGroupRequest(g, r.generation_id, r.member_id, assignments=((r.member_id, b"a"),))
+        for g, r in zip(groups, joined)
+    ])
+    if {s.error for s in synced} != {Errors.NONE}:
+        raise RuntimeError(f"groups not formed: {sorted({s.error.name for s in synced})}")
+
+
+async def commit_offsets(partition: OffsetPartition, groups: list[str], partitions: range) -> None:
+    answers = await send(partition, [
+        OffsetCommitRequest(g, tuple(OffsetCommitPartition("t", p, 1_000 + p) for p in partitions))
+        for g in groups
+    ])
+    errors = {p.error for a in answers for p in a.partitions}
+    if errors != {Errors.NONE}:
+        raise RuntimeError(f"commits refused: {sorted(e.name for e in errors)}")
+
+
+async def measure(groups: int, offsets: int) -> list[tuple[str, ...]]:
+    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-capacity-")
+    settings = ServiceSettings(
+        data_dir=data_dir, num_partitions=1, maintenance_interval_s=3600,
+        coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+    )
+    partition = OffsetPartition(0, 1, settings)
+    try:
+        await partition.activate(-1)
+        await partition.wait_active(30.0)
+        base = rss()
+        started = time.perf_counter()
+        await form_groups(partition, [f"members-{i}" for i in range(groups)])
+        with_groups = rss()
+        progress(f"{groups:,} groups of one member formed in {time.perf_counter() - started:.1f} s")
+        committers = [f"offsets-{i}" for i in range(groups)]
+        await commit_offsets(partition, committers, range(1))
+        with_committers = rss()
+        started = time.perf_counter()
+        await commit_offsets(partition, committers, range(1, 1 + offsets))
+        with_offsets = rss()
+        progress(f"{groups * offsets:,} offsets committed in {time.perf_counter() - started:.1f} s")
+    finally:
+        await partition.unload(partition.epoch)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    mib, members, committing, more = 2**20, with_groups - base, with_committers - with_groups, \
+        with_offsets - with_committers
+    return [
+        (f"{groups:,} groups of one member (classic)", f"{members / mib:,.0f} MiB",
+         f"{members / groups / 1024:.2f} KiB per group"),
+        (f"{groups:,} groups of offsets only, 1 offset each", f"{committing / mib:,.0f} MiB",
+         f"{committing / groups / 1024:.2f} KiB per group"),
+        (f"{groups * offsets:,} more offsets ({offsets} per group)", f"{more / mib:,.0f} MiB",
+         f"{more / (groups * offsets):.0f} B per offset"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--groups", default="10000,100000", help="comma-separated group counts, one run each")
+    parser.add_argument("--offsets", type=int, default=10, help="committed partitions per offsets-only group")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, ...]] = []
+    for groups in (int(n) for n in args.groups.split(",")):
+        rows += asyncio.run(measure(groups, args.offsets))
+    print_figures("a partition's memory per group and per committed offset (RSS growth, one process)",
+                  ("state", "RSS growth", "per unit"), rows)
+
+
+if __name__ == "__main__":
+    main()
