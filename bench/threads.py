@@ -1,9 +1,10 @@
 """Benchmark of the sync client from many threads: `python -m bench.threads`.
 
 What a process of threaded `GroupMember`s costs a partition: `--threads` threads
-each send OffsetCommit (1 partition) requests through `Client.send` as fast as
-their answers come back, with one Ray call per request (`coalesce=False`) and
-through the process's sender (the default: an in-flight window per leader,
+each send OffsetCommit (1 partition) requests, then Heartbeats (each thread a
+member alone in its group), through `Client.send` as fast as their answers come
+back, with one Ray call per request (`coalesce=False`) and through the
+process's sender (the default: an in-flight window per leader,
 actors/client/coalesce.py), alternating the two ways `--rounds` times on the
 same partition actor. Also a lone request's round trip both ways (one thread).
 Figures: requests/s and the lone round trip, each coalesced figure as a ratio to
@@ -18,6 +19,7 @@ starved the other process would put its figures far above that.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import statistics
 import threading
@@ -29,13 +31,31 @@ import ray
 from actors.client.client import Client
 from bench.embedded import embedded_service
 from bench.table import print_figures, progress
-from coordinator import CoordinatorConfig
+from coordinator import CoordinatorConfig, Errors
+from coordinator.consumer_protocol import Subscription, encode_subscription
+from coordinator.messages import JoinGroupRequest, SyncGroupRequest
+
+SUB = encode_subscription(Subscription(("t",)))
 
 
-def commits_per_s(client: Client, threads: int, seconds: float, prefix: str) -> float:
-    """Requests/s answered when `threads` threads commit through `client` for `seconds`."""
+def joined(client: Client, group: str) -> tuple[int, str]:
+    """(generation, member id) of a member that formed `group` alone (KIP-394 round first)."""
+    request = JoinGroupRequest(group, 30_000, rebalance_timeout_ms=30_000, protocol_type="consumer",
+                               protocols=(("range", SUB),))
+    answer = client.join_group(request)
+    if answer.error is Errors.MEMBER_ID_REQUIRED:
+        answer = client.join_group(dataclasses.replace(request, member_id=answer.member_id))
+    client.sync_group(SyncGroupRequest(group, answer.generation_id, answer.member_id,
+                                       assignments=((answer.member_id, b""),)))
+    return answer.generation_id, answer.member_id
+
+
+def requests_per_s(client: Client, threads: int, seconds: float, prefix: str, kind: str = "commit") -> float:
+    """Requests/s answered when `threads` threads send `kind` requests (OffsetCommit of one
+    partition, or Heartbeat of a member alone in its group) through `client` for `seconds`."""
     names = (f"{prefix}-{i}" for i in itertools.count())
     group = list(itertools.islice((g for g in names if client.partition_for(g) == 0), threads))  # one leader
+    members = [joined(client, g) for g in group] if kind == "heartbeat" else []
     done = [0] * threads
     deadline = time.perf_counter() + seconds
 
@@ -43,7 +63,10 @@ def commits_per_s(client: Client, threads: int, seconds: float, prefix: str) -> 
         offset = 0
         while time.perf_counter() < deadline:
             offset += 1
-            client.commit_offsets(group[t], {("t", 0): offset})
+            if members:
+                client.heartbeat(group[t], *members[t])
+            else:
+                client.commit_offsets(group[t], {("t", 0): offset})
             done[t] += 1
 
     pool = [threading.Thread(target=member, args=(t,)) for t in range(threads)]
@@ -93,7 +116,7 @@ def fairness(args: argparse.Namespace, coalesced: Client) -> list[tuple[str, ...
     start_at = time.time() + QUIET_START_S
     quiet = quiet_host.remote(coalesced.controller, group, start_at, args.seconds)
     time.sleep(max(0.0, start_at - FLOOD_MARGIN_S - time.time()))
-    rate = commits_per_s(coalesced, args.threads, args.seconds + 2 * FLOOD_MARGIN_S, "bench-flood")
+    rate = requests_per_s(coalesced, args.threads, args.seconds + 2 * FLOOD_MARGIN_S, "bench-flood")
     times = sorted(ray.get(quiet))
     flood_ms = args.threads / rate * 1000
     p50, p99 = (times[int(q * (len(times) - 1))] * 1000 for q in (0.5, 0.99))
@@ -111,16 +134,24 @@ def run(args: argparse.Namespace, coalesced: Client) -> list[tuple[str, ...]]:
     ways = {"one call each": Client(coalesced.controller, coalesce=False), "coalesced": coalesced}
     rates: dict[str, list[float]] = {way: [] for way in ways}
     trips: dict[str, list[float]] = {way: [] for way in ways}
+    beats: dict[str, list[float]] = {way: [] for way in ways}
     for round_ in range(args.rounds):
         for way, client in ways.items():
-            rate = commits_per_s(client, args.threads, args.seconds, f"bench-threads-{round_}")
+            rate = requests_per_s(client, args.threads, args.seconds, f"bench-threads-{round_}")
+            beat = requests_per_s(client, args.threads, args.seconds, f"bench-beats-{round_}", "heartbeat")
             trip = lone_round_trip_ms(client, 200, f"bench-lone-{way}")
             rates[way].append(rate)
+            beats[way].append(beat)
             trips[way].append(trip)
-            progress(f"round {round_}, {way}: {rate:,.0f} requests/s, lone {trip:.2f} ms")
+            progress(f"round {round_}, {way}: {rate:,.0f} commits/s, {beat:,.0f} heartbeats/s, "
+                     f"lone {trip:.2f} ms")
     one, many = statistics.median(rates["one call each"]), statistics.median(rates["coalesced"])
     lone_one, lone_many = statistics.median(trips["one call each"]), statistics.median(trips["coalesced"])
+    beat_one, beat_many = statistics.median(beats["one call each"]), statistics.median(beats["coalesced"])
     return [
+        (f"Heartbeat, {args.threads} threads, one call each", f"{beat_one:,.0f}/s", "", "1.00", ""),
+        (f"Heartbeat, {args.threads} threads, coalesced", f"{beat_many:,.0f}/s", f"{beat_one:,.0f}/s",
+         f"{beat_many / beat_one:.2f}", ">= 3"),
         (f"OffsetCommit x1, {args.threads} threads, one call each", f"{one:,.0f}/s", "", "1.00", ""),
         (f"OffsetCommit x1, {args.threads} threads, coalesced", f"{many:,.0f}/s", f"{one:,.0f}/s",
          f"{many / one:.2f}", ">= 3"),
