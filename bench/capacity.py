@@ -9,7 +9,9 @@ the process's resident memory after a full collection:
   with `assign()`) commit one partition each, then `--offsets` more each.
 Each figure is the growth of RSS over the partition before the step, per
 group or per offset; the state a partition replica holds is the same on
-every replica (followers keep a hot copy).
+every replica (followers keep a hot copy). With `--actors`: the resident
+(RSS) and private (USS) memory of an idle partition actor of an embedded
+service against a bare Ray actor's, the baseline.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
+import ray
 
 from actors.core.settings import ServiceSettings
 from actors.core.wire import loads_response
 from actors.partition.actor import OffsetPartition
+from bench.embedded import PARTITIONS, embedded_service
 from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
@@ -129,11 +135,43 @@ async def measure(groups: int, offsets: int) -> list[tuple[str, ...]]:
     ]
 
 
+@ray.remote(num_cpus=0)
+class BareActor:
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def memory_of(pid: int) -> tuple[int, int]:
+    info = psutil.Process(pid).memory_full_info()
+    return int(info.rss), int(info.uss)
+
+
+def actor_memory() -> list[tuple[str, ...]]:
+    """An idle partition actor's RSS and USS against a bare Ray actor's."""
+    with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
+        partitions = [memory_of(ray.get(client.leader(p).info.remote())["pid"]) for p in range(PARTITIONS)]
+        bare = BareActor.remote()  # type: ignore[attr-defined]
+        bare_rss, bare_uss = memory_of(ray.get(bare.pid.remote()))
+    rss = statistics.median(rss for rss, _ in partitions)
+    uss = statistics.median(uss for _, uss in partitions)
+    mib = 2**20
+    return [
+        ("a bare Ray actor (baseline)", f"{bare_rss / mib:,.0f} MiB", f"{bare_uss / mib:,.0f} MiB", "1.00"),
+        (f"an idle partition actor (median of {PARTITIONS})", f"{rss / mib:,.0f} MiB",
+         f"{uss / mib:,.0f} MiB",
+         f"{uss / bare_uss:.2f}"),
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--groups", default="10000,100000", help="comma-separated group counts, one run each")
     parser.add_argument("--offsets", type=int, default=10, help="committed partitions per offsets-only group")
+    parser.add_argument("--actors", action="store_true", help="also an idle partition actor's memory")
     args = parser.parse_args(argv)
+    if args.actors:
+        print_figures("an idle partition actor's memory (embedded service)",
+                      ("process", "RSS", "USS", "USS ratio"), actor_memory())
     rows: list[tuple[str, ...]] = []
     for groups in (int(n) for n in args.groups.split(",")):
         rows += asyncio.run(measure(groups, args.offsets))
