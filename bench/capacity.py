@@ -33,10 +33,10 @@ import ray
 from actors.core.settings import ServiceSettings
 from actors.core.wire import loads_response
 from actors.partition.actor import OffsetPartition
+from bench.actors import SUB
 from bench.embedded import PARTITIONS, embedded_service
 from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Errors
-from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import (
     JoinGroupRequest,
     OffsetCommitPartition,
@@ -44,7 +44,6 @@ from coordinator.messages import (
     SyncGroupRequest,
 )
 
-SUB = encode_subscription(Subscription(("t",)))
 SESSION_MS = 600_000  # nobody expires during the run (below group.max.session.timeout.ms)
 CHUNK = 2_000  # requests per batch, as a coalescing client sends them
 

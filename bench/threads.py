@@ -29,13 +29,11 @@ from typing import Any
 import ray
 
 from actors.client.client import Client
+from bench.actors import SUB
 from bench.embedded import embedded_service
 from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Errors
-from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
-
-SUB = encode_subscription(Subscription(("t",)))
 
 
 def joined(client: Client, group: str) -> tuple[int, str]:
