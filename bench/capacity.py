@@ -31,8 +31,8 @@ import psutil  # type: ignore[import-untyped]
 import ray
 
 from actors.core.settings import ServiceSettings
-from actors.core.wire import loads_response
 from actors.partition.actor import OffsetPartition
+from actors.partition.batches import answer_in_process
 from bench.actors import SUB
 from bench.embedded import PARTITIONS, embedded_service
 from bench.table import print_figures, progress
@@ -62,10 +62,7 @@ async def send(partition: OffsetPartition, requests: list[Any]) -> list[Any]:
     """Each request's answer, in order, through `handle_batch` in chunks."""
     answers: list[Any] = []
     for chunk in chunks(requests):
-        got: dict[int, Any] = {}
-        async for part in partition.handle_batch(chunk):
-            got.update(loads_response(part))
-        answers += [got[i] for i in range(len(chunk))]
+        answers += await answer_in_process(partition, chunk)
     return answers
 
 

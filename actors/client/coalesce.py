@@ -1,6 +1,6 @@
 """Coalescing: every request a process sends one leader, from any thread or event
-loop, travels with the others in few Ray calls, and their answers stream back as
-they come.
+loop, travels with the others in few Ray calls, and each gets its answer as soon
+as the leader releases it.
 
 A Ray actor call costs about a millisecond of CPU on each side, far more
 than the coordinator spends on a request (40-60 us for a heartbeat). A process
@@ -10,22 +10,20 @@ partition actor's, on call overhead. So every request goes to the `Coalescer`
 of its leader, on the process's one `Sender` loop. Rules:
 - Batches by an IN-FLIGHT WINDOW, never by a timer: at most `MAX_IN_FLIGHT`
   calls per leader are in flight; while they are, what arrives waits and
-  leaves as one batch (at most `MAX_BATCH` requests) when a call's first
-  answers come back. A lone request leaves at once: at the end of the loop's
-  turn, or, from a sync caller to a leader with nothing waiting or in flight,
-  as the caller's own Ray call (`Sender.call`: no hop through the sender's
-  loop; it holds a place in the window meanwhile).
-- A call holds its place in the window until its first answers arrive (the
-  leader has handled the batch), not until every answer did: the leader's
-  `handle_batch` streams an empty first answer when it answered nothing at
-  once and the batch carries a request it may park (`MAY_PARK`: a JoinGroup
-  waiting for the join phase, a follower's SyncGroup, an assignment watch), so
-  parked requests never close the window.
+  leaves as one batch (at most `MAX_BATCH` requests) when a call returns. A
+  lone request leaves at once: at the end of the loop's turn, or, from a
+  sync caller to a leader with nothing waiting or in flight, as the caller's
+  own Ray call (`Sender.call`: no hop through the sender's loop; it holds a
+  place in the window meanwhile).
 - A batch of one is an ordinary `handle_wire` call, unless its request may
-  park (`MAY_PARK`); any other batch is one call of the actor's
-  `handle_batch`, a streaming generator that yields `(index, response)` lists
-  as responses are released (a parked JoinGroup does not hold back a
-  heartbeat sent with it).
+  park (`MAY_PARK`: a JoinGroup waiting for the join phase, a follower's
+  SyncGroup, an assignment watch); any other batch is one `handle_batch`
+  call, which returns once the leader answered every request of it that
+  cannot park, so a parked request holds back no other and never holds a
+  place in the window. What stays parked is answered through `collect`
+  calls (`actors.partition.batches`): one in flight per coalescer, for all
+  of its batches, while any waits. Only unary calls: a streaming call's
+  unread answers would stop the leader (see that module).
 - If the call fails (the leader died), every request it carried that is still
   unanswered gets the exception, and only those; the client's retry loop
   takes each from there.
@@ -37,7 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import os
+import random
 import threading
 from collections import deque
 from typing import Any
@@ -45,6 +45,7 @@ from typing import Any
 import ray
 from ray.actor import ActorHandle
 
+from actors.client.retry import AnswersLostError
 from actors.core.wire import loads_response
 from coordinator.messages import MAY_PARK, Request
 
@@ -74,6 +75,12 @@ class Coalescer:
         self._in_flight_lock = threading.Lock()
         self._scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
+        # The leader's mailbox of this coalescer's parked answers (`actors.partition.batches`).
+        self.caller = random.getrandbits(63)
+        self._numbers = itertools.count()
+        self._open: dict[int, dict[int, asyncio.Future[Any]]] = {}  # unanswered requests by batch
+        self._collecting: set[int] = set()  # batches the leader answered in part, the rest parked
+        self._collector: asyncio.Task[None] | None = None
 
     def submit(self, request: Request) -> asyncio.Future[Any]:
         """The future of `request`'s response; on the coalescer's loop."""
@@ -111,7 +118,7 @@ class Coalescer:
             batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
             place = _Place(self)
             single = len(batch) == 1 and not isinstance(batch[0][0], MAY_PARK)
-            call = self._call_one(batch[0], place) if single else self._stream(batch, place)
+            call = self._call_one(batch[0], place) if single else self._call_batch(batch, place)
             task = self.loop.create_task(call)
             # The loop keeps only weak references to tasks.
             self._tasks.add(task)
@@ -126,24 +133,57 @@ class Coalescer:
         finally:
             place.free()
 
-    async def _stream(self, batch: list[tuple[Request, asyncio.Future[Any]]], place: _Place) -> None:
+    async def _call_batch(self, batch: list[tuple[Request, asyncio.Future[Any]]], place: _Place) -> None:
+        number = next(self._numbers)
+        # Registered before the call: a collect may bring this batch's parked answers
+        # before its own call's answer arrives.
+        futures = self._open[number] = {index: future for index, (_, future) in enumerate(batch)}
         try:
-            async for ref in self._batch.remote([request for request, _ in batch]):
-                for index, response in loads_response(await ref):
-                    _deliver(batch[index][1], response)
-                place.free()
+            call = self._batch.remote(self.caller, number, [request for request, _ in batch])
+            answers, parked = loads_response(await call)
         except Exception as exc:
-            for _, future in batch:
-                _fail(future, exc)
-        else:
-            for _, future in batch:
-                _fail(future, RuntimeError("the leader ended a batch without answering this request"))
+            self._close(number, exc)
+            return
         finally:
             place.free()
+        for index, response in answers:
+            _deliver(futures.pop(index), response)
+        if parked and futures:
+            self._collecting.add(number)
+            self._start_collector()
+        else:
+            self._close(number)
+
+    def _start_collector(self) -> None:
+        if self._collector is None or self._collector.done():
+            self._collector = self.loop.create_task(self._collect())
+
+    async def _collect(self) -> None:
+        """Parked requests' answers, while any of this coalescer's batches waits for one."""
+        try:
+            while self._collecting:
+                answers = loads_response(await self.leader.collect.remote(self.caller))
+                if answers is None:
+                    raise AnswersLostError("the leader dropped this process's parked answers")
+                for number, index, response in answers:
+                    futures = self._open.get(number, {})
+                    if index in futures:
+                        _deliver(futures.pop(index), response)
+                        if not futures:
+                            self._close(number)
+        except Exception as exc:
+            for number in list(self._collecting):
+                self._close(number, exc)
+
+    def _close(self, number: int, error: BaseException | None = None) -> None:
+        """Batch `number` is done: any request it still carries fails with `error`."""
+        self._collecting.discard(number)
+        for future in self._open.pop(number, {}).values():
+            _fail(future, error or RuntimeError("the leader ended a batch without answering this request"))
 
 
 class _Place:
-    """A call's place in its coalescer's window, held until its first answers (module rules)."""
+    """A call's place in its coalescer's window, held until the call returns (module rules)."""
 
     __slots__ = ("coalescer", "held")
 

@@ -44,7 +44,12 @@ class NoLeaderError(RuntimeError):
     """The controller is between two leaders of a partition."""
 
 
-UNREACHABLE = (RayActorError, ActorUnavailableError, NoLeaderError)
+class AnswersLostError(RuntimeError):
+    """The leader no longer holds a parked request's answer for this process (it
+    was silent longer than `actors.partition.batches.MAILBOX_TTL_S`): sent again."""
+
+
+UNREACHABLE = (RayActorError, ActorUnavailableError, NoLeaderError, AnswersLostError)
 # An attempt that did not answer before the call's deadline (a paused or hung actor).
 ATTEMPT_TIMED_OUT = (GetTimeoutError, TimeoutError)
 # The least time an attempt gets, so a call past its deadline still makes one try.

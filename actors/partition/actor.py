@@ -3,8 +3,9 @@
 Every decision lives in `coordinator.runtime.PartitionRuntime` (lifecycle,
 write-path rule, exactly-once answers) and the shard inside it. This shell
 moves requests, time and I/O results in and answers out:
-- requests enter through `handle`, `handle_wire` and `handle_batch`; the
-  runtime validates each one and answers a bad one to its caller alone;
+- requests enter through `handle`, `handle_wire` and `handle_batch` (with
+  `collect`, `actors.partition.batches`); the runtime validates each one
+  and answers a bad one to its caller alone;
 - the log's appends, fsyncs, opening and closing run on one I/O thread, in
   order; snapshots and compaction run on a second thread, beside appends;
 - background tasks (load, flush, timers, gauges, maintenance) are
@@ -41,7 +42,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -50,6 +51,7 @@ from actors.core.metrics import PartitionMetrics
 from actors.core.node_names import current_node_name
 from actors.core.settings import ServiceSettings, SystemClock
 from actors.core.wire import dumps_response
+from actors.partition.batches import BatchAnswers, Mailboxes, check_batch_call
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
 from actors.partition.kafka_plug import KafkaListening, KafkaPlug
@@ -62,7 +64,6 @@ from actors.partition.roles import LOAD_TASK, ReplicaRoles
 from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
-from coordinator.messages import MAY_PARK
 from coordinator.records import Record
 from coordinator.replication import DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState, load_refusal
@@ -119,6 +120,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         self.settings = settings
         self.clock = SystemClock()
         self.runtime = PartitionRuntime(self.partition)
+        self.mailboxes = Mailboxes()  # parked requests' answers of coalesced batches
         self.log: PartitionLog | None = None
         self.known_end = -1
         self.load_ms = 0.0
@@ -354,37 +356,29 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         (its cloudpickle path), measured on both sides together."""
         return dumps_response(await self.handle(request))
 
-    async def handle_batch(self, requests: Any) -> AsyncIterator[bytes]:
-        """Many requests in one Ray call (the client's coalescing): a streaming
-        generator of pickled `(index, response)` lists, each yielded as soon as
-        its responses are released, so a parked request holds back no other;
-        an empty first list when none was answered at once and one may park
-        (the client's window counts a call until its first answer). A malformed
-        request's entry is an InvalidRequestError."""
-        if type(requests) is not list:
-            raise InvalidRequestError(f"handle_batch takes a list of requests, got {type(requests).__name__}")
-        released: list[tuple[int, Any]] = []
-        wake = asyncio.Event()
-
-        def deliver(index: int, response: Any) -> None:
-            released.append((index, response))
-            wake.set()
-
+    async def handle_batch(self, caller: Any, batch: Any, requests: Any) -> bytes:
+        """Many requests in one Ray call (the client's coalescing, `actors.partition.batches`):
+        answers once every request that cannot park is answered, with the pickled
+        `(answers, parked)`: `(index, response)` pairs and how many requests stay parked,
+        whose answers the caller (`caller`, its id; `batch`, its number for this batch)
+        then `collect`s. A malformed request's entry is an InvalidRequestError."""
+        check_batch_call(caller, batch, requests)
+        answers = BatchAnswers(requests)
         # One clock read for the batch: its requests arrived together.
         now_ms, started = self.clock.now_ms(), time.perf_counter()
         for index, request in enumerate(requests):
-            self._submit(request, partial(deliver, index), now_ms, started)
+            self._submit(request, partial(answers.deliver, index), now_ms, started)
         self._after_requests()
-        if not released and any(isinstance(request, MAY_PARK) for request in requests):
-            yield dumps_response(released)  # parked: the client's window needs an answer now
-        unanswered = len(requests)
-        while unanswered:
-            await wake.wait()
-            wake.clear()
-            answered = released.copy()
-            released.clear()
-            unanswered -= len(answered)
-            yield dumps_response(answered)
+        await answers.wait()
+        parked = answers.park_rest(self.mailboxes, caller, batch, len(requests))
+        return dumps_response((answers.answered, parked))
+
+    async def collect(self, caller: Any) -> bytes:
+        """The pickled next answers of `caller`'s parked requests, `(batch, index, response)`
+        triples, once there is one; None when this leader holds nothing for it."""
+        if type(caller) is not int:
+            raise InvalidRequestError(f"collect takes the caller's id, an int, got {type(caller).__name__}")
+        return dumps_response(await self.mailboxes.collect(caller))
 
     def _submit(self, request: Any, deliver: Callable[[Any], None], now_ms: int, started: float) -> None:
         """Hand a request that arrived at `now_ms` (`started` on the perf counter) to the
@@ -593,9 +587,9 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         travels as `handle_wire`'s does, as bytes)."""
         return NOOP_RESPONSE
 
-    async def noop_batch(self, requests: list[Any]) -> AsyncIterator[bytes]:
+    async def noop_batch(self, caller: int, batch: int, requests: list[Any]) -> bytes:
         """`noop` for a coalesced batch: the baseline of coalesced calls."""
-        yield dumps_response([(index, None) for index in range(len(requests))])
+        return dumps_response(([(index, None) for index in range(len(requests))], 0))
 
 
 class _Waiter:

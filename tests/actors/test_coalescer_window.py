@@ -1,7 +1,8 @@
 """The coalescer's in-flight window, without Ray: a lone request leaves at once; while
 `MAX_IN_FLIGHT` calls are in flight what arrives waits and leaves as one batch when a
-call's first answers come back; a batch whose requests the leader parked frees its
-place with the leader's empty first answer; a failed call fails only what it carried;
+call returns; a batch whose requests the leader parked frees its place when its call
+returns, and one collect at a time brings every parked answer, each once; a failed
+call fails only what it carried, a lost mailbox what was parked, to be retried;
 the process's sender serves threads, shares a coalescer per leader actor and answers
 each thread's request."""
 
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from actors.client.coalesce import MAX_BATCH, MAX_IN_FLIGHT, Coalescer, Sender
+from actors.client.retry import UNREACHABLE, AnswersLostError
 from actors.core.wire import dumps_response
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
@@ -37,14 +38,21 @@ def join() -> JoinGroupRequest:
 
 class Leader:
     """A leader handle whose calls the test answers: `calls` holds each call's requests
-    and the event that lets it answer (a parked request is never answered)."""
+    and the event that lets it answer. JoinGroups park: a batch of only joins returns at
+    once; the joins' answers come through `collect` once the test sets `unpark`."""
 
-    def __init__(self, first_empty: bool = False) -> None:
+    def __init__(self) -> None:
         self.calls: list[tuple[list[Any], asyncio.Event]] = []
-        self.first_empty = first_empty
         self.dead_calls: set[int] = set()
+        self.parked: list[tuple[int, int]] = []  # (batch, index)
+        self.collects = 0
+        self.collecting = 0
+        self.most_collecting = 0
+        self.lost_mailbox = False
+        self.unpark = asyncio.Event()
         self.handle_wire = _Method(self._one)
         self.handle_batch = _Method(self._many)
+        self.collect = _Method(self._collect)
 
     async def _one(self, request: Any) -> bytes:
         release = asyncio.Event()
@@ -55,14 +63,31 @@ class Leader:
             raise ConnectionError("the leader died")
         return dumps_response(answer(request))
 
-    async def _many(self, requests: list[Any]) -> AsyncIterator[Any]:
+    async def _many(self, caller: int, batch: int, requests: list[Any]) -> bytes:
         release = asyncio.Event()
         self.calls.append((requests, release))
-        if self.first_empty:
-            yield _ready(dumps_response([]))
-        await release.wait()
+        call = len(self.calls) - 1
+        if not all(isinstance(r, JoinGroupRequest) for r in requests):
+            await release.wait()
+        if call in self.dead_calls:
+            raise ConnectionError("the leader died")
         answered = [(i, answer(r)) for i, r in enumerate(requests) if not isinstance(r, JoinGroupRequest)]
-        yield _ready(dumps_response(answered))
+        self.parked += [(batch, i) for i, r in enumerate(requests) if isinstance(r, JoinGroupRequest)]
+        return dumps_response((answered, len(requests) - len(answered)))
+
+    async def _collect(self, caller: int) -> bytes:
+        self.collects += 1
+        self.collecting += 1
+        self.most_collecting = max(self.most_collecting, self.collecting)
+        try:
+            await self.unpark.wait()
+            if self.lost_mailbox:
+                return dumps_response(None)
+            answers, self.parked = [(b, i, "joined") for b, i in self.parked], []
+            self.unpark.clear()
+            return dumps_response(answers)
+        finally:
+            self.collecting -= 1
 
     def release(self, call: int, dead: bool = False) -> None:
         if dead:
@@ -73,10 +98,6 @@ class Leader:
 class _Method:
     def __init__(self, fn: Any) -> None:
         self.remote = fn
-
-
-async def _ready(value: bytes) -> bytes:
-    return value
 
 
 async def turns(n: int = 5) -> None:
@@ -122,13 +143,13 @@ def test_a_batch_is_at_most_max_batch_requests() -> None:
     run(scenario())
 
 
-def test_parked_requests_free_their_place_with_the_leaders_empty_first_answer() -> None:
+def test_parked_requests_free_their_place_and_one_collect_brings_their_answers() -> None:
     async def scenario() -> None:
-        leader = Leader(first_empty=True)
+        leader = Leader()
         coalescer = Coalescer(leader, asyncio.get_running_loop())
         joins = [coalescer.submit(join()) for _ in range(2)]
         await turns()
-        joins.append(coalescer.submit(join()))  # streamed alone
+        joins.append(coalescer.submit(join()))  # a batch of its own
         await turns()
         assert [len(requests) for requests, _ in leader.calls] == [2, 1]
         beats = [coalescer.submit(beat("m0"))]
@@ -137,6 +158,26 @@ def test_parked_requests_free_their_place_with_the_leaders_empty_first_answer() 
         leader.release(2)
         await asyncio.gather(*beats)
         assert not any(join.done() for join in joins)
+        assert (leader.collects, leader.most_collecting) == (1, 1)  # one for both batches
+        leader.unpark.set()
+        assert await asyncio.gather(*joins) == ["joined"] * 3
+        await turns()
+        assert leader.collects == 1, "a collect with nothing parked"
+
+    run(scenario())
+
+
+def test_a_lost_mailbox_fails_what_was_parked_with_an_error_the_client_retries() -> None:
+    async def scenario() -> None:
+        leader = Leader()
+        coalescer = Coalescer(leader, asyncio.get_running_loop())
+        parked = coalescer.submit(join())
+        await turns()
+        leader.lost_mailbox = True
+        leader.unpark.set()
+        with pytest.raises(AnswersLostError):
+            await parked
+        assert isinstance(AnswersLostError(), UNREACHABLE)
 
     run(scenario())
 

@@ -20,6 +20,7 @@ import pytest
 
 import actors.partition.maintenance as log_maintenance
 from actors.core.settings import ServiceSettings, partition_dir
+from actors.core.wire import loads_response
 from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig, Errors
 from coordinator.messages import JoinGroupRequest, OffsetFetchRequest
@@ -201,12 +202,16 @@ def test_malformed_input_to_the_entry_points_is_refused_to_that_caller(tmp_path:
         for bad in ("a str", None, {"group_id": "g"}):
             with pytest.raises(InvalidRequestError):
                 await partition.handle(bad)
+        for caller, batch, requests in (
+            (1, 0, "not a list"), ("1", 0, []), (1, None, []), (1.0, 0, []),
+        ):
+            with pytest.raises(InvalidRequestError):
+                await partition.handle_batch(caller, batch, requests)
         with pytest.raises(InvalidRequestError):
-            async for _ in partition.handle_batch("not a list"):
-                pass
-        streamed = [item async for item in partition.handle_batch([None, commit("g", 1)])]
-        answered = dict(pair for chunk in streamed for pair in partition_module_loads(chunk))
-        assert isinstance(answered[0], InvalidRequestError)
+            await partition.collect("not an id")
+        answers, parked = loads_response(await partition.handle_batch(1, 0, [None, commit("g", 1)]))
+        answered = dict(answers)
+        assert parked == 0 and isinstance(answered[0], InvalidRequestError)
         assert answered[1].errors() == {("t", 0): Errors.NONE}
         assert partition.runtime.state.value == "ACTIVE"
         assert partition.runtime.failures == 0
@@ -214,8 +219,3 @@ def test_malformed_input_to_the_entry_points_is_refused_to_that_caller(tmp_path:
 
     run(scenario())
 
-
-def partition_module_loads(data: bytes) -> list[tuple[int, Any]]:
-    from actors.core.wire import loads_response
-
-    return loads_response(data)  # type: ignore[no-any-return]

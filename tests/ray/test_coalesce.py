@@ -1,7 +1,7 @@
 """Coalescing in the client: requests made in one event-loop turn, or by threads
-while a call is in flight, go to their leader as one streaming call, answers come back as each is
-released, and a leader's death mid-stream fails only the requests it had
-not answered, which the client then retries like a single call."""
+while a call is in flight, go to their leader as one call, parked requests' answers
+come back through one collect, and a leader's death while a batch waits fails only
+the requests it had not answered, which the client then retries like a single call."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import threading
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -63,7 +63,7 @@ def counting(client: Client, partition: int) -> CountingLeader:
     return leader
 
 
-def test_a_thousand_members_rebalance_in_two_batched_calls(service: Client) -> None:
+def test_a_thousand_members_rebalance_in_two_batched_calls_and_a_collect(service: Client) -> None:
     client = Client(service.controller)
     group = "coalesced-1000"
     members = [r.member_id for r in asyncio.run(_form(client, group, 1_000))]
@@ -71,7 +71,9 @@ def test_a_thousand_members_rebalance_in_two_batched_calls(service: Client) -> N
 
     joined, synced = asyncio.run(_rejoin_and_sync(client, group, members))
 
-    assert leader.calls == ["handle_batch", "handle_batch"]
+    # The joins are answered by their call (the last completes the join phase); the
+    # syncs all park until the leader's assignment is durable, then come in one collect.
+    assert leader.calls == ["handle_batch", "handle_batch", "collect"]
     assert [r.error for r in joined] == [Errors.NONE] * 1_000
     assert [r.member_id for r in joined] == members and len({r.generation_id for r in joined}) == 1
     assert sum(len(r.members) for r in joined) == 1_000  # only the group leader gets the member list
@@ -102,16 +104,16 @@ def test_a_parked_join_does_not_hold_back_a_commit_sent_with_it(service: Client)
     assert rejoin.error is Errors.NONE and parked_then_answered
 
 
-def test_a_leader_killed_mid_stream_fails_only_what_it_had_not_answered(service: Client) -> None:
-    """The batch holds a SyncGroup the leader parks, so its streaming call is
-    still open when the kill lands: the answers already streamed stand, the
-    parked request fails with the actor's death, nothing is answered twice."""
+def test_a_leader_killed_while_a_batch_waits_fails_only_what_it_had_not_answered(service: Client) -> None:
+    """The batch holds a SyncGroup the leader parks, so its collect is still
+    waiting when the kill lands: the answers already given stand, the parked
+    request fails with the actor's death, nothing is answered twice."""
     client = Client(service.controller)
     group = "coalesced-kill-stream"
     partition = client.partition_for(group)
     others = groups_on_partition(client, partition, "coalesced-kill-stream", 20)
 
-    async def kill_mid_stream() -> tuple[list[OffsetCommitResponse], list[int], object, RecordingLeader]:
+    async def kill_while_parked() -> tuple[list[OffsetCommitResponse], list[int], object, RecordingLeader]:
         _, follower, generation = await _completing_rebalance(client, group)
         old = client.leader(partition)
         leader = RecordingLeader(old)
@@ -121,18 +123,18 @@ def test_a_leader_killed_mid_stream_fails_only_what_it_had_not_answered(service:
         parked = coalescer.submit(SyncGroupRequest(group, generation, follower))
         answered = await asyncio.wait_for(asyncio.gather(*commits), TIMEOUT_S)
         assert not parked.done(), "the follower's SyncGroup waits for the leader's"
-        streamed_before_kill = list(leader.streamed)
+        answered_before_kill = list(leader.answered)
         await asyncio.to_thread(kill_and_wait_dead, old)
         death = await asyncio.wait_for(asyncio.gather(parked, return_exceptions=True), TIMEOUT_S)
-        return answered, streamed_before_kill, death[0], leader
+        return answered, answered_before_kill, death[0], leader
 
-    answered, streamed_before_kill, death, leader = asyncio.run(kill_mid_stream())
+    answered, answered_before_kill, death, leader = asyncio.run(kill_while_parked())
 
     assert leader.batch_calls == 1
     assert {p.error for r in answered for p in r.partitions} == {Errors.NONE}
-    assert sorted(streamed_before_kill) == list(range(len(others)))  # each commit once, the sync not
+    assert sorted(answered_before_kill) == list(range(len(others)))  # each commit once, the sync not
     assert isinstance(death, ActorDiedError), death
-    assert leader.streamed == streamed_before_kill  # the dead stream delivered nothing more
+    assert leader.answered == answered_before_kill  # the dead leader answered nothing more
 
 
 def test_a_request_parked_when_its_leader_dies_is_retried_on_the_new_leader(service: Client) -> None:
@@ -160,7 +162,7 @@ def test_a_request_parked_when_its_leader_dies_is_retried_on_the_new_leader(serv
 
     committed, synced, calls = asyncio.run(through_kill())
 
-    assert calls == ["handle_batch"]  # the sync and the commits went in one stream
+    assert calls == ["handle_batch", "collect"]  # the sync and the commits went in one call
     assert {p.error for r in committed for p in r.partitions} == {Errors.NONE}
     assert synced.error in {Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION}
     client.refresh()
@@ -173,29 +175,35 @@ def groups_on_partition(client: Client, partition: int, prefix: str, n: int) -> 
 
 
 class RecordingLeader:
-    """A leader handle whose `handle_batch` stream records the request indices
-    each streamed answer carries, before the Coalescer sees them."""
+    """A leader handle that records the request indices each answer to a batch
+    carries (its call's and its collects'), before the Coalescer sees them."""
 
     def __init__(self, leader: Any) -> None:
         self.handle_wire = leader.handle_wire
-        self.handle_batch = self
-        self._batch = leader.handle_batch
+        self.handle_batch = _Recorded(leader.handle_batch, self._called)
+        self.collect = _Recorded(leader.collect, self._collected)
         self.batch_calls = 0
-        self.streamed: list[int] = []
+        self.answered: list[int] = []
 
-    def remote(self, requests: list[object]) -> AsyncIterator[Awaitable[bytes]]:
+    def _called(self, payload: bytes) -> None:
         self.batch_calls += 1
-        return self._stream(requests)
+        self.answered.extend(index for index, _ in loads_response(payload)[0])
 
-    async def _stream(self, requests: list[object]) -> AsyncIterator[Awaitable[bytes]]:
-        async for ref in self._batch.remote(requests):
-            payload = await ref
-            self.streamed.extend(index for index, _ in loads_response(payload))
-            yield _resolved(payload)
+    def _collected(self, payload: bytes) -> None:
+        self.answered.extend(index for _, index, _ in loads_response(payload) or ())
 
 
-async def _resolved(payload: bytes) -> bytes:
-    return payload
+class _Recorded:
+    def __init__(self, method: Any, record: Callable[[bytes], None]) -> None:
+        self._method, self._record = method, record
+
+    def remote(self, *args: object) -> Awaitable[bytes]:
+        return self._answer(self._method.remote(*args))
+
+    async def _answer(self, ref: Awaitable[bytes]) -> bytes:
+        payload = await ref
+        self._record(payload)
+        return payload
 
 
 async def _completing_rebalance(client: Client, group: str) -> tuple[str, str, int]:

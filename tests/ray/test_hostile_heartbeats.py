@@ -18,6 +18,7 @@ import ray
 
 from actors import Client
 from actors.client.retry import UNREACHABLE, Retry
+from actors.core.wire import loads_response
 from coordinator import Errors, InvalidRequestError
 from coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
@@ -115,7 +116,11 @@ def test_garbage_gets_a_clear_error_and_the_group_next_door_is_served(
         with pytest.raises(InvalidRequestError, match="not a group protocol request"):
             ray.get(leader.handle.remote(thing), timeout=TIMEOUT_S)
     with pytest.raises(InvalidRequestError, match="handle_batch takes a list of requests"):
-        ray.get(next(iter(leader.handle_batch.remote("not a list"))), timeout=TIMEOUT_S)
+        ray.get(leader.handle_batch.remote(1, 0, "not a list"), timeout=TIMEOUT_S)
+    with pytest.raises(InvalidRequestError, match="caller must be an int"):
+        ray.get(leader.handle_batch.remote("me", 0, []), timeout=TIMEOUT_S)
+    # A stranger's collect: this leader holds nothing for it.
+    assert loads_response(ray.get(leader.collect.remote(12345), timeout=TIMEOUT_S)) is None
 
     # Well-formed nonsense gets Kafka's answer, and writes nothing.
     stranger = ConsumerGroupHeartbeatRequest(group, "stranger", 7, topic_partitions=())

@@ -78,21 +78,18 @@ class Method:
 
 
 class Batch:
-    """A fake `handle_batch`: a stream of one pickled list answering every
-    request with `entry`, or failing with `entry` when it is a RayActorError."""
+    """A fake `handle_batch`: answers every request with `entry`, or fails
+    with `entry` when it is a RayActorError."""
 
     def __init__(self, entry: object) -> None:
         self.entry = entry
         self.calls: list[list[object]] = []
 
-    def remote(self, requests: list[object]) -> Any:
+    def remote(self, caller: int, batch: int, requests: list[object]) -> Ref:
         self.calls.append(requests)
-        return self._stream(len(requests))
-
-    async def _stream(self, count: int) -> Any:
         if isinstance(self.entry, RayActorError):
-            raise self.entry
-        yield Ref(dumps_response([(i, self.entry) for i in range(count)]))
+            return Ref(self.entry)
+        return Ref(dumps_response(([(i, self.entry) for i in range(len(requests))], 0)))
 
 
 class Leader:
