@@ -25,6 +25,11 @@ with `add_parsers` and `COMMANDS`. Rules:
   as one line per step on a piped stderr; the log is read once into
   Spark's cache, and the line "read N records ... in S s (R/s)" says how
   many records that was at what rate (stderr).
+- A `--data-dir` log is read summarized (`spark_bridge.summary`: each
+  partition's commits turned into rows per group and window by the read
+  tasks) for `lag`, and for `report` unless `--end-offsets` is given (lag
+  over time against given end offsets needs every commit); the report's
+  window size is then chosen from the log's batch headers before the read.
 - Output: tables through the caller's `print_table` (`actors/cli/main.py` passes
   `actors.cli.tables.print_table`: a terminal table or plain aligned text,
   never a cut value); notes such as where lag was measured to go to stderr.
@@ -43,6 +48,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from spark_bridge.time_windows import DAY_MS, choose_window_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -237,15 +244,19 @@ def _stage_lines(description: str) -> Iterator[Callable[[str], None]]:
     yield lambda text: print(text, file=sys.stderr, flush=True)
 
 
-def read_log_timed(log_df: DataFrame) -> int:
+def read_log_timed(log_df: DataFrame, records: int | None = None) -> int:
     """Read the cached `log_df` once (every later job reads the cache); say how many records
-    were read at what rate, on stderr. Returns the number of records."""
+    were read at what rate, on stderr: `records` for a summarized read (which has fewer
+    rows), else its rows. Returns the number of rows."""
     started = time.monotonic()
-    records = log_df.count()
+    rows = log_df.count()
     seconds = max(time.monotonic() - started, 1e-9)
-    line = f"read {records:,} records of the offsets log in {seconds:.1f} s ({records / seconds:,.0f}/s)"
+    read = rows if records is None else records
+    line = f"read {read:,} records of the offsets log in {seconds:.1f} s ({read / seconds:,.0f}/s)"
+    if records is not None:
+        line += f", summarized into {rows:,} rows"
     print(line, file=sys.stderr, flush=True)
-    return records
+    return rows
 
 
 def end_offsets_source(args: argparse.Namespace) -> str:
@@ -277,6 +288,37 @@ def read_log(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
     return read_replicas_log(spark, args.sources)
 
 
+def read_cached(
+    spark: SparkSession, args: argparse.Namespace, summary_window_ms: int | None
+) -> tuple[Any, DataFrame]:
+    """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` of the `--data-dir` log by
+    `summary_window_ms` windows) and the cached frame under it, read once."""
+    from spark_bridge.jobs import SummarizedLog
+    from spark_bridge.reader import log_extent, read_summarized_log
+
+    records = None
+    if summary_window_ms is None:
+        log = frame = read_log(spark, args).cache()
+    else:
+        records = log_extent(args.data_dir).records
+        frame = read_summarized_log(spark, args.data_dir, summary_window_ms).frame.cache()
+        log = SummarizedLog(frame, summary_window_ms)
+    with show_progress(args, "reading the offsets log (Spark)"):
+        read_log_timed(frame, records)
+    return log, frame
+
+
+def window_or_chosen(args: argparse.Namespace) -> int:
+    """`--window-ms`, else the window size chosen from the `--data-dir` log's span."""
+    from spark_bridge.jobs import DEFAULT_WINDOW_MS
+    from spark_bridge.reader import log_extent
+
+    if args.window_ms is not None:
+        return int(args.window_ms)
+    span = log_extent(args.data_dir).span
+    return DEFAULT_WINDOW_MS if span is None else choose_window_ms(*span)
+
+
 # ------------------------------------------------------------------ lag
 
 
@@ -286,18 +328,17 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
     from spark_bridge.jobs import consumer_lag
 
-    # The lag job reads the log twice (commits, ends from commits): read it once, cached.
-    log_df = read_log(spark, args).cache()
+    # The lag job reads the log twice (commits, ends from commits): read it once, cached;
+    # summarized from a --data-dir (one window a day: only the newest commits matter).
+    log, frame = read_cached(spark, args, DAY_MS if args.data_dir is not None else None)
     try:
-        with show_progress(args, "reading the offsets log (Spark)"):
-            read_log_timed(log_df)
         with show_progress(args, "computing lag (Spark)"):
-            lag = consumer_lag(log_df, ends)
+            lag = consumer_lag(log, ends)
             if args.group is not None:
                 lag = lag.where(F.col("group_id") == args.group)
             rows = [row.asDict() for row in lag.collect()]
     finally:
-        log_df.unpersist()
+        frame.unpersist()
     # Sorted here, not by Spark: a global sort costs a sampling job more, and the table is small.
     return sorted(rows, key=lambda row: (row["group_id"], row["topic"], row["topic_partition"]))
 
@@ -335,19 +376,20 @@ def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict
     """Compute and write the report; returns rows per table."""
     from spark_bridge.report import ReportSettings, build_tables, data_window, write_report
 
-    # Seven tables read the same log: read it once, before their jobs run side by side.
-    log_df = read_log(spark, args).cache()
+    # Seven tables read the same log: read it once, before their jobs run side by side;
+    # summarized when lag is measured against the highest commits of a --data-dir log.
+    summarize = args.data_dir is not None and ends is None
+    window_ms = window_or_chosen(args) if summarize else args.window_ms
+    log, frame = read_cached(spark, args, window_ms if summarize else None)
     try:
-        with show_progress(args, "reading the offsets log (Spark)"):
-            read_log_timed(log_df)
         with show_progress(args, "computing the report's tables") as update:
-            window_ms, span = data_window(log_df, ends, args.window_ms)
+            window_ms, span = data_window(log, ends, window_ms)
             settings = ReportSettings(
                 int(time.time() * 1000), window_ms, args.idle_ms, args.top_groups, end_offsets_source(args)
             )
-            return write_report(build_tables(log_df, ends, settings), args.out, settings, span, update)
+            return write_report(build_tables(log, ends, settings), args.out, settings, span, update)
     finally:
-        log_df.unpersist()
+        frame.unpersist()
 
 
 def print_report(args: argparse.Namespace, counts: dict[str, int]) -> int:

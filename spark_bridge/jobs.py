@@ -22,9 +22,16 @@ DataFrame, so user Spark code can filter, join or save it further. Rules:
   histories); a snapshot of end offsets holds at every time.
 - Times are milliseconds since the epoch; the jobs never read the clock
   (`idle_groups` takes `now_ms`).
+- Every job also takes a `SummarizedLog` (`spark_bridge.summary`: a read that
+  turned each partition's commits into per-group, per-window rows) and gives
+  the same table: `commit_rate` and `lag_over_time` read its summary rows,
+  for its own window size and, for lag, against the highest commits only;
+  the other jobs read the records it kept.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -47,9 +54,33 @@ from spark_bridge.rows import (
     GROUP_METADATA,
     OFFSET_COMMIT,
 )
+from spark_bridge.summary import LIVE_ROW, WINDOW_ROW
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
 DEFAULT_WINDOW_MS = 60_000
+
+
+class SummarizedLog(NamedTuple):
+    """A summarized read of the log (`reader.read_summarized_log`) and its window size."""
+
+    frame: DataFrame
+    window_ms: int
+
+
+LogInput = DataFrame | SummarizedLog
+
+
+def _frame(log: LogInput) -> DataFrame:
+    return log.frame if isinstance(log, SummarizedLog) else log
+
+
+def _summary_for(log: SummarizedLog, window_ms: int) -> DataFrame:
+    if window_ms != log.window_ms:
+        raise ValueError(
+            f"the log was summarized by windows of {log.window_ms} ms, not {window_ms}: "
+            "read it again with that window, or read every record"
+        )
+    return log.frame
 
 
 def _offset_records(log_df: DataFrame) -> DataFrame:
@@ -74,9 +105,9 @@ def _window_start(timestamp: Column, window_ms: int) -> Column:
     return (timestamp - F.pmod(timestamp, F.lit(window_ms))).cast("long")
 
 
-def committed_offsets(log_df: DataFrame) -> DataFrame:
+def committed_offsets(log: LogInput) -> DataFrame:
     """The compacted view: the live committed offset of every group, topic and partition."""
-    latest = _latest(_offset_records(log_df), OFFSET_KEY).where(~F.col("tombstone"))
+    latest = _latest(_offset_records(_frame(log)), OFFSET_KEY).where(~F.col("tombstone"))
     return latest.select(
         *OFFSET_KEY, "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
         F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
@@ -89,13 +120,14 @@ def _ends(log_df: DataFrame, end_offsets: EndOffsets | None) -> DataFrame:
     return end_offsets_frame(log_df.sparkSession, end_offsets, _offset_records(log_df))
 
 
-def consumer_lag(log_df: DataFrame, end_offsets: EndOffsets | None = None) -> DataFrame:
+def consumer_lag(log: LogInput, end_offsets: EndOffsets | None = None) -> DataFrame:
     """Lag of every live committed offset: log end minus committed offset.
 
     `end_offsets`: a DataFrame, a mapping or a callable (see `end_offsets`);
     None uses the highest committed offset of each partition. A partition
     without an end offset has a null end and lag.
     """
+    log_df = _frame(log)
     committed = committed_offsets(log_df)
     joined = committed.join(_ends(log_df, end_offsets), ["topic", "topic_partition"], "left")
     return joined.select(
@@ -115,9 +147,10 @@ def _end_history(log_df: DataFrame, end_offsets: EndOffsets | None) -> DataFrame
     return history_frame(log_df.sparkSession, end_offsets, _offset_records(log_df))
 
 
-def data_span(log_df: DataFrame, end_offsets: EndOffsets | None = None) -> tuple[int, int] | None:
+def data_span(log: LogInput, end_offsets: EndOffsets | None = None) -> tuple[int, int] | None:
     """(first, last) time of the analytics' data: from the first record of the log to the last
     record or end-offset sample, whichever is later. None for an empty log."""
+    log_df = _frame(log)
     first, last = log_df.agg(F.min("batch_timestamp"), F.max("batch_timestamp")).first() or (None, None)
     if first is None or last is None:
         return None
@@ -179,7 +212,7 @@ def _as_of(
 
 
 def lag_over_time(
-    log_df: DataFrame, end_offsets: EndOffsets | None = None, window_ms: int = DEFAULT_WINDOW_MS
+    log: LogInput, end_offsets: EndOffsets | None = None, window_ms: int = DEFAULT_WINDOW_MS
 ) -> DataFrame:
     """Total lag of each group at the end of every window, from its first commit to the data's end.
 
@@ -191,6 +224,14 @@ def lag_over_time(
     where it has none have no row. With a snapshot (a mapping, a file, or
     nothing: the highest commit), the snapshot is the end at every time.
     """
+    if isinstance(log, SummarizedLog):
+        if end_offsets is not None:
+            raise ValueError("a summarized log measures lag against its highest commits only: "
+                             "read every record to measure it against end offsets")
+        summary = _summary_for(log, window_ms)
+        grid = _window_grid(summary, _end_history(summary, None), window_ms)
+        return _lag_over_time_of_summary(summary, grid)
+    log_df = log
     history = _end_history(log_df, end_offsets)
     grid = _window_grid(log_df, history, window_ms)
     if end_offsets is None or not is_history(end_offsets):
@@ -238,6 +279,31 @@ def _lag_over_time_of_snapshot(
     ).groupBy("group_id", "window_start_ms").agg(
         F.sum("_dlag").alias("_dlag"), F.sum("_dcounts").alias("_dcounts")
     )
+    return _running_lag(changes, grid)
+
+
+def _lag_over_time_of_summary(summary: DataFrame, grid: DataFrame) -> DataFrame:
+    """`lag_over_time` of a summarized log against its highest commits (`spark_bridge.summary`):
+    a group's lag changes in a window by the ends of the keys that started or stopped being
+    live, less its `committed_change`."""
+    ends = end_offsets_from_commits(summary)
+    lives = summary.where(F.col("record_type") == LIVE_ROW).join(ends, ["topic", "topic_partition"], "left")
+    ends_change = lives.groupBy("group_id", "window_start_ms").agg(
+        F.sum(F.col("live_change") * F.coalesce("log_end_offset", F.lit(0))).alias("_dend"),
+        F.sum("live_change").alias("_dcounts"),
+    )
+    windows = summary.where(F.col("record_type") == WINDOW_ROW)
+    changes = windows.join(ends_change, ["group_id", "window_start_ms"], "left").select(
+        "group_id", "window_start_ms",
+        (F.coalesce("_dend", F.lit(0)) - F.col("committed_change")).alias("_dlag"),
+        F.coalesce("_dcounts", F.lit(0)).alias("_dcounts"),
+    )
+    return _running_lag(changes, grid)
+
+
+def _running_lag(changes: DataFrame, grid: DataFrame) -> DataFrame:
+    """Each group's lag from its `_dlag` and `_dcounts` changes per window: their running sums
+    over the grid from the group's first change, in the windows where some key counts."""
     starts = changes.groupBy("group_id").agg(F.min("window_start_ms").alias("_from"))
     cells = starts.crossJoin(grid).where(F.col("window_start_ms") >= F.col("_from")).drop("_from")
     so_far = Window.partitionBy("group_id").orderBy("window_start_ms").rowsBetween(
@@ -251,14 +317,23 @@ def _lag_over_time_of_snapshot(
     return filled.where(F.col("_counted") > 0).drop("_counted")
 
 
-def commit_rate(log_df: DataFrame, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
+def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
     """Offset commits (one per partition committed) per group and time window."""
-    commits = _offset_records(log_df).where(~F.col("tombstone"))
-    start = _window_start(F.col("batch_timestamp"), window_ms)
-    counted = commits.groupBy("group_id", start.alias("window_start_ms")).agg(
-        F.count(F.lit(1)).alias("offset_commits"),
-        F.countDistinct("topic", "topic_partition").alias("partitions"),
-    )
+    if isinstance(log, SummarizedLog):
+        windows = _summary_for(log, window_ms).where(
+            (F.col("record_type") == WINDOW_ROW) & (F.col("commits") > 0)
+        )
+        counted = windows.select(
+            "group_id", "window_start_ms", F.col("commits").alias("offset_commits"),
+            F.col("partitions").cast("long").alias("partitions"),
+        )
+    else:
+        commits = _offset_records(log).where(~F.col("tombstone"))
+        start = _window_start(F.col("batch_timestamp"), window_ms)
+        counted = commits.groupBy("group_id", start.alias("window_start_ms")).agg(
+            F.count(F.lit(1)).alias("offset_commits"),
+            F.countDistinct("topic", "topic_partition").alias("partitions"),
+        )
     return counted.select(
         "group_id", "window_start_ms", (F.col("window_start_ms") + window_ms).alias("window_end_ms"),
         "offset_commits", "partitions",
@@ -308,7 +383,7 @@ def _member_changes(log_df: DataFrame) -> DataFrame:
     return members.withColumn("_delta", delta)
 
 
-def rebalance_history(log_df: DataFrame) -> DataFrame:
+def rebalance_history(log: LogInput) -> DataFrame:
     """Every generation change of every group, classic and consumer, in log order, with member
     counts, the time since the previous one and (consumer groups) the target assignment epoch.
 
@@ -322,6 +397,7 @@ def rebalance_history(log_df: DataFrame) -> DataFrame:
     generation usually carries over), and `previous_*` columns refer to the previous row of
     either type.
     """
+    log_df = _frame(log)
     events = _group_epoch_records(log_df).unionByName(_member_changes(log_df), allowMissingColumns=True)
     is_target = F.col("record_type") == CONSUMER_TARGET_ASSIGNMENT_METADATA
     targets = log_df.where(is_target & ~F.col("tombstone"))
@@ -357,9 +433,9 @@ def rebalance_history(log_df: DataFrame) -> DataFrame:
     )
 
 
-def idle_groups(log_df: DataFrame, now_ms: int, idle_threshold_ms: int) -> DataFrame:
+def idle_groups(log: LogInput, now_ms: int, idle_threshold_ms: int) -> DataFrame:
     """Groups with live offsets whose last commit is at least `idle_threshold_ms` before `now_ms`."""
-    per_group = committed_offsets(log_df).groupBy("group_id").agg(
+    per_group = committed_offsets(log).groupBy("group_id").agg(
         F.max("commit_timestamp").alias("last_commit_ms"), F.count(F.lit(1)).alias("live_offsets")
     )
     idle = per_group.withColumn("idle_ms", F.lit(now_ms) - F.col("last_commit_ms"))
@@ -368,12 +444,13 @@ def idle_groups(log_df: DataFrame, now_ms: int, idle_threshold_ms: int) -> DataF
     )
 
 
-def expired_groups(log_df: DataFrame) -> DataFrame:
+def expired_groups(log: LogInput) -> DataFrame:
     """Groups deleted by a group tombstone, or whose every offset was removed by tombstones.
 
     A group's newest record of either type decides: a classic group converted to a consumer
     group (a GroupMetadata tombstone, then its consumer group records) is not deleted, a
     consumer group deleted by its ConsumerGroupMetadata tombstone is."""
+    log_df = _frame(log)
     groups = _latest(_group_records(log_df), ("group_id",)).select(
         "group_id",
         F.col("tombstone").alias("group_deleted"),

@@ -35,12 +35,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from log.columnar import RowModel, arrow_batches
 from log.reader import LogReader
-from spark_bridge.rows import COLUMNS, LogRow, record_to_row, row_model
+from spark_bridge.rows import COLUMNS, LogRow, arrow_schema, record_to_row, row_model
+from spark_bridge.summary import SUMMARIZED_COLUMNS, summarize
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from spark_bridge.jobs import SummarizedLog
 
 _PARTITION_DIR = re.compile(r"^offsets-(\d+)$")
 
@@ -106,15 +109,15 @@ def read_log_batches(data_dir: str | os.PathLike[str]) -> Iterator[pa.RecordBatc
         yield from read_task_batches(task, model)
 
 
-def log_schema() -> StructType:
-    """The Spark schema of `COLUMNS`."""
+def log_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> StructType:
+    """The Spark schema of `columns` (the log's rows)."""
     from pyspark.sql import types
 
     spark_types = {
         "int": types.IntegerType(), "long": types.LongType(), "string": types.StringType(),
         "boolean": types.BooleanType(),
     }
-    return types.StructType([types.StructField(name, spark_types[kind], True) for name, kind in COLUMNS])
+    return types.StructType([types.StructField(name, spark_types[kind], True) for name, kind in columns])
 
 
 def read_offsets_log(spark: SparkSession, data_dir: str | os.PathLike[str]) -> DataFrame:
@@ -142,6 +145,61 @@ def _read_tasks_arrow(
         for index in batch.column(0).to_pylist():
             for task in tasks[index::slices]:
                 yield from read_task_batches(task, model)
+
+
+class LogExtent(NamedTuple):
+    """How many records a log holds and the first and last batch time (None: no records)."""
+
+    records: int
+    span: tuple[int, int] | None
+
+
+def log_extent(data_dir: str | os.PathLike[str]) -> LogExtent:
+    """The log's extent from its batch headers, on the driver (no record is decoded): what a
+    summarized read's window size is chosen from (`time_windows.choose_window_ms`)."""
+    records, first, last = 0, None, None
+    for _, directory in partition_dirs(data_dir):
+        for _, batch in LogReader(directory).raw_batches():
+            records += batch.record_count
+            at = batch.timestamp_ms
+            first = at if first is None or at < first else first
+            last = at if last is None or at > last else last
+    return LogExtent(records, None if first is None or last is None else (first, last))
+
+
+def read_summarized_log(
+    spark: SparkSession, data_dir: str | os.PathLike[str], window_ms: int
+) -> SummarizedLog:
+    """The log under `data_dir` summarized by `window_ms` windows (`spark_bridge.summary`):
+    one task per offsets partition, each reading the partition's every segment in order."""
+    from spark_bridge.jobs import SummarizedLog
+
+    if window_ms < 1:
+        raise ValueError(f"window_ms must be >= 1, got {window_ms}")
+    tasks = [SegmentTask(directory, partition, 0, None) for partition, directory in partition_dirs(
+        os.path.abspath(data_dir))]
+    schema = log_schema(SUMMARIZED_COLUMNS)
+    if not tasks:
+        return SummarizedLog(spark.createDataFrame([], schema), window_ms)
+    ids = spark.range(len(tasks), numPartitions=len(tasks))
+    return SummarizedLog(ids.mapInArrow(partial(_summarize_tasks, tasks, window_ms), schema), window_ms)
+
+
+def _summarize_tasks(
+    tasks: list[SegmentTask], window_ms: int, ids: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Runs in an executor's Python worker: the summarized rows of the partitions named by `ids`."""
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            yield from summarized_task_batches(tasks[index], window_ms)
+
+
+def summarized_task_batches(task: SegmentTask, window_ms: int) -> Iterator[pa.RecordBatch]:
+    """The summarized rows of one task, a whole partition (`spark_bridge.summary`)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_batches(list(read_task_batches(task)), arrow_schema())
+    yield from summarize(table, window_ms).to_batches()
 
 
 def read_offsets_log_by_rows(spark: SparkSession, data_dir: str | os.PathLike[str]) -> DataFrame:

@@ -90,7 +90,7 @@ class ReportSettings:
 
 
 def data_window(
-    log_df: DataFrame, end_offsets: EndOffsets | None, window_ms: int | None
+    log_df: jobs.LogInput, end_offsets: EndOffsets | None, window_ms: int | None
 ) -> tuple[int, tuple[int, int] | None]:
     """The window size (`window_ms`, or chosen from the data's span) and that span (None: no commits)."""
     span = jobs.data_span(log_df, end_offsets)
@@ -100,7 +100,7 @@ def data_window(
 
 
 def build_tables(
-    log_df: DataFrame, end_offsets: EndOffsets | None, settings: ReportSettings
+    log_df: jobs.LogInput, end_offsets: EndOffsets | None, settings: ReportSettings
 ) -> dict[str, DataFrame]:
     """Every report table, by file name."""
     tables = {

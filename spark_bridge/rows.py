@@ -186,12 +186,12 @@ def row_dict(row: LogRow) -> dict[str, Any]:
     return dict(zip(COLUMN_NAMES, row))
 
 
-def arrow_schema() -> pa.Schema:
-    """The Arrow schema of `COLUMNS` (Spark reads it as `reader.log_schema()`)."""
+def arrow_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> pa.Schema:
+    """The Arrow schema of `columns` (the log's rows; Spark reads it as `reader.log_schema()`)."""
     import pyarrow as pa
 
     types = {"int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
-    return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in COLUMNS])
+    return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in columns])
 
 
 def row_model() -> RowModel:

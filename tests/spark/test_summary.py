@@ -1,0 +1,155 @@
+"""Summarized reads (spark_bridge/summary.py) against reading every record, through Spark.
+
+The contract: on a generated log of three partitions holding every record
+kind (commits with every field variation, offset and group tombstones, group
+metadata, the seven consumer group kinds), several segments per partition,
+many commits per key and window, and batch times that step back in one
+partition, every table of the report is the same from the summarized read
+as from every record: committed offsets, lag (against the highest commits
+and against supplied ends), lag over time, commit rate, rebalance history,
+idle and expired groups, the data's span. A window the summary was not made
+for, or end offsets lag over time cannot be measured against from it, are
+refused rather than answered wrong.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import DataFrame
+
+from coordinator.records import Record
+from log.partition import PartitionLog
+from spark_bridge import cli, jobs
+from spark_bridge.reader import read_offsets_log, read_summarized_log
+from spark_bridge.spark_session import BridgeSession
+from spark_bridge.time_windows import choose_window_ms
+
+from tests.spark.histories import EPOCH, T0
+from tests.spark.test_cli_spark import parse
+from tests.spark.test_columnar_rows import SMALL_SEGMENTS, random_batch
+
+pytestmark = pytest.mark.spark
+WINDOW_MS = 10_000
+PARTITIONS = 3
+BATCHES = 120
+NOW_MS = T0 + 3_600_000
+
+
+def in_partition(record: Record, partition: int) -> Record:
+    """`record` of a group of `partition` only: a group lives in one offsets partition."""
+    return Record(record.key._replace(group_id=f"{record.key.group_id}@{partition}"), record.value)
+
+
+def write_log(data_dir: Path) -> None:
+    for partition in range(PARTITIONS):
+        rng = random.Random(partition)
+        log = PartitionLog.open(str(data_dir / f"offsets-{partition}"), EPOCH, SMALL_SEGMENTS)
+        for i in range(BATCHES):
+            # About 2.5 batches per window; partition 2's clock steps back now and then.
+            at_ms = T0 + i * 4_000 - (9_000 if partition == 2 and i % 13 == 5 else 0)
+            log.append([in_partition(r, partition) for r in random_batch(rng, i)], EPOCH, at_ms)
+        log.close()
+
+
+class Logs(NamedTuple):
+    every: DataFrame  # every record
+    summarized: jobs.SummarizedLog
+    data_dir: Path
+
+
+@pytest.fixture(scope="module")
+def logs(bridge_session: BridgeSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Logs]:
+    data_dir = tmp_path_factory.mktemp("summary")
+    write_log(data_dir)
+    spark = bridge_session.spark
+    every = read_offsets_log(spark, data_dir).cache()
+    summary = read_summarized_log(spark, data_dir, WINDOW_MS)
+    summarized = jobs.SummarizedLog(summary.frame.cache(), WINDOW_MS)
+    yield Logs(every, summarized, data_dir)
+    every.unpersist()
+    summarized.frame.unpersist()
+
+
+def rows(frame: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+
+TABLES = {
+    "committed_offsets": jobs.committed_offsets,
+    "lag": jobs.consumer_lag,
+    "lag_over_time": lambda log: jobs.lag_over_time(log, None, WINDOW_MS),
+    "commit_rate": lambda log: jobs.commit_rate(log, WINDOW_MS),
+    "rebalance_history": jobs.rebalance_history,
+    "idle_groups": lambda log: jobs.idle_groups(log, NOW_MS, 60_000),
+    "expired_groups": jobs.expired_groups,
+}
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_each_table_is_the_same_from_the_summary(
+    table: str, logs: Logs
+) -> None:
+    every, summarized, _ = logs
+    expected = rows(TABLES[table](every))
+    assert expected, f"the generated log gives no {table} rows: it tests nothing"
+    assert rows(TABLES[table](summarized)) == expected
+
+
+def test_the_summary_is_smaller_and_keeps_the_span(logs: Logs) -> None:
+    every, summarized, _ = logs
+    assert jobs.data_span(summarized) == jobs.data_span(every)
+    commits = every.where("record_type = 'offset_commit'").count()
+    kept = summarized.frame.where("record_type = 'offset_commit'").count()
+    assert kept < commits / 2, (kept, commits)
+
+
+def test_lag_against_supplied_ends_is_the_same_from_the_summary(
+    logs: Logs,
+) -> None:
+    every, summarized, _ = logs
+    ends = {("orders", 0): 5_000, ("orders", 1): 10, ("payments", 2): 12_000}
+    assert rows(jobs.consumer_lag(summarized, ends)) == rows(jobs.consumer_lag(every, ends))
+
+
+def test_what_a_summary_cannot_answer_is_refused(logs: Logs) -> None:
+    summarized = logs.summarized
+    with pytest.raises(ValueError, match="summarized by windows of 10000 ms, not 60000"):
+        jobs.commit_rate(summarized, 60_000)
+    with pytest.raises(ValueError, match="summarized by windows of 10000 ms, not 20000"):
+        jobs.lag_over_time(summarized, None, 20_000)
+    with pytest.raises(ValueError, match="against its highest commits only"):
+        jobs.lag_over_time(summarized, {("orders", 0): 5}, WINDOW_MS)
+
+
+def test_the_report_of_a_data_dir_reads_it_summarized_and_writes_the_same_tables(
+    logs: Logs, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`raygroups report --data-dir` without end offsets: the window size chosen from the
+    batch headers before the read, each table file holding the tables of every record."""
+    every, summarized, data_dir = logs
+    args = parse(["report", "--data-dir", str(data_dir), "--out", str(tmp_path / "report")])
+    window_ms = cli.window_or_chosen(args)
+    assert window_ms == choose_window_ms(*jobs.data_span(every))
+
+    counts = cli.run_report(summarized.frame.sparkSession, args, None)
+
+    assert re.search(r"read [\d,]+ records of the offsets log in .*, summarized into [\d,]+ rows",
+                     capsys.readouterr().err)
+    tables = {
+        "lag_over_time": jobs.lag_over_time(every, None, window_ms),
+        "commit_rate": jobs.commit_rate(every, window_ms),
+        "committed_offsets": jobs.committed_offsets(every),
+        "rebalance_history": jobs.rebalance_history(every),
+    }
+    for name, frame in tables.items():
+        written = pq.read_table(tmp_path / "report" / f"{name}.parquet")
+        assert written.num_rows == counts[name]
+        expected = (row.asDict() for row in frame.collect())
+        assert sorted(map(repr, written.to_pylist())) == sorted(map(repr, expected))
