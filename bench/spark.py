@@ -7,12 +7,15 @@ first figure:
 - the baseline: the log layer's own load, one process, every partition in
   turn (`log.loader.materialize`): records/s;
 - in this process, without Spark: the columnar decoder alone (Arrow record
-  batches, `read_log_batches`) and the row path (`read_log_rows`, the
-  per-record Python work the executors did before the Arrow path);
+  batches, `read_log_batches`), the row path (`read_log_rows`, the
+  per-record Python work the executors did before the Arrow path) and the
+  summarized read's tasks (decoding and `spark_bridge.summary`);
 - Spark on RayDP with 1 and with 2 executors (1 core, 1 GB each): every
   row of the DataFrame through a no-op sink, best of 2, after a warm-up
-  job: the Arrow path (`read_offsets_log`, mapInArrow) and the old row path
-  (`read_offsets_log_by_rows`, pickled rows); with the most executors also
+  job: the Arrow path (`read_offsets_log`, mapInArrow), the old row path
+  (`read_offsets_log_by_rows`, pickled rows) and the summarized read
+  (`read_summarized_log`, what `raygroups report` reads, its records per
+  second); with the most executors also
   the replica path both ways, through Ray actors serving the partition
   directories as a replica does (`log_files`, `read_log_file`): Arrow IPC
   blocks read by RayDP's JVM (`read_replicas_log`) and a Ray Dataset of
@@ -47,12 +50,15 @@ from log.config import LogConfig
 from log.loader import materialize
 from log.partition import PartitionLog
 from spark_bridge.reader import (
+    SegmentTask,
     partition_dirs,
     plan_tasks,
     read_log_batches,
     read_log_rows,
     read_offsets_log,
     read_offsets_log_by_rows,
+    read_summarized_log,
+    summarized_task_batches,
 )
 from spark_bridge.replica_reader import read_replicas_log, replica_dataset
 from spark_bridge.spark_session import session
@@ -63,6 +69,8 @@ if TYPE_CHECKING:
 PARTITIONS = 8
 PARTITIONS_PER_GROUP = 10
 TOPICS = 50
+# The window the report chooses for the 10 M-record log's span (about 20 minutes).
+SUMMARY_WINDOW_MS = 10_000
 BATCH_RECORDS = 1000
 EPOCH = 1
 NOW_MS = 1_700_000_000_000
@@ -133,6 +141,10 @@ def local_rows(data_dir: str, records: int) -> list[Row]:
     progress(f"columnar decoder: {columnar_s:.2f} s")
     rows_s = best_of(2, lambda: sum(1 for _ in read_log_rows(data_dir)))
     progress(f"row path: {rows_s:.2f} s")
+    tasks = [SegmentTask(directory, partition, 0, None) for partition, directory in partition_dirs(data_dir)]
+    summary_s = best_of(2, lambda: [sum(b.num_rows for b in summarized_task_batches(task, SUMMARY_WINDOW_MS))
+                                    for task in tasks])
+    progress(f"summarized: {summary_s:.2f} s")
     return [
         Row(
             "log layer load (materialize), 1 process",
@@ -145,6 +157,8 @@ def local_rows(data_dir: str, records: int) -> list[Row]:
                  "Arrow record batches, no Spark"),
         read_row("row path (read_log_rows), 1 process", records, rows_s, load_s,
                  "a tuple per record, no Spark"),
+        read_row("summarized read tasks, 1 process", records, summary_s, load_s,
+                 f"decoded and summarized by {SUMMARY_WINDOW_MS // 1000} s windows, no Spark"),
     ]
 
 
@@ -170,11 +184,15 @@ def spark_rows(data_dir: str, records: int, executors: int, load_s: float, repli
         progress(f"Arrow path, {executors} executor(s): {arrow_s:.2f} s")
         pickled_s = noop_read_s(lambda: read_offsets_log_by_rows(spark, data_dir))
         progress(f"row path, {executors} executor(s): {pickled_s:.2f} s")
+        summary_s = noop_read_s(lambda: read_summarized_log(spark, data_dir, SUMMARY_WINDOW_MS).frame)
+        progress(f"summarized read, {executors} executor(s): {summary_s:.2f} s")
         out = [
             read_row(f"Spark, Arrow path, {executors} executor(s)", records, arrow_s, load_s,
                      f"{segments} segments in {tasks} task(s), mapInArrow, no-op sink"),
             read_row(f"Spark, row path, {executors} executor(s)", records, pickled_s, load_s,
                      "pickled rows (read_offsets_log_by_rows)"),
+            read_row(f"Spark, summarized read, {executors} executor(s)", records, summary_s, load_s,
+                     "what raygroups report reads (read_summarized_log), records per second"),
         ]
         if replicas:
             out += replica_rows(spark, data_dir, records, executors, load_s)
