@@ -262,8 +262,13 @@ def divergent_tail(cluster: Cluster, data_dir: str) -> None:
         wait_for("a follower elected", lambda: rows(client)[0]["leader_node"] in (b, c))
         new = rows(client)[0]
         assert new["epoch"] > before["epoch"] and a not in new["isr"], (before, new)
-        end = LogReader(replica_dir(data_dir, new["leader_node"], 0)).end_offset()
-        assert end == tail.follower_end, f"A's tail reached the new leader (a queued push): {end}"
+        new_log = LogReader(replica_dir(data_dir, new["leader_node"], 0))
+        end = new_log.end_offset()
+        assert end == tail.follower_end, (
+            f"A's tail reached the new leader (a queued push): its end {end}, the followers' "
+            f"{tail.follower_end} when stopped; its records past that: "
+            f"{list(new_log.records(tail.follower_end))}; A's tail: {tail.records}"
+        )
         # Sent to A while it is deposed (and stopped): answered once it resumes.
         tail.attempts += [Attempt(replica[a][0], groups[1], 902), Attempt(replica[a][0], groups[3], 903)]
         fresh = actors.connect(namespace=NAMESPACE, timeout_s=20.0)
