@@ -17,6 +17,10 @@ for small logs and tests, into rows on the driver). Rules:
   JVM by `mapInArrow`: no Python object per row, nothing pickled. They are
   exactly the rows `record_to_row` gives (`read_task_rows`, the reference,
   and the driver-side reader for small logs and tests).
+- A summarized read (`read_summarized_log`, `spark_bridge.summary`) runs one
+  task per partition instead, reading all of its segments in order: its
+  summary needs every record of a group, and a group lives in one partition.
+  Bad input fails it as it fails the plain read (the same decoder).
 - The executors' Python workers import this module by name, so raygroups
   must be installed on every node (cluster.yaml does it); they load only
   its dependencies (`log`, `spark_bridge.rows`, pyarrow), never Ray or RayDP.
@@ -157,14 +161,12 @@ class LogExtent(NamedTuple):
 def log_extent(data_dir: str | os.PathLike[str]) -> LogExtent:
     """The log's extent from its batch headers, on the driver (no record is decoded): what a
     summarized read's window size is chosen from (`time_windows.choose_window_ms`)."""
-    records, first, last = 0, None, None
+    records, times = 0, []
     for _, directory in partition_dirs(data_dir):
         for _, batch in LogReader(directory).raw_batches():
             records += batch.record_count
-            at = batch.timestamp_ms
-            first = at if first is None or at < first else first
-            last = at if last is None or at > last else last
-    return LogExtent(records, None if first is None or last is None else (first, last))
+            times.append(batch.timestamp_ms)
+    return LogExtent(records, (min(times), max(times)) if times else None)
 
 
 def read_summarized_log(

@@ -34,6 +34,7 @@ Pure Arrow and numpy, no Spark: it runs in the executors' Python workers."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,8 +58,8 @@ SUMMARIZED_COLUMNS = COLUMNS + SUMMARY_COLUMNS
 
 
 def summarize(table: pa.Table, window_ms: int) -> pa.Table:
-    """The summarized rows (module rules) of `table`: every record of one offsets partition,
-    in log order."""
+    """The summarized rows (module rules) of `table`, every record of one offsets partition:
+    the records kept, in the table's order, then the summary rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -129,7 +130,8 @@ class _Commits:
         oldest, newest = np.flatnonzero(ts == ts.min())[0], np.flatnonzero(ts == ts.max())[-1]
         return np.unique(np.concatenate([newest_by_offset, top, [oldest, newest]]))
 
-    def _states(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    @cached_property
+    def states(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per run (key and window): live and committed value at its end, and before it."""
         newest = self.newest
         live = self.live[newest]
@@ -143,7 +145,7 @@ class _Commits:
         return self.table.select(list(columns)).take(self.rows[indices])
 
     def window_rows(self, schema: pa.Schema) -> pa.Table:
-        live, value, _, value_before = self._states()
+        _, value, _, value_before = self.states
         runs_live = np.add.reduceat(self.live[self.order].astype(np.int64), self.starts)
         newest = self.newest
         group, window = self.group[newest], self.window[newest]
@@ -158,7 +160,7 @@ class _Commits:
         })
 
     def live_rows(self, schema: pa.Schema) -> pa.Table:
-        live, _, live_before, _ = self._states()
+        live, _, live_before, _ = self.states
         changed = np.flatnonzero(live != live_before)
         key_columns = ("group_id", "topic", "topic_partition")
         return _summary_rows(schema, LIVE_ROW, self._source(self.newest[changed], key_columns), {
