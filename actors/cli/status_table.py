@@ -8,10 +8,8 @@ one awk field. No value is cut: a failure is printed whole.
 The replication columns (leader node, replicas, ISR, high watermark,
 each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
-REQ/S is the leader's requests per second over its last few seconds, and
-LOAD that rate as a share of the rate docs/capacity.md plans a partition at
-(`PLANNED_REQUESTS_PER_S`: half what one served on the development host,
-less with replicas): a partition past 100% is hot.
+REQ/S is the leader's requests per second over its last few seconds (a
+partition saturates near a few thousand: docs/benchmarks.md).
 DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
 KAFKA is the leader's Kafka listener (host:port, `gateway.direct`), or why it
@@ -32,16 +30,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 BASE_COLUMNS = [
-    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "REQ/S", "LOAD", "LOG-END", "LOAD-MS",
-    "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
+    "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "REQ/S", "LOG-END", "LOAD-MS", "REFUSED",
+    "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
-    "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
+    "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
-# docs/capacity.md's planning rates of one partition, requests/s: single copy, and replicated.
-PLANNED_REQUESTS_PER_S = 2_500
-PLANNED_REQUESTS_PER_S_REPLICATED = 1_500
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
 OFFLINE, HELD, UNDER_REPLICATED, HEALTHY = "OFFLINE", "HELD", "UNDER-REPLICATED", "ok"
@@ -110,7 +105,6 @@ def _base_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         row.get("groups"),
         row.get("members"),
         row.get("requests_per_s"),
-        load_share(row.get("requests_per_s"), PLANNED_REQUESTS_PER_S, whole),
         row.get("durable_end"),
         *_tail_cells(row, whole),
     ]
@@ -131,17 +125,8 @@ def _replicated_cells(row: Mapping[str, Any], whole: bool) -> list[Any]:
         row.get("groups"),
         row.get("members"),
         row.get("requests_per_s"),
-        load_share(row.get("requests_per_s"), PLANNED_REQUESTS_PER_S_REPLICATED, whole),
         *_tail_cells(row, whole),
     ]
-
-
-def load_share(rate: float | None, planned: int, whole: bool) -> Any:
-    """`rate` as a share of `planned`: a fraction (`whole`), else a percentage."""
-    if rate is None:
-        return None
-    share = rate / planned
-    return round(share, 4) if whole else f"{share:.0%}"
 
 
 def disks_text(disks: Mapping[str, Mapping[str, Any]] | None, whole: bool) -> Any:
