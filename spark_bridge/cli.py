@@ -294,13 +294,13 @@ def read_cached(
     """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` of the `--data-dir` log by
     `summary_window_ms` windows) and the cached frame under it, read once."""
     from spark_bridge.jobs import SummarizedLog
-    from spark_bridge.reader import log_extent, read_summarized_log
+    from spark_bridge.reader import read_summarized_log
 
     records = None
     if summary_window_ms is None:
         log = frame = read_log(spark, args).cache()
     else:
-        records = log_extent(args.data_dir).records
+        records = _extent(args).records
         frame = read_summarized_log(spark, args.data_dir, summary_window_ms).frame.cache()
         log = SummarizedLog(frame, summary_window_ms)
     with show_progress(args, "reading the offsets log (Spark)"):
@@ -311,12 +311,20 @@ def read_cached(
 def window_or_chosen(args: argparse.Namespace) -> int:
     """`--window-ms`, else the window size chosen from the `--data-dir` log's span."""
     from spark_bridge.jobs import DEFAULT_WINDOW_MS
-    from spark_bridge.reader import log_extent
 
     if args.window_ms is not None:
         return int(args.window_ms)
-    span = log_extent(args.data_dir).span
+    span = _extent(args).span
     return DEFAULT_WINDOW_MS if span is None else choose_window_ms(*span)
+
+
+def _extent(args: argparse.Namespace) -> Any:
+    """The `--data-dir` log's `reader.log_extent`, scanned once per command (`args.extent`)."""
+    from spark_bridge.reader import log_extent
+
+    if getattr(args, "extent", None) is None:
+        args.extent = log_extent(args.data_dir)
+    return args.extent
 
 
 # ------------------------------------------------------------------ lag
