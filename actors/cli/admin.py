@@ -26,7 +26,15 @@ from actors.cli.describe import cmd_describe
 from actors.cli.describe import describe_rows as describe_rows
 from actors.cli.reset import RESET_COMMANDS
 from actors.cli.reset import add_parsers as add_reset_parsers
-from actors.cli.status_table import failing, node_text, nodes_text, status_table, under_replicated
+from actors.cli.status_table import (
+    capacity_table,
+    failing,
+    hot,
+    node_text,
+    nodes_text,
+    status_table,
+    under_replicated,
+)
 from actors.cli.tables import print_table
 from actors.client.client import Client
 from coordinator import Errors
@@ -84,6 +92,23 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
         _print_status_notes(lost_isr, waiting, refused, under_replicated(partitions))
         _print_held_notes(held)
     return 1 if offline or refused else 0
+
+
+def cmd_capacity(client: Client, args: argparse.Namespace) -> int:
+    """Each partition's request rate against the rate docs/capacity.md plans it at
+    (`capacity_table`); a note on stderr names the hot ones and what to do."""
+    partitions = client.status()
+    columns, rows = capacity_table(partitions, whole=args.json)
+    print_table("offsets partitions' load", columns, rows, args.json)
+    over = hot(partitions)
+    if over and not args.json:
+        print(
+            f"partitions {over} serve more requests than planned (docs/capacity.md): their groups "
+            "cannot be split; lengthen their members' heartbeat intervals, or, if many groups share "
+            "one, start the service with more partitions (raygroups start --partitions N)",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def _print_status_notes(
@@ -213,6 +238,10 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     commands.add_parser(
         "status", parents=[common], help="partitions, leaders, replicas, ISR, high watermarks, load state"
     )
+    commands.add_parser(
+        "capacity", parents=[common],
+        help="each partition's requests/s against the rate the capacity guide plans it at",
+    )
     p = commands.add_parser(
         "elect-leader",
         parents=[common],
@@ -238,5 +267,6 @@ ADMIN_COMMANDS = {
     **RESET_COMMANDS,
     "reassign": cmd_reassign,
     "status": cmd_status,
+    "capacity": cmd_capacity,
     "elect-leader": cmd_elect_leader,
 }

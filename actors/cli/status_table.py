@@ -8,8 +8,9 @@ one awk field. No value is cut: a failure is printed whole.
 The replication columns (leader node, replicas, ISR, high watermark,
 each follower's lag, health) appear when any partition has more than one
 replica: with replication factor 1 the table is the one it always was.
-REQ/S is the leader's requests per second over its last few seconds (a
-partition saturates near a few thousand: docs/benchmarks.md).
+REQ/S is the leader's requests per second over its last few seconds;
+`raygroups capacity` (`capacity_table`) shows it against the rate
+docs/capacity.md plans a partition at, so a hot partition stands out.
 DISK-FAILED names each replica whose disk failed, with the error, since
 when and the next retry (`actors.partition.recovery`); it heals by itself.
 KAFKA is the leader's Kafka listener (host:port, `gateway.direct`), or why it
@@ -37,6 +38,10 @@ REPLICATED_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "LEADER-NODE", "REPLICAS", "ISR", "HWM", "LOG-END", "FOLLOWER-LAG",
     "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
+CAPACITY_COLUMNS = ["PARTITION", "NODE", "REPLICAS", "GROUPS", "MEMBERS", "REQ/S", "PLANNED", "LOAD"]
+# docs/capacity.md's planning rates of one partition, requests/s: a single copy, and replicated.
+PLANNED_REQUESTS_PER_S = 2_500
+PLANNED_REQUESTS_PER_S_REPLICATED = 1_500
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
 OFFLINE, HELD, UNDER_REPLICATED, HEALTHY = "OFFLINE", "HELD", "UNDER-REPLICATED", "ok"
@@ -161,3 +166,41 @@ def kafka_text(listener: Mapping[str, Any] | None, whole: bool) -> Any:
     if "error" in listener:
         return f"none: {listener['error']}"
     return f"{listener['host']}:{listener['port']}"
+
+
+def planned_rate(row: Mapping[str, Any]) -> int:
+    """The requests/s docs/capacity.md plans this partition at (less when it replicates)."""
+    replicated = len(row.get("replicas") or ()) > 1
+    return PLANNED_REQUESTS_PER_S_REPLICATED if replicated else PLANNED_REQUESTS_PER_S
+
+
+def load_share(row: Mapping[str, Any]) -> float | None:
+    """The leader's request rate as a share of its planned rate (None without a leader's figure)."""
+    rate = row.get("requests_per_s")
+    return None if rate is None else rate / planned_rate(row)
+
+
+def capacity_table(rows: Sequence[Mapping[str, Any]], whole: bool) -> tuple[list[str], list[list[Any]]]:
+    """`raygroups capacity`: each partition's request rate against its planned rate. LOAD is a
+    fraction with `whole` (the `--json` output), else a percentage; past 1 (100%) is hot."""
+    cells = []
+    for row in rows:
+        share = load_share(row)
+        if share is not None:
+            share = round(share, 4) if whole else f"{share:.0%}"
+        cells.append([
+            row.get("partition"),
+            node_text(row.get("leader_node") or row.get("node_id"), whole),
+            len(row.get("replicas") or ()) or None,
+            row.get("groups"),
+            row.get("members"),
+            row.get("requests_per_s"),
+            planned_rate(row),
+            share,
+        ])
+    return CAPACITY_COLUMNS, cells
+
+
+def hot(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The partitions whose leader serves more than its planned rate."""
+    return [row.get("partition") for row in rows if (load_share(row) or 0.0) > 1.0]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from actors.cli.admin import cmd_status
-from actors.cli.status_table import BASE_COLUMNS
+from actors.cli.admin import cmd_capacity, cmd_status
+from actors.cli.status_table import BASE_COLUMNS, CAPACITY_COLUMNS
 
 FAILURE = "log directory /data/offsets-2 missing on node abc123: the partition acknowledged up to 12"
 
@@ -168,3 +168,26 @@ def test_status_names_a_replica_whose_disk_failed_with_its_error_and_next_retry(
     assert fine["DISK-FAILED"] == "-" and code == 0
     cmd_status(StatusClient(rows), argparse.Namespace(json=True))  # type: ignore[arg-type]
     assert json.loads(capsys.readouterr().out)[0]["DISK-FAILED"] == {N3: disk}
+
+
+def test_capacity_shows_each_leaders_rate_against_its_plan_and_names_the_hot_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [
+        replicated_row(0, requests_per_s=1_800.0),  # past 1,500/s, the plan of a replicated partition
+        replicated_row(1, replicas=[N2], isr=[N2], leader_node=None, node_id=N2, requests_per_s=1_800.0),
+        offline_row(2),
+    ]
+    assert cmd_capacity(StatusClient(rows), argparse.Namespace(json=False)) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert table_line(out, "PARTITION") == CAPACITY_COLUMNS
+    hot, single, offline = (dict(zip(CAPACITY_COLUMNS, table_line(out, p))) for p in (0, 1, 2))
+    assert (hot["NODE"], hot["REPLICAS"], hot["REQ/S"], hot["PLANNED"], hot["LOAD"]) == (
+        "a1a1a1a1", "3", "1800.0", "1500", "120%",
+    )
+    assert (single["NODE"], single["PLANNED"], single["LOAD"]) == ("b2b2b2b2", "2500", "72%")
+    assert (offline["REQ/S"], offline["LOAD"]) == ("-", "-")
+    assert "partitions [0] serve more requests than planned" in err
+    cmd_capacity(StatusClient(rows), argparse.Namespace(json=True))  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert [r["LOAD"] for r in json.loads(out)] == [1.2, 0.72, None] and err == ""

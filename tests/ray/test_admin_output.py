@@ -1,4 +1,4 @@
-"""`raygroups list`, `status` and `delete` against the running service print every value
+"""`raygroups list`, `status`, `capacity` and `delete` against the running service print every value
 whole, on an 80-column terminal and off a terminal (plain lines for grep and awk)."""
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def test_list_and_status_in_both_output_modes(service: Client, monkeypatch: pyte
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     columns = column_texts(text.split("\n", 1)[1])
     assert all(any(node in column for column in columns) for node in nodes)
+    code, text = printed(monkeypatch, terminal(80), "capacity")
+    assert code == 0 and "…" not in text and all(len(line) <= 80 for line in text.splitlines())
 
 
 def test_delete_in_both_output_modes(service: Client, monkeypatch: pytest.MonkeyPatch) -> None:

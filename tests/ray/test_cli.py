@@ -36,6 +36,9 @@ def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str
     assert all(p["STATE"] == "ACTIVE" for p in status)
     # Each leader's Kafka listener (gateway.direct), on loopback without SASL or TLS.
     assert all(p["KAFKA"]["host"] == "127.0.0.1" and p["KAFKA"]["port"] > 0 for p in status)
+    code, load = run_json(capsys, "capacity")
+    assert code == 0 and [p["PARTITION"] for p in load] == [p["PARTITION"] for p in status]
+    assert all(p["LOAD"] == pytest.approx(p["REQ/S"] / p["PLANNED"], abs=1e-4) for p in load)
     assert main(["describe", "cli-nope"]) == 1
 
 
