@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.controller.cluster_view import ActorGone, CallFailed, NameTaken, Unreachable
 from actors.core import node_names
 from actors.core.settings import ServiceSettings
-from actors.partition.actor import OffsetPartition
+from actors.partition.actor import RemotePartition
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class RayCluster:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_id, soft=not required)
         try:
             # When it was asked for: the replica logs how long it took to rejoin (actors/partition/phases.py).
-            return ray.remote(OffsetPartition).options(**options).remote(
+            return RemotePartition.options(**options).remote(
                 partition, epoch, self.settings, requested_at=time.time()
             )
         except ValueError as exc:  # ActorAlreadyExistsError

@@ -22,7 +22,7 @@ from actors.client.client import Client
 from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
 from actors.controller.ray_store import GcsKvStore
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings
-from actors.partition.actor import OffsetPartition
+from actors.partition.actor import RemotePartition
 from coordinator import CoordinatorConfig
 
 from tests.ray.helpers import kill_and_wait_dead, wait_until
@@ -134,7 +134,7 @@ def test_an_adopted_leader_still_initial_becomes_active(own_service: OwnService)
     epoch = meta["epochs"][str(partition)] + 1
     name = f"{PARTITION_ACTOR_PREFIX}adopted-{uuid.uuid4().hex[:6]}"
     initial = (
-        ray.remote(OffsetPartition)
+        RemotePartition
         .options(name=name, namespace=settings.namespace, lifetime="detached", num_cpus=0)
         .remote(partition, epoch, settings)
     )

@@ -175,12 +175,12 @@ def _controller_answers() -> bool:
 
 
 def test_stale_epoch_actor_refuses_writes(service: Client) -> None:
-    from actors.partition.actor import OffsetPartition
+    from actors.partition.actor import RemotePartition
 
     partition = service.partition_for("fence")
     service.commit_offsets("fence", {("t", 0): 1})
     current = ray.get(service.leader(partition).ping.remote())
-    stale = ray.remote(OffsetPartition).options(num_cpus=0).remote(partition, current - 1, _settings(service))
+    stale = RemotePartition.options(num_cpus=0).remote(partition, current - 1, _settings(service))
     ray.get(stale.activate.remote())
     assert ray.get(stale.wait_active.remote(10)) == "CLOSED", "an older epoch never becomes active"
     from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
@@ -189,6 +189,23 @@ def test_stale_epoch_actor_refuses_writes(service: Client) -> None:
     assert response.partitions[0].error is Errors.NOT_COORDINATOR
     ray.kill(stale)
     assert service.fetch_offsets("fence").offsets() == {("t", 0): 1}
+
+
+def test_a_partition_whose_request_slots_are_all_taken_still_answers_its_probe(service: Client) -> None:
+    """The controller's probe runs in a Ray concurrency group of its own: a partition with
+    a queue of requests in front of it is busy, not dead, and still answers in time."""
+    from actors.partition.actor import RemotePartition
+
+    # A standby (no partition) is never active: each wait_active holds a request slot.
+    actor = RemotePartition.options(num_cpus=0, max_concurrency=2).remote(None, 0, _settings(service))
+    held = [actor.wait_active.remote(60) for _ in range(2)]
+    queued = actor.ping.remote()
+    try:
+        assert ray.get(actor.probe.remote(), timeout=30)["state"] == "INITIAL"
+        ready, _ = ray.wait([queued, *held], timeout=0)
+        assert ready == [], "the request slots were all held while the probe was answered"
+    finally:
+        ray.kill(actor)
 
 
 def _settings(client: Client) -> object:
