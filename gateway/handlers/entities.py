@@ -21,7 +21,7 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, NamedTuple, TypeVar, Union, get_args, get_origin
 
 from kio.index import load_response_from_request
 from kio.schema.errors import ErrorCode
@@ -46,22 +46,24 @@ def ms(duration: timedelta) -> int:
     return duration // _MS
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _FieldPlan:
+class _FieldPlan(NamedTuple):
     name: str
     convert: Callable[[Any], Any] | None
     required: bool
 
 
+_ABSENT = object()
+
+
 def build(cls: type[T], values: Mapping[str, Any]) -> T:
     """An instance of kio entity `cls` from `values` (module docstring)."""
     kwargs: dict[str, Any] = {}
-    for plan in _plan(cls):
-        if plan.name in values:
-            value = values[plan.name]
-            kwargs[plan.name] = value if plan.convert is None else plan.convert(value)
-        elif plan.required:
-            raise TypeError(f"{cls.__module__}.{cls.__name__}: no value for {plan.name!r}")
+    for name, convert, required in _plan(cls):
+        value = values.get(name, _ABSENT)
+        if value is not _ABSENT:
+            kwargs[name] = value if convert is None else convert(value)
+        elif required:
+            raise TypeError(f"{cls.__module__}.{cls.__name__}: no value for {name!r}")
     return cls(**kwargs)
 
 
