@@ -1,16 +1,21 @@
 """A partition leader's Kafka listener (gateway.direct) without Ray: an `OffsetPartition`
 on its own loop with a real log, and raw Kafka frames written with kio on blocking
 sockets. Requests of one burst are answered in order; groups of other partitions get
-NOT_COORDINATOR; a bad frame closes its connection alone; a taken port is skipped."""
+NOT_COORDINATOR (a real client's commit to a deposed leader included, which then
+asks FindCoordinator again); a bad frame closes its connection alone; a taken port is
+skipped."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -135,6 +140,48 @@ def test_a_deposed_leader_answers_not_coordinator_and_names_itself_no_more(leade
 
 async def _depose(leader: PartitionThread) -> None:
     leader.actor._on_deposed(leader.actor.epoch + 1)
+
+
+OFFSET_COMMIT, FIND_COORDINATOR = 8, 10
+
+
+def test_a_real_clients_commit_to_a_zombie_leader_is_refused_and_it_finds_its_coordinator_again(
+    leader: PartitionThread,
+) -> None:
+    """aiokafka's consumer commits through the listener; once a newer leader epoch exists (this
+    leader is a zombie), its next commit is answered NOT_COORDINATOR, never acknowledged, and
+    the client asks FindCoordinator again, as a Kafka broker's clients do."""
+    asyncio.run(_commit_across_deposition(leader, group_of(0, 2)))
+
+
+async def _commit_across_deposition(leader: PartitionThread, group: str) -> None:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{leader.port}", group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    partition = TopicPartition("t", 0)
+    try:
+        consumer.assign([partition])
+        await consumer.commit({partition: 5})
+        assert await consumer.committed(partition) == 5
+        before = dict(leader.describe()["served"])  # type: ignore[index]
+        leader.call(_depose(leader))
+        commit = asyncio.create_task(consumer.commit({partition: 6}))
+
+        def refused_and_looked_again() -> bool:
+            served = leader.describe()["served"]  # type: ignore[index]
+            return bool(served[OFFSET_COMMIT] > before[OFFSET_COMMIT]
+                        and served[FIND_COORDINATOR] > before[FIND_COORDINATOR])
+
+        for _ in range(3000):  # bounded: 30 s
+            if refused_and_looked_again():
+                break
+            await asyncio.sleep(0.01)
+        assert refused_and_looked_again(), "the zombie answered no commit, or the client never re-found"
+        assert not commit.done() or commit.exception() is not None, "a zombie acknowledged a commit"
+        commit.cancel()
+    finally:
+        await consumer.stop()
 
 
 def test_a_malformed_frame_closes_its_connection_alone(leader: PartitionThread) -> None:
