@@ -20,8 +20,10 @@ Two Kafka clients, one connection per caller as many consumers would have
 - confluent-kafka (librdkafka, C): a `Consumer` per caller, each committing
   1 or 100 partitions of its own group synchronously (`commit(offsets=...,
   asynchronous=False)`: an OffsetCommit with generation -1, as a consumer
-  with `assign()` sends); a librdkafka consumer heartbeats only on its own,
-  so it has no Heartbeat figure. The Ray baseline commits to the same groups.
+  with `assign()` sends), from a thread each in `--processes` worker
+  processes per way (as real consumers run, apart from this process); a
+  librdkafka consumer heartbeats only on its own, so it has no Heartbeat
+  figure. The Ray baseline commits to the same groups.
 Figures per client, request and way: requests/s with `--callers`
 concurrent callers and as a ratio to Ray handles', p50 and p99 latency of
 one caller at a time, and the CPU per request of the partition leaders'
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -41,6 +44,8 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from typing import Protocol
 
 import psutil
 import ray
@@ -67,6 +72,15 @@ SESSION_MS = 300_000
 Call = Callable[[int], Awaitable[None]]
 # Per request name, the call that sends request i.
 Calls = dict[str, Call]
+
+
+class Way(Protocol):
+    """One way of sending a family's requests: rounds of `calls` with `callers` at once, and
+    the latencies of `calls` made one at a time."""
+
+    async def rate(self, name: str, calls: int, callers: int) -> tuple[int, float]: ...
+
+    async def latencies(self, name: str, calls: int) -> list[float]: ...
 
 
 # ------------------------------------------------------------ the gateway processes
@@ -195,22 +209,91 @@ def confluent_consumers(port: int, groups: Sequence[str]) -> list[Consumer]:
     ]
 
 
-def confluent_calls(consumers: Sequence[Consumer], executor: ThreadPoolExecutor) -> Calls:
-    """Synchronous commits of caller i's group from its own consumer, on a thread of `executor`."""
+def commit_now(consumer: Consumer, i: int, partitions: int) -> None:
+    """One synchronous commit of offset i, answered NONE (checked)."""
+    done = consumer.commit(
+        offsets=[TopicPartition(TOPIC, p, i) for p in range(partitions)], asynchronous=False
+    )
+    assert done is not None and not any(tp.error for tp in done), done
 
-    def commit_now(i: int, partitions: int) -> None:
-        done = consumers[i % len(consumers)].commit(
-            offsets=[TopicPartition(TOPIC, p, i) for p in range(partitions)], asynchronous=False
-        )
-        assert done is not None and not any(tp.error for tp in done), done
 
-    def commit(partitions: int) -> Call:
-        async def call(i: int) -> None:
-            await asyncio.get_running_loop().run_in_executor(executor, commit_now, i, partitions)
+def confluent_worker(conn: Connection, port: int, groups: list[str]) -> None:
+    """A process of consumers, as real ones run (a librdkafka consumer per group, a thread
+    each), bootstrapped at the gateway on `port`: rounds of commits on command, until None."""
+    consumers = confluent_consumers(port, groups)
+    try:
+        with ThreadPoolExecutor(len(consumers)) as pool:
+            while (command := conn.recv()) is not None:
+                kind, partitions, calls = command
+                if kind == "latency":
+                    taken = []
+                    for i in range(calls):
+                        started = time.perf_counter()
+                        commit_now(consumers[0], i, partitions)
+                        taken.append(time.perf_counter() - started)
+                    conn.send(taken)
+                    continue
 
-        return call
+                def caller(w: int, partitions: int = partitions, calls: int = calls) -> None:
+                    for i in range(w, calls, len(consumers)):
+                        commit_now(consumers[w], i, partitions)
 
-    return requests(commit)
+                list(pool.map(caller, range(len(consumers))))
+                conn.send(calls)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
+class ConfluentProcesses:
+    """One way of the confluent-kafka family: `processes` worker processes whose consumers
+    share the callers' groups, bootstrapped at the gateway on `port`."""
+
+    def __init__(self, port: int, groups: Sequence[str], processes: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.workers = []
+        for w in range(processes):
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=confluent_worker, args=(theirs, port, list(groups[w::processes])), daemon=True
+            )
+            process.start()
+            self.workers.append((process, ours))
+
+    async def rate(self, name: str, calls: int, callers: int) -> tuple[int, float]:
+        partitions = WIDE_COMMIT if name.endswith(f"x{WIDE_COMMIT}") else 1
+        share = calls // len(self.workers)
+        started = time.perf_counter()
+        for _, conn in self.workers:
+            conn.send(("rate", partitions, share))
+        done = sum(await asyncio.gather(*(asyncio.to_thread(conn.recv) for _, conn in self.workers)))
+        return done, time.perf_counter() - started
+
+    async def latencies(self, name: str, calls: int) -> list[float]:
+        partitions = WIDE_COMMIT if name.endswith(f"x{WIDE_COMMIT}") else 1
+        _, conn = self.workers[0]
+        conn.send(("latency", partitions, calls))
+        return await asyncio.to_thread(conn.recv)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for process, conn in self.workers:
+            conn.send(None)
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+
+
+class Coroutines:
+    """A way whose calls are coroutines of this process (Ray handles, aiokafka)."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+
+    async def rate(self, name: str, calls: int, callers: int) -> tuple[int, float]:
+        return await rate(self.calls[name], calls, callers)
+
+    async def latencies(self, name: str, calls: int) -> list[float]:
+        return await latencies(self.calls[name], calls)
 
 
 # ------------------------------------------------------------ measuring
@@ -250,21 +333,21 @@ async def latencies(call: Call, calls: int) -> list[float]:
 
 
 async def measure(
-    family: str, ways: dict[str, Calls], cpu: LeadersCpu, args: argparse.Namespace
+    family: str, names: Sequence[str], ways: dict[str, Way], cpu: LeadersCpu, args: argparse.Namespace
 ) -> list[list[str]]:
     """Alternating rounds of every way, request by request: the family's table rows."""
     rows = []
-    for name in ways["ray"]:
+    for name in names:
         done: dict[str, list[tuple[int, float, float]]] = {way: [] for way in ways}
         timed: dict[str, list[float]] = {way: [] for way in ways}
-        for calls in ways.values():  # warm-up: connections, routing, code paths
-            await rate(calls[name], args.callers * 4, args.callers)
+        for way in ways.values():  # warm-up: connections, routing, code paths
+            await way.rate(name, args.callers * 4, args.callers)
         for _ in range(args.rounds):
-            for way, calls in ways.items():
+            for key, way in ways.items():
                 before = cpu.seconds()
-                n, seconds = await rate(calls[name], args.calls, args.callers)
-                done[way].append((n, seconds, cpu.seconds() - before))
-                timed[way].extend(await latencies(calls[name], args.latency_calls))
+                n, seconds = await way.rate(name, args.calls, args.callers)
+                done[key].append((n, seconds, cpu.seconds() - before))
+                timed[key].extend(await way.latencies(name, args.latency_calls))
         per_s = {way: sum(n for n, _, _ in runs) / sum(s for _, s, _ in runs) for way, runs in done.items()}
         for way, runs in done.items():
             ms = sorted(t * 1000 for t in timed[way])
@@ -290,12 +373,12 @@ async def aiokafka_family(
         # FindCoordinator names the leader's listener; its Metadata listed it (gateway.direct).
         listener = await kafka[0].coordinator_lookup(GROUP_COORDINATOR, GROUP)
         assert listener != GATEWAY_NODE_ID, "FindCoordinator named the gateway: no direct path"
-        ways = {
-            "ray": ray_calls(client, member, generation),
-            "gateway": aiokafka_calls(kafka, member, generation, GATEWAY_NODE_ID),
-            "direct": aiokafka_calls(kafka, member, generation, listener),
+        ways: dict[str, Way] = {
+            "ray": Coroutines(ray_calls(client, member, generation)),
+            "gateway": Coroutines(aiokafka_calls(kafka, member, generation, GATEWAY_NODE_ID)),
+            "direct": Coroutines(aiokafka_calls(kafka, member, generation, listener)),
         }
-        return await measure("aiokafka", ways, cpu, args)
+        return await measure("aiokafka", list(ways["ray"].calls), ways, cpu, args)
     finally:
         for k in kafka:
             await k.close()
@@ -305,19 +388,15 @@ async def confluent_family(
     args: argparse.Namespace, client: Client, cpu: LeadersCpu, direct_port: int, gateway_port: int
 ) -> list[list[str]]:
     groups = [f"bench-confluent-{c}" for c in range(args.callers)]
-    through_gateway = confluent_consumers(gateway_port, groups)
-    direct = confluent_consumers(direct_port, groups)
+    baseline = Coroutines(simple_ray_calls(client, groups))
+    through_gateway = ConfluentProcesses(gateway_port, groups, args.processes)
+    direct = ConfluentProcesses(direct_port, groups, args.processes)
     try:
-        with ThreadPoolExecutor(args.callers) as executor:
-            ways = {
-                "ray": simple_ray_calls(client, groups),
-                "gateway": confluent_calls(through_gateway, executor),
-                "direct": confluent_calls(direct, executor),
-            }
-            return await measure("confluent-kafka", ways, cpu, args)
+        ways: dict[str, Way] = {"ray": baseline, "gateway": through_gateway, "direct": direct}
+        return await measure("confluent-kafka", list(baseline.calls), ways, cpu, args)
     finally:
-        for consumer in [*through_gateway, *direct]:
-            consumer.close()
+        through_gateway.close()
+        direct.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -330,6 +409,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-calls", type=int, default=300, help="one-at-a-time requests per round")
     parser.add_argument(
         "--clients", default="aiokafka,confluent-kafka", help="Kafka clients measured (comma-separated)"
+    )
+    parser.add_argument(
+        "--processes", type=int, default=4, help="confluent-kafka consumers' processes per way"
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few calls, one round")
     parser.add_argument(
