@@ -8,6 +8,7 @@ import asyncio
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
@@ -69,6 +70,9 @@ class PartitionThread:
                  **listener: Any) -> None:
         self.settings = ServiceSettings(
             data_dir=data_dir,
+            # Its own Ray namespace: where the test process has Ray up (the session's service
+            # runs there), the listener must find no controller to route other partitions by.
+            namespace=f"direct-support-{uuid.uuid4().hex[:8]}",
             num_partitions=num_partitions,
             coordinator=CoordinatorConfig(
                 group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500

@@ -165,13 +165,14 @@ async def _commit_across_deposition(leader: PartitionThread, group: str) -> None
         await consumer.commit({partition: 5})
         assert await consumer.committed(partition) == 5
         before = dict(leader.describe()["served"])  # type: ignore[index]
+        assert before.get(OFFSET_COMMIT, 0) >= 1, "the commit did not come through this listener"
         leader.call(_depose(leader))
         commit = asyncio.create_task(consumer.commit({partition: 6}))
 
         def refused_and_looked_again() -> bool:
             served = leader.describe()["served"]  # type: ignore[index]
-            return bool(served[OFFSET_COMMIT] > before[OFFSET_COMMIT]
-                        and served[FIND_COORDINATOR] > before[FIND_COORDINATOR])
+            return bool(served.get(OFFSET_COMMIT, 0) > before[OFFSET_COMMIT]
+                        and served.get(FIND_COORDINATOR, 0) > before.get(FIND_COORDINATOR, 0))
 
         for _ in range(3000):  # bounded: 30 s
             if refused_and_looked_again():
