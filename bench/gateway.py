@@ -127,6 +127,11 @@ def offsets(i: int, partitions: int) -> dict[tuple[str, int], int]:
     return {(TOPIC, p): i for p in range(partitions)}
 
 
+def commit_partitions(name: str) -> int:
+    """The partitions a commit named by `requests` carries."""
+    return WIDE_COMMIT if name == f"OffsetCommit x{WIDE_COMMIT}" else 1
+
+
 def requests(commit: Callable[[int], Call], heartbeat: Call | None = None) -> Calls:
     """The measured requests: commits of 1 and of `WIDE_COMMIT` partitions, and a heartbeat if any."""
     calls = {"OffsetCommit": commit(1), f"OffsetCommit x{WIDE_COMMIT}": commit(WIDE_COMMIT)}
@@ -261,18 +266,17 @@ class ConfluentProcesses:
             self.workers.append((process, ours))
 
     async def rate(self, name: str, calls: int, callers: int) -> tuple[int, float]:
-        partitions = WIDE_COMMIT if name.endswith(f"x{WIDE_COMMIT}") else 1
+        """`calls` shared by the workers; the callers are their consumers, one per group."""
         share = calls // len(self.workers)
         started = time.perf_counter()
         for _, conn in self.workers:
-            conn.send(("rate", partitions, share))
+            conn.send(("rate", commit_partitions(name), share))
         done = sum(await asyncio.gather(*(asyncio.to_thread(conn.recv) for _, conn in self.workers)))
         return done, time.perf_counter() - started
 
     async def latencies(self, name: str, calls: int) -> list[float]:
-        partitions = WIDE_COMMIT if name.endswith(f"x{WIDE_COMMIT}") else 1
         _, conn = self.workers[0]
-        conn.send(("latency", partitions, calls))
+        conn.send(("latency", commit_partitions(name), calls))
         return await asyncio.to_thread(conn.recv)  # type: ignore[no-any-return]
 
     def close(self) -> None:
