@@ -36,6 +36,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -62,6 +63,8 @@ JAVA_OPTION_KEYS = (
 )
 # Seconds the session's JVMs get to exit after Spark stops before they are killed.
 JVM_EXIT_GRACE_S = 15.0
+# RayDP's app master actor is `<app name>` + this (raydp.spark.ray_cluster_master).
+SPARK_MASTER_SUFFIX = "_SPARK_MASTER"
 
 _active: BridgeSession | None = None
 
@@ -275,7 +278,10 @@ def _shutdown(
         if mode == "raydp":
             import raydp
 
+            master = _master_name(spark)
             raydp.stop_spark()
+            if master is not None and not owns_ray:
+                _wait_actor_gone(master, JVM_EXIT_GRACE_S)
         elif spark is not None:
             spark.stop()
         if owns_gateway:
@@ -286,6 +292,28 @@ def _shutdown(
 
             ray.shutdown()
         _reap(tracker)
+
+
+def _master_name(spark: SparkSession | None) -> str | None:
+    """The name of the session's RayDP app master actor (None: no session, or its JVM is gone)."""
+    try:
+        return None if spark is None else spark.sparkContext.appName + SPARK_MASTER_SUFFIX
+    except Exception:  # a JVM that died: nothing to ask, stop_spark cleans up what it can
+        return None
+
+
+def _wait_actor_gone(name: str, timeout_s: float) -> None:
+    """`raydp.stop_spark` kills its app master actor and returns before Ray has removed it:
+    wait (bounded) until the name is free, so a stopped session leaves nothing named and the
+    next session of the same name can start at once."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while name in ray.util.list_named_actors():
+        if time.monotonic() > deadline:
+            logger.warning("Ray still lists the stopped Spark session's actor %s", name)
+            return
+        time.sleep(0.05)
 
 
 def _stop_driver_gateway() -> None:

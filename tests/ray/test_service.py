@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -196,16 +197,26 @@ def test_a_partition_whose_request_slots_are_all_taken_still_answers_its_probe(s
     a queue of requests in front of it is busy, not dead, and still answers in time."""
     from actors.partition.actor import RemotePartition
 
-    # A standby (no partition) is never active: each wait_active holds a request slot.
+    # A standby (no partition) is never active: each wait_active holds a request slot for
+    # 120 s, so a probe in the same group as they would wait past its 30 s deadline.
     actor = RemotePartition.options(num_cpus=0, max_concurrency=2).remote(None, 0, _settings(service))
-    held = [actor.wait_active.remote(60) for _ in range(2)]
-    queued = actor.ping.remote()
+    held = [actor.wait_active.remote(120) for _ in range(2)]
     try:
         assert ray.get(actor.probe.remote(), timeout=30)["state"] == "INITIAL"
-        ready, _ = ray.wait([queued, *held], timeout=0)
-        assert ready == [], "the request slots were all held while the probe was answered"
+        ready, _ = ray.wait(held, timeout=0)
+        assert ready == [], f"a request slot was free when the probe was answered: {_outcomes(ready)}"
     finally:
         ray.kill(actor)
+
+
+def _outcomes(refs: list[Any]) -> list[Any]:
+    outcomes = []
+    for ref in refs:
+        try:
+            outcomes.append(ray.get(ref, timeout=0))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
 
 
 def _settings(client: Client) -> object:
