@@ -174,11 +174,10 @@ async def _commit_across_deposition(leader: PartitionThread, group: str) -> None
             return bool(served.get(OFFSET_COMMIT, 0) > before[OFFSET_COMMIT]
                         and served.get(FIND_COORDINATOR, 0) > before.get(FIND_COORDINATOR, 0))
 
-        for _ in range(3000):  # bounded: 30 s
-            if refused_and_looked_again():
-                break
-            await asyncio.sleep(0.01)
-        assert refused_and_looked_again(), "the zombie answered no commit, or the client never re-found"
+        # Polled on a thread (`wait_for`, bounded) while the client runs on this loop.
+        await asyncio.to_thread(
+            wait_for, refused_and_looked_again, "the zombie refused the commit and the client re-found"
+        )
         assert not commit.done() or commit.exception() is not None, "a zombie acknowledged a commit"
         commit.cancel()
     finally:
