@@ -91,17 +91,46 @@ def read_request(frame: bytes, versions: VersionTable) -> Request:
     return Request(api_key, api_version, header.correlation_id, header.client_id, body)
 
 
-def write_response(correlation_id: int, response: Any) -> bytes:
-    """The size-prefixed frame of `response`, under its schema's header version."""
-    schema = type(response)
+def _body(response: Any) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(response))(out, response)
+    return out.getvalue()
+
+
+def _frame(correlation_id: int, response: Any, body: bytes) -> bytes:
+    """The size-prefixed frame of `response` (`body` encoded), under its schema's header version."""
+    header_schema = type(response).__header_schema__
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
-    header_schema = schema.__header_schema__
     entity_writer(header_schema)(out, header_schema(correlation_id=correlation_id))
-    entity_writer(schema)(out, response)
+    out.write(body)
     frame = out.getbuffer()
     frame[:4] = (len(frame) - 4).to_bytes(4, "big")
     return bytes(frame)
+
+
+class ResponseWriter:
+    """Response frames, each response object encoded once: one written again (an answer that
+    repeats, `handlers.entities.RepeatedResponses`) costs its header only. The bodies of recent
+    small responses are kept by identity, each beside its (immutable) entity, so an id is
+    never mistaken for a later object's. One per event loop; bounded: forgets every body
+    when full."""
+
+    def __init__(self, capacity: int = 512, max_body_bytes: int = 4096) -> None:
+        self.capacity = capacity
+        self.max_body_bytes = max_body_bytes
+        self._bodies: dict[int, tuple[Any, bytes]] = {}
+
+    def write(self, correlation_id: int, response: Any) -> bytes:
+        kept = self._bodies.get(id(response))
+        if kept is not None and kept[0] is response:
+            return _frame(correlation_id, response, kept[1])
+        body = _body(response)
+        if len(body) <= self.max_body_bytes:
+            if len(self._bodies) >= self.capacity:
+                self._bodies.clear()
+            self._bodies[id(response)] = (response, body)
+        return _frame(correlation_id, response, body)
 
 
 def advertised_versions(supported: VersionTable, extra: VersionTable) -> dict[int, tuple[int, int]]:

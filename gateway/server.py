@@ -43,10 +43,10 @@ from gateway.codec import (
     SASL_HANDSHAKE,
     FrameError,
     Request,
+    ResponseWriter,
     advertised_versions,
     api_versions_response,
     read_request,
-    write_response,
 )
 from gateway.direct.routing import LeaderRouting
 from gateway.security import SaslSession, SecurityConfig, check_listen_address
@@ -136,6 +136,7 @@ class Gateway:
         self.dispatch: ModuleType | Any = dispatch or _default_dispatch()
         self.versions = advertised_versions(self.dispatch.SUPPORTED, self.security.extra_versions())
         self.pool = MemoryPool(self.limits.memory_pool_bytes)
+        self.writer = ResponseWriter()
         self.connections: set[Connection] = set()
         self.refused = 0
         self.info: Any = None
@@ -267,7 +268,7 @@ class Connection:
             del frame
             response, close = await self._answer(request)
             if response is not None:
-                await self._write(write_response(request.correlation_id, response))
+                await self._write(self.gateway.writer.write(request.correlation_id, response))
         if close:
             # Kafka's connection.failed.authentication.delay.ms: the client reads the refusal
             # before it sees the connection close, and a password guesser is slowed down.

@@ -48,10 +48,10 @@ from gateway.codec import (
     SASL_HANDSHAKE,
     FrameError,
     Request,
+    ResponseWriter,
     advertised_versions,
     api_versions_response,
     read_request,
-    write_response,
 )
 from gateway.direct import local
 from gateway.direct.routing import Coordinator, LeaderRouting, listener_node_id, ray_node
@@ -124,6 +124,7 @@ class DirectListener:
         self.limits = limits
         self.versions = advertised_versions(local.SUPPORTED, security.extra_versions())
         self.pool = FramePool(limits.memory_pool_bytes)
+        self.writer = ResponseWriter()
         self.connections: set[DirectConnection] = set()
         # Requests answered, per api key (`describe`): what reached this leader directly.
         self.served: Counter[int] = Counter()
@@ -370,9 +371,12 @@ class DirectConnection(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        """Write the answered requests at the head of the queue, in request order."""
+        """Write the answered requests at the head of the queue, in request order: the
+        responses ready together go out in one write (one send for a pipelined burst)."""
         transport = self._transport
-        while self._in_flight and not self._closing and transport is not None:
+        frames: list[bytes] = []
+        failed = close = False
+        while self._in_flight and not self._closing and transport is not None and not close:
             slot = self._in_flight[0]
             if slot.task is not None:
                 if not slot.task.done():
@@ -380,17 +384,22 @@ class DirectConnection(asyncio.Protocol):
                 if slot.task.cancelled() or slot.task.exception() is not None:
                     logger.error("closing Kafka connection from %s: request failed", self.peer,
                                  exc_info=None if slot.task.cancelled() else slot.task.exception())
-                    self.abort()
-                    return
+                    failed = True
+                    break
                 slot.response = slot.task.result()
             self._in_flight.popleft()
             if slot.response is not None:  # None: a request Kafka does not answer
-                transport.write(write_response(slot.request.correlation_id, slot.response))
+                frames.append(self.listener.writer.write(slot.request.correlation_id, slot.response))
             self.active_at = self._loop.time()
-            if slot.close:
-                self._close_after_refusal()
-                return
-        self._maybe_resume_reading()
+            close = slot.close
+        if frames and transport is not None:
+            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        if failed:
+            self.abort()
+        elif close:
+            self._close_after_refusal()
+        else:
+            self._maybe_resume_reading()
 
     def _close_after_refusal(self) -> None:
         """Kafka's connection.failed.authentication.delay.ms: the refusal is read first."""

@@ -12,14 +12,16 @@ so one handler serves every version. Its rules:
   coordinator `Errors` (mapped by name, `error_code`) or kio's `ErrorCode`, and None in a
   non-nullable string or bytes field is written as empty, as Kafka writes
   an old version's null protocol name.
-The plan of each class is computed once and cached.
+The plan of each class is computed once and cached. Responses that repeat
+(`RepeatedResponses`: a consumer's commits and heartbeats are answered the
+same way each time) are built once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple, TypeVar, Union, get_args, get_origin
 
@@ -132,6 +134,26 @@ def _items_of(cls: type) -> Callable[[Any], Any]:
 def respond(request: Any, values: Mapping[str, Any]) -> Any:
     """The response to kio `request`, at its version, from `values` (never throttled)."""
     return build(_response_type(type(request)), {"throttle_time": 0, **values})
+
+
+class RepeatedResponses:
+    """`respond` for answers that repeat, keyed by what determines them (a commit's per-partition
+    results, a heartbeat's error): the same kio entity each time, built once, so a
+    `codec.ResponseWriter` also encodes it once. kio entities are immutable, so sharing one is
+    safe. Bounded: forgets every answer when `capacity` are held."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = capacity
+        self._responses: dict[tuple[type, Hashable], Any] = {}
+
+    def respond(self, request: Any, key: Hashable, values: Callable[[], Mapping[str, Any]]) -> Any:
+        entry = (type(request), key)
+        response = self._responses.get(entry)
+        if response is None:
+            if len(self._responses) >= self.capacity:
+                self._responses.clear()
+            response = self._responses[entry] = respond(request, values())
+        return response
 
 
 _RESPONSE_TYPES: dict[type, type] = {}

@@ -26,10 +26,13 @@ from coordinator.messages import (
     SyncGroupRequest,
 )
 from gateway.handlers.calls import answer, send
-from gateway.handlers.entities import ms, respond
+from gateway.handlers.entities import RepeatedResponses, ms, respond
 
 if TYPE_CHECKING:
     from gateway.apis import RequestContext
+
+# Heartbeat answers, by their error.
+_HEARTBEAT_ANSWERS = RepeatedResponses()
 
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
@@ -97,8 +100,8 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         request.member_id,
         getattr(request, "group_instance_id", None),
     )
-    response = await send(ctx.client, beat)
-    return respond(request, {"error_code": response.error})
+    error = (await send(ctx.client, beat)).error
+    return _HEARTBEAT_ANSWERS.respond(request, error, lambda: {"error_code": error})
 
 
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:

@@ -69,7 +69,7 @@ from coordinator.messages import (
 )
 from coordinator.reset_plan import TP, TopicView, offset_at_time
 from gateway.handlers.calls import send
-from gateway.handlers.entities import ms, respond
+from gateway.handlers.entities import RepeatedResponses, ms, respond
 from gateway.handlers.topics import LEADER_EPOCH, TopicIds, offset_bounds, partition_error, topic_ids
 
 if TYPE_CHECKING:
@@ -81,6 +81,8 @@ TOPIC_ID_VERSION = 10
 ZERO_UUID = uuid.UUID(int=0)
 UNKNOWN = -1  # Kafka's UNKNOWN_OFFSET, UNKNOWN_TIMESTAMP and no leader epoch
 NO_RECORD = (UNKNOWN, UNKNOWN)
+# Commit answers below v10 (topics by name), by their results.
+_COMMIT_ANSWERS = RepeatedResponses()
 
 # Kafka's special timestamps the registry can answer: (offset, timestamp).
 # Any other negative one (-3 max timestamp, -5 latest tiered) finds no record.
@@ -143,18 +145,18 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
             version=request.__version__,
         )
         results = (await send(ctx.client, commit)).partitions
-    topics = _results(results)
-    if ids is not None:
-        topics = [{**t, "topic_id": ids.ids[t["name"]]} for t in topics] + [
-            {
-                "topic_id": t.topic_id,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": ErrorCode.unknown_topic_id}
-                    for p in t.partitions
-                ],
-            }
-            for t in unknown
-        ]
+    if ids is None:  # the answer is the results' alone: a consumer gets the same one each time
+        return _COMMIT_ANSWERS.respond(request, results, lambda: {"topics": _results(results)})
+    topics = [{**t, "topic_id": ids.ids[t["name"]]} for t in _results(results)] + [
+        {
+            "topic_id": t.topic_id,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": ErrorCode.unknown_topic_id}
+                for p in t.partitions
+            ],
+        }
+        for t in unknown
+    ]
     return respond(request, {"topics": topics})
 
 
