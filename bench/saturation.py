@@ -48,25 +48,32 @@ WAYS = ("one call", "coalesced", "no-op")
 
 
 class CountingLeader:
-    """A leader handle that counts the Ray calls made through it (any method)."""
+    """A leader handle that records the name of each Ray call made through it (from any
+    thread: a list's append is atomic)."""
 
     def __init__(self, leader: Any) -> None:
         self._leader = leader
-        self.calls = 0
-        self._lock = threading.Lock()
+        self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._leader, name)
-        counter = self
+        calls = self.calls
 
         class Counted:
             @staticmethod
             def remote(*args: Any) -> Any:
-                with counter._lock:
-                    counter.calls += 1
+                calls.append(name)
                 return method.remote(*args)
 
         return Counted
+
+
+def counting(client: Client, partition: int) -> CountingLeader:
+    """`client`'s handle of `partition`'s leader, replaced by one that counts its calls."""
+    leader = CountingLeader(client.leader(partition))
+    client._leaders = list(client._leaders)
+    client._leaders[partition] = leader
+    return leader
 
 
 @ray.remote(num_cpus=0)
@@ -98,9 +105,7 @@ class Host:
     async def run(self, way: str, interval_s: float, seconds: float, threaded: bool) -> dict[str, Any]:
         """Every member heartbeats every `interval_s` for `seconds`: round trips, errors, calls."""
         client = Client(self.controller, coalesce=way != "one call")
-        leader = CountingLeader(client.leader(self.partition))
-        client._leaders = list(client._leaders)  # the counted handle for this partition
-        client._leaders[self.partition] = leader
+        leader = counting(client, self.partition)
         trips: list[float] = []
         errors = [0]
         deadline = time.perf_counter() + seconds
@@ -115,7 +120,7 @@ class Host:
             await asyncio.gather(*(
                 self._member(send, m, interval_s, deadline, trips, errors) for m in self.members
             ))
-        return {"trips": trips, "errors": errors[0], "calls": leader.calls}
+        return {"trips": trips, "errors": errors[0], "calls": len(leader.calls)}
 
     @staticmethod
     async def _member(

@@ -18,6 +18,7 @@ from ray.exceptions import ActorDiedError
 from actors.client.client import Client
 from actors.client.coalesce import Coalescer
 from actors.core.wire import loads_response
+from bench.saturation import counting
 from coordinator import Errors
 from coordinator.messages import (
     JoinGroupResponse,
@@ -34,33 +35,6 @@ pytestmark = pytest.mark.ray
 # Sessions far longer than a test: a parked SyncGroup must stay parked until the kill.
 SESSION_MS = 60_000
 TIMEOUT_S = 30
-
-
-class CountingLeader:
-    """A leader handle that counts the Ray calls made through it."""
-
-    def __init__(self, leader: object) -> None:
-        self._leader = leader
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> object:
-        method = getattr(self._leader, name)
-        calls = self.calls
-
-        class Counted:
-            @staticmethod
-            def remote(*args: object) -> object:
-                calls.append(name)
-                return method.remote(*args)
-
-        return Counted
-
-
-def counting(client: Client, partition: int) -> CountingLeader:
-    leader = CountingLeader(client.leader(partition))
-    client._leaders = list(client._leaders)
-    client._leaders[partition] = leader
-    return leader
 
 
 def test_a_thousand_members_rebalance_in_two_batched_calls_and_a_collect(service: Client) -> None:
