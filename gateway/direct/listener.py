@@ -7,7 +7,8 @@ asyncio protocols, not stream tasks:
   of `data_received`; each request's handler runs as its own task (a
   parked JoinGroup holds back no other request), and the responses of one
   connection are written in request order (`_flush`), as a Kafka broker
-  answers them. A connection holds at most `MAX_IN_FLIGHT` requests; past
+  answers them, those ready together in one write (`codec.ResponseWriter`
+  encodes an answer that repeats once). A connection holds at most `MAX_IN_FLIGHT` requests; past
   that it stops reading until answers go out (TCP backpressure).
 - The same rules as the gateway (gateway.server, gateway.security): the
   same `Limits` (frame size, unauthenticated frame size, connection cap,
