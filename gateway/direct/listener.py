@@ -8,8 +8,9 @@ asyncio protocols, not stream tasks:
   parked JoinGroup holds back no other request), and the responses of one
   connection are written in request order (`_flush`), as a Kafka broker
   answers them, those ready together in one write (`codec.ResponseWriter`
-  encodes an answer that repeats once). A connection holds at most `MAX_IN_FLIGHT` requests; past
-  that it stops reading until answers go out (TCP backpressure).
+  encodes an answer that repeats once). A connection holds at most
+  `MAX_IN_FLIGHT` requests; past that it stops reading until answers go out
+  (TCP backpressure).
 - The same rules as the gateway (gateway.server, gateway.security): the
   same `Limits` (frame size, unauthenticated frame size, connection cap,
   memory pool for frames being received, idle timeout, delay before
