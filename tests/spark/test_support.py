@@ -138,6 +138,9 @@ def test_java_17_options_reach_driver_executors_and_app_master() -> None:
     assert conf["spark.executor.extraJavaOptions"] == JAVA17_OPTIONS + " -Xss4m"
     assert conf["spark.sql.shuffle.partitions"] == "7"
     assert spark_configs(2, None)["spark.sql.shuffle.partitions"] == "4"
+    # Adaptive execution is off unless the user turns it on.
+    assert spark_configs(2, None)["spark.sql.adaptive.enabled"] == "false"
+    assert spark_configs(2, {"spark.sql.adaptive.enabled": "true"})["spark.sql.adaptive.enabled"] == "true"
 
 
 # -------------------------------------------------------------- leftovers
