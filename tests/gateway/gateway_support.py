@@ -102,6 +102,11 @@ def read_response(sock: socket.socket, api_key: int, version: int) -> tuple[int,
     """(correlation id, kio response entity) of the next frame, as `api_key` at `version`."""
     payload = read_frame(sock)
     assert payload is not None, "connection closed instead of answering"
+    return parse_response(payload, api_key, version)
+
+
+def parse_response(payload: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation id, kio response entity) of a response frame without its size prefix."""
     schema = load_response_schema(api_key, version)
     header, used = entity_reader(schema.__header_schema__)(payload, 0)
     body, _ = entity_reader(schema)(payload, used)

@@ -10,7 +10,6 @@ from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from coordinator.errors import Errors
 from coordinator.messages import HeartbeatResponse, OffsetCommitResponse, PartitionResult
@@ -18,6 +17,7 @@ from gateway.codec import ResponseWriter
 from gateway.handlers.entities import RepeatedResponses, build
 
 from tests.gateway.fake_client import FakeClient, call
+from tests.gateway.gateway_support import parse_response
 from tests.gateway.kafka_support import kio_request
 from tests.gateway.test_apis import commit_request
 
@@ -25,10 +25,7 @@ from tests.gateway.test_apis import commit_request
 def read_frame(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
     """(correlation id, response) of a size-prefixed response frame."""
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
-    schema = load_response_schema(api_key, version)
-    header, used = entity_reader(schema.__header_schema__)(frame[4:], 0)
-    body, _ = entity_reader(schema)(frame[4:], used)
-    return header.correlation_id, body
+    return parse_response(frame[4:], api_key, version)
 
 
 def heartbeat_v4() -> Any:
