@@ -230,7 +230,7 @@ def lag_over_time(
                              "read every record to measure it against end offsets")
         summary = _summary_for(log, window_ms)
         grid = _window_grid(summary, _end_history(summary, None), window_ms)
-        return _lag_over_time_of_summary(summary, grid)
+        return _lag_over_time_of_summary(summary, grid, window_ms)
     log_df = log
     history = _end_history(log_df, end_offsets)
     grid = _window_grid(log_df, history, window_ms)
@@ -279,10 +279,10 @@ def _lag_over_time_of_snapshot(
     ).groupBy("group_id", "window_start_ms").agg(
         F.sum("_dlag").alias("_dlag"), F.sum("_dcounts").alias("_dcounts")
     )
-    return _running_lag(changes, grid)
+    return _running_lag(changes, grid, window_ms)
 
 
-def _lag_over_time_of_summary(summary: DataFrame, grid: DataFrame) -> DataFrame:
+def _lag_over_time_of_summary(summary: DataFrame, grid: DataFrame, window_ms: int) -> DataFrame:
     """`lag_over_time` of a summarized log against its highest commits (`spark_bridge.summary`):
     a group's lag changes in a window by the ends of the keys that started or stopped being
     live, less its `committed_change`."""
@@ -298,23 +298,31 @@ def _lag_over_time_of_summary(summary: DataFrame, grid: DataFrame) -> DataFrame:
         (F.coalesce("_dend", F.lit(0)) - F.col("committed_change")).alias("_dlag"),
         F.coalesce("_dcounts", F.lit(0)).alias("_dcounts"),
     )
-    return _running_lag(changes, grid)
+    return _running_lag(changes, grid, window_ms)
 
 
-def _running_lag(changes: DataFrame, grid: DataFrame) -> DataFrame:
-    """Each group's lag from its `_dlag` and `_dcounts` changes per window: their running sums
-    over the grid from the group's first change, in the windows where some key counts."""
-    starts = changes.groupBy("group_id").agg(F.min("window_start_ms").alias("_from"))
-    cells = starts.crossJoin(grid).where(F.col("window_start_ms") >= F.col("_from")).drop("_from")
-    so_far = Window.partitionBy("group_id").orderBy("window_start_ms").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
-    )
-    filled = cells.join(changes, ["group_id", "window_start_ms"], "left").select(
+def _running_lag(changes: DataFrame, grid: DataFrame, window_ms: int) -> DataFrame:
+    """Each group's lag from its `_dlag` and `_dcounts` changes per window (at most one row per
+    group and window): their running sums from the group's first change, held over the grid's
+    windows up to its next change (or the grid's last window), in the windows where some key
+    counts. The cost is the changes plus the rows given: no grid of groups times windows is
+    built, joined or sorted."""
+    in_group = Window.partitionBy("group_id").orderBy("window_start_ms")
+    so_far = in_group.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    running = changes.select(
         "group_id", "window_start_ms",
         F.sum(F.coalesce("_dlag", F.lit(0))).over(so_far).cast("long").alias("lag"),
         F.sum(F.coalesce("_dcounts", F.lit(0))).over(so_far).alias("_counted"),
+        F.lead("window_start_ms").over(in_group).alias("_next"),
     )
-    return filled.where(F.col("_counted") > 0).drop("_counted")
+    last = grid.agg(F.max("window_start_ms").alias("_last"))
+    held = running.crossJoin(last).where(
+        (F.col("_counted") > 0) & (F.col("window_start_ms") <= F.col("_last"))
+    )
+    step = F.lit(window_ms).cast("long")
+    until = F.least(F.coalesce(F.col("_next") - step, F.col("_last")), F.col("_last"))
+    windows = F.explode(F.sequence(F.col("window_start_ms"), until, step))
+    return held.select("group_id", windows.alias("window_start_ms"), "lag")
 
 
 def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
