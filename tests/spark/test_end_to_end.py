@@ -18,7 +18,7 @@ import ray
 from spark_bridge import jobs
 from spark_bridge.jvm import list_processes, session_jvms
 from spark_bridge.reader import read_offsets_log
-from spark_bridge.spark_session import BridgeSession, active_session
+from spark_bridge.spark_session import QUICK_JIT, BridgeSession, active_session
 
 from tests.spark.histories import END_OFFSETS, HISTORY, write_history
 
@@ -30,6 +30,15 @@ def wait_for(condition: object, timeout_s: float) -> bool:
     while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
         time.sleep(0.2)
     return bool(condition())  # type: ignore[operator]
+
+
+def test_the_running_driver_jvm_has_our_java_options(bridge_session: BridgeSession) -> None:
+    jvm = bridge_session.spark.sparkContext._jvm
+    assert jvm is not None
+    arguments = set(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+
+    assert QUICK_JIT in arguments
+    assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in arguments
 
 
 def test_stop_leaves_no_spark_processes_or_files(bridge_session: BridgeSession, tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ def test_java_17_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 # --------------------------------------------------------------- settings
 
 
-def test_java_17_options_reach_driver_executors_and_app_master() -> None:
+def test_java_options_reach_driver_executors_and_app_master() -> None:
     user = {"spark.executor.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"}
     conf = spark_configs(2, user)
 
@@ -133,9 +133,14 @@ def test_java_17_options_reach_driver_executors_and_app_master() -> None:
         "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions",
         "spark.ray.raydp_app_master.extraJavaOptions",
     }
-    assert conf["spark.driver.extraJavaOptions"] == JAVA17_OPTIONS
-    assert conf["spark.ray.raydp_app_master.extraJavaOptions"] == JAVA17_OPTIONS
+    # C1 only where Spark plans and schedules; the executors, running every row, keep C2.
+    assert conf["spark.driver.extraJavaOptions"] == JAVA17_OPTIONS + " -XX:TieredStopAtLevel=1"
+    assert conf["spark.ray.raydp_app_master.extraJavaOptions"] == JAVA17_OPTIONS + " -XX:TieredStopAtLevel=1"
     assert conf["spark.executor.extraJavaOptions"] == JAVA17_OPTIONS + " -Xss4m"
+    # A user's JIT choice comes last, so it wins.
+    assert spark_configs(2, {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4"})[
+        "spark.driver.extraJavaOptions"
+    ].endswith("-XX:TieredStopAtLevel=1 -XX:TieredStopAtLevel=4")
     assert conf["spark.sql.shuffle.partitions"] == "7"
     assert spark_configs(2, None)["spark.sql.shuffle.partitions"] == "4"
     # Adaptive execution is off unless the user turns it on.
