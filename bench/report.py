@@ -6,12 +6,12 @@ For each size: writes a log of that many records over 10,000 groups (the
 partition directories), then runs `raygroups report --data-dir DIR --out
 OUT` as a user would, in its own process (its own local Ray and RayDP, one
 executor), and measures its wall time, rows/s, each stage's time (from the
-command's progress lines: starting Spark, reading the log, the tables,
-writing), and the peak resident memory of the command's Python process and
-of its Spark driver JVM (polled every 50 ms; the executors are Ray actors,
-not counted). Each size's time per
-record is printed as a ratio to the smallest size's (1.0: linear growth).
-Progress goes to stderr, the figures to stdout.
+command's progress lines: starting Spark, reading the log, the tables, each
+written as CSV and Parquet as it comes, then the plots and the page), and
+the peak resident memory of the command's Python process and of its Spark
+driver JVM (polled every 50 ms; the executors are Ray actors, not counted).
+Each size's time per record is printed as a ratio to the smallest size's
+(1.0: linear growth). Progress goes to stderr, the figures to stdout.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ class Run:
 STAGES = {
     "start": "starting Spark",
     "read": "reading the offsets log",
+    # Each table's CSV and Parquet are written as it comes, during "tables".
     "tables": "computing the report's tables",
-    "write": "writing tables, plots",
+    "plots": "drawing plots",
 }
 
 

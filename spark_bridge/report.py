@@ -122,20 +122,21 @@ def write_report(
     """Write every table (CSV + Parquet), the plots and the page; returns rows per table.
     `on_step` is told what is being done (progress)."""
     os.makedirs(out_dir, exist_ok=True)
-    # Spark runs jobs from several driver threads at once: the small jobs' planning and scheduling overlap.
+    # Spark runs jobs from several driver threads at once: the small jobs' planning and scheduling
+    # overlap; each table is written while Spark computes the others.
     with ThreadPoolExecutor(max_workers=len(tables) or 1) as pool:
         futures = {pool.submit(collect_table, frame, _ORDER.get(name, ())): name
                    for name, frame in tables.items()}
         on_step(f"computing {len(tables)} tables")
         collected = {}
         for done, future in enumerate(as_completed(futures), 1):
-            collected[futures[future]] = future.result()
-            on_step(f"computed {done}/{len(tables)} tables ({futures[future]})")
+            name = futures[future]
+            table = collected[name] = future.result()
+            write_csv(os.path.join(out_dir, f"{name}.csv"), table)
+            write_parquet(os.path.join(out_dir, f"{name}.parquet"), table)
+            on_step(f"computed and wrote {done}/{len(tables)} tables ({name})")
     collected = {name: collected[name] for name in tables}
-    on_step("writing tables, plots and report.html")
-    for name, table in collected.items():
-        write_csv(os.path.join(out_dir, f"{name}.csv"), table)
-        write_parquet(os.path.join(out_dir, f"{name}.parquet"), table)
+    on_step("drawing plots, writing report.html")
     first_ms, last_ms = span or (settings.now_ms, settings.now_ms)
     plots = draw_plots(collected, Span(first_ms, last_ms, settings.window_ms), settings)
     for name, png in plots.items():
