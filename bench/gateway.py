@@ -105,19 +105,21 @@ def serve_gateway(address: str, namespace: str, port_file: str, direct: str) -> 
 
 
 def start_gateway_process(namespace: str, direct: bool) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = os.path.join(tempfile.mkdtemp(prefix="raygroups-bench-gw-"), "port")
-    address = ray.get_runtime_context().gcs_address
-    mode = "direct" if direct else "no-direct"
-    command = [sys.executable, "-m", "bench.gateway", "--serve", address, namespace, port_file, mode]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(port_file):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("the gateway process did not start")
-        time.sleep(0.1)
-    with open(port_file) as f:
-        return process, int(f.read())
+    """A gateway in a process of its own, and its port (which it writes to a file, removed once read)."""
+    with tempfile.TemporaryDirectory(prefix="raygroups-bench-gw-") as port_dir:
+        port_file = os.path.join(port_dir, "port")
+        address = ray.get_runtime_context().gcs_address
+        mode = "direct" if direct else "no-direct"
+        command = [sys.executable, "-m", "bench.gateway", "--serve", address, namespace, port_file, mode]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(port_file):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError("the gateway process did not start")
+            time.sleep(0.1)
+        with open(port_file) as f:
+            return process, int(f.read())
 
 
 # ------------------------------------------------------------ the calls
