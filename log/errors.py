@@ -32,6 +32,10 @@ class CorruptLogError(LogError):
             where += f" (offset {offset})"
         super().__init__(f"corrupt offsets log: {where}: {reason}")
 
+    def __reduce__(self) -> tuple[type[CorruptLogError], tuple[str, int, int | None, str]]:
+        # Pickled whole (a read in a Ray task raises it on the driver), not by its message.
+        return CorruptLogError, (self.path, self.position, self.offset, self.reason)
+
 
 class UnsupportedVersionError(LogError):
     """A CRC-valid batch or record written by a newer format this code cannot read.
@@ -49,6 +53,9 @@ class FencedEpochError(LogError):
         self.leader_epoch = leader_epoch
         self.current_epoch = current_epoch
         super().__init__(f"leader epoch {leader_epoch} is fenced: the log is at epoch {current_epoch}")
+
+    def __reduce__(self) -> tuple[type[FencedEpochError], tuple[int, int]]:
+        return FencedEpochError, (self.leader_epoch, self.current_epoch)
 
 
 class LogFailedError(LogError):

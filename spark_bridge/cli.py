@@ -180,6 +180,7 @@ class CommandError(Exception):
 
 def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Namespace, Any], T]) -> T:
     """Check the input, start Spark, run `work`, and stop Spark before returning its result."""
+    from log.errors import LogError
     from spark_bridge.end_offsets import EndOffsetsError
     from spark_bridge.jvm import JavaVersionError
     from spark_bridge.quiet import quiet_python_logs
@@ -194,15 +195,26 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
     with nullcontext() if args.verbose else quiet_python_logs():
         try:
             ends = _end_offsets(args, latest_only=work is lag_rows)
+            window_ms = summary_window(args, ends, for_lag=work is lag_rows)
+
+            def prefetch() -> None:  # on RayDP: the summarized read runs while Spark starts
+                from spark_bridge.reader import prefetch_summarized_log
+
+                args.prefetched = prefetch_summarized_log(args.data_dir, window_ms)
+
             with show_progress(args, "starting Spark"):
                 started = session(
                     args.executors, args.executor_cores, args.executor_memory,
                     fallback_local=args.local, ray_address=args.ray_address, quiet=not args.verbose,
+                    on_ray=prefetch if window_ms is not None else None,
                 )
-        except (EndOffsetsError, JavaVersionError) as exc:
+        except (EndOffsetsError, JavaVersionError, LogError) as exc:
             raise CommandError(str(exc)) from exc
         with started as spark:
-            return work(spark, args, ends)
+            try:
+                return work(spark, args, ends)
+            except LogError as exc:  # the log's own error (file, offset), as a read on the driver raises it
+                raise CommandError(str(exc)) from exc
 
 
 def _end_offsets(args: argparse.Namespace, latest_only: bool) -> Any:
@@ -244,11 +256,12 @@ def _stage_lines(description: str) -> Iterator[Callable[[str], None]]:
     yield lambda text: print(text, file=sys.stderr, flush=True)
 
 
-def read_log_timed(log_df: DataFrame, records: int | None = None) -> int:
+def read_log_timed(log_df: DataFrame, records: int | None = None, started: float | None = None) -> int:
     """Read the cached `log_df` once (every later job reads the cache); say how many records
     were read at what rate, on stderr: `records` for a summarized read (which has fewer
-    rows), else its rows. Returns the number of rows."""
-    started = time.monotonic()
+    rows), else its rows; timed from `started` (monotonic; default: now). Returns the number
+    of rows."""
+    started = time.monotonic() if started is None else started
     rows = log_df.count()
     seconds = max(time.monotonic() - started, 1e-9)
     read = rows if records is None else records
@@ -292,20 +305,39 @@ def read_cached(
     spark: SparkSession, args: argparse.Namespace, summary_window_ms: int | None
 ) -> tuple[Any, DataFrame]:
     """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` of the `--data-dir` log by
-    `summary_window_ms` windows) and the cached frame under it, read once."""
+    `summary_window_ms` windows, prefetched if `_compute` started it) and the cached frame
+    under it, read once."""
     from spark_bridge.jobs import SummarizedLog
-    from spark_bridge.reader import read_summarized_log
+    from spark_bridge.reader import read_prefetched_summary, read_summarized_log
 
     records = None
-    if summary_window_ms is None:
-        log = frame = read_log(spark, args).cache()
-    else:
-        records = _extent(args).records
-        frame = read_summarized_log(spark, args.data_dir, summary_window_ms).frame.cache()
-        log = SummarizedLog(frame, summary_window_ms)
     with show_progress(args, "reading the offsets log (Spark)"):
-        read_log_timed(frame, records)
+        started = time.monotonic()
+        if summary_window_ms is None:
+            log = frame = read_log(spark, args).cache()
+        else:
+            records = _extent(args).records
+            prefetched = getattr(args, "prefetched", None)
+            if prefetched is not None and prefetched.window_ms == summary_window_ms:
+                # Timed from when it started, with Spark.
+                summarized, started = read_prefetched_summary(spark, prefetched), prefetched.started
+            else:
+                summarized = read_summarized_log(spark, args.data_dir, summary_window_ms)
+            frame = summarized.frame.cache()
+            log = SummarizedLog(frame, summary_window_ms)
+        read_log_timed(frame, records, started)
     return log, frame
+
+
+def summary_window(args: argparse.Namespace, ends: Any, for_lag: bool) -> int | None:
+    """The window of the summarized read a command makes of a `--data-dir` log; None when it
+    reads every record. Lag: one window a day (only the newest commits matter); a report: its
+    window, when lag is measured against the highest commits (no `--end-offsets`)."""
+    if args.data_dir is None:
+        return None
+    if for_lag:
+        return DAY_MS
+    return window_or_chosen(args) if ends is None else None
 
 
 def window_or_chosen(args: argparse.Namespace) -> int:
@@ -337,8 +369,8 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
     from spark_bridge.jobs import consumer_lag
 
     # The lag job reads the log twice (commits, ends from commits): read it once, cached;
-    # summarized from a --data-dir (one window a day: only the newest commits matter).
-    log, frame = read_cached(spark, args, DAY_MS if args.data_dir is not None else None)
+    # summarized from a --data-dir.
+    log, frame = read_cached(spark, args, summary_window(args, ends, for_lag=True))
     try:
         with show_progress(args, "computing lag (Spark)"):
             lag = consumer_lag(log, ends)
@@ -386,9 +418,9 @@ def run_report(spark: SparkSession, args: argparse.Namespace, ends: Any) -> dict
 
     # Seven tables read the same log: read it once, before their jobs run side by side;
     # summarized when lag is measured against the highest commits of a --data-dir log.
-    summarize = args.data_dir is not None and ends is None
-    window_ms = window_or_chosen(args) if summarize else args.window_ms
-    log, frame = read_cached(spark, args, window_ms if summarize else None)
+    summary_window_ms = summary_window(args, ends, for_lag=False)
+    window_ms = args.window_ms if summary_window_ms is None else summary_window_ms
+    log, frame = read_cached(spark, args, summary_window_ms)
     try:
         with show_progress(args, "computing the report's tables") as update:
             window_ms, span = data_window(log, ends, window_ms)

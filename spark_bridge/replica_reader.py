@@ -42,7 +42,7 @@ from log.columnar import arrow_batches
 from log.errors import CorruptLogError, LogError
 from log.reader import decode_batch
 from log.segment import OFFSET_DIGITS
-from spark_bridge.rows import LogRow, arrow_schema, record_to_row, row_model
+from spark_bridge.rows import LogRow, arrow_schema, ipc_stream, record_to_row, row_model
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -263,14 +263,7 @@ def replica_stream_blocks(sources: LogSources) -> list[Any]:
 
 def read_task_stream(task: ReplicaTask) -> bytes:
     """One task's rows as an Arrow IPC stream: what RayDP's JVM reads from the object store."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, arrow_schema()) as writer:
-        for batch in read_replica_task_batches(task):
-            writer.write_batch(batch)
-    stream: bytes = sink.getvalue().to_pybytes()
-    return stream
+    return ipc_stream(arrow_schema(), read_replica_task_batches(task))
 
 
 def read_replicas_log(spark: SparkSession, sources: LogSources) -> DataFrame:

@@ -36,6 +36,7 @@ the driver-side reader and the tests. Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from coordinator.records import (
@@ -192,6 +193,18 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> pa.Schema:
 
     types = {"int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
     return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in columns])
+
+
+def ipc_stream(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> bytes:
+    """`batches` as one Arrow IPC stream: what RayDP's JVM reads from Ray's object store."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    stream: bytes = sink.getvalue().to_pybytes()
+    return stream
 
 
 def row_model() -> RowModel:

@@ -42,6 +42,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -131,6 +132,7 @@ def session(
     fallback_local: bool = False,
     ray_address: str | None = None,
     quiet: bool = False,
+    on_ray: Callable[[], None] | None = None,
 ) -> BridgeSession:
     """Start Spark for analytics; use as `with session() as spark:` or call `.stop()`.
 
@@ -139,7 +141,9 @@ def session(
     Spark settings, applied last (Java options are appended to ours).
     `fallback_local=True` runs plain `local[2]` Spark without Ray. `quiet`:
     errors only from Spark's JVM, its other output captured (module docstring).
-    Raises `JavaVersionError` without Java 17, before anything starts.
+    `on_ray` is called once Ray is up, before RayDP starts: work that needs Ray but not
+    Spark runs while Spark starts (the CLI's prefetched read). Raises `JavaVersionError`
+    without Java 17, before anything starts.
     """
     if _active is not None:
         raise RuntimeError("a Spark session is already running in this process: stop it first")
@@ -159,6 +163,8 @@ def session(
         owns_ray, session_dir = _ensure_ray(ray_address, num_executors * executor_cores)
         mode, tracker = "raydp", JvmTracker(ray_session_dir=session_dir)
     try:
+        if on_ray is not None and mode == "raydp":
+            on_ray()
         with _python_for_workers(), quiet_jvm.capture() if quiet_jvm else nullcontext():
             if fallback_local:
                 spark = _start_local(name, conf)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,14 @@ def test_storage_errors_are_told_from_fences_locks_and_corruption(tmp_path: Path
     assert not is_storage_error(LogLockedError("another writer"))
     assert not is_storage_error(CorruptLogError("p", 0, None, "bad crc"))
     assert not is_storage_error(ValueError("a bug"))
+
+
+@pytest.mark.parametrize("error", [CorruptLogError("p", 7, 3, "bad crc"), FencedEpochError(1, 2)])
+def test_errors_with_fields_pickle_whole(error: LogError) -> None:
+    """A read in a Ray task raises its error on the driver: pickled, then read back."""
+    again = pickle.loads(pickle.dumps(error))
+
+    assert type(again) is type(error) and str(again) == str(error) and vars(again) == vars(error)
 
 
 def test_check_disk_needs_a_write_and_an_fsync_and_leaves_nothing(

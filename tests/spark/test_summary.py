@@ -25,15 +25,22 @@ import pytest
 from pyspark.sql import DataFrame
 
 from coordinator.records import Record
+from log.codec import encode_payload
+from log.errors import CorruptLogError
 from log.partition import PartitionLog
 from spark_bridge import cli, jobs
-from spark_bridge.reader import read_offsets_log, read_summarized_log
+from spark_bridge.reader import (
+    prefetch_summarized_log,
+    read_offsets_log,
+    read_prefetched_summary,
+    read_summarized_log,
+)
 from spark_bridge.spark_session import BridgeSession
 from spark_bridge.time_windows import choose_window_ms
 
 from tests.spark.histories import EPOCH, T0
 from tests.spark.test_cli_spark import parse
-from tests.spark.test_columnar_rows import SMALL_SEGMENTS, random_batch
+from tests.spark.test_columnar_rows import SMALL_SEGMENTS, commit, random_batch, write_segment
 
 pytestmark = pytest.mark.spark
 WINDOW_MS = 10_000
@@ -128,15 +135,43 @@ def test_what_a_summary_cannot_answer_is_refused(logs: Logs) -> None:
         jobs.lag_over_time(summarized, {("orders", 0): 5}, WINDOW_MS)
 
 
+def test_a_prefetched_read_gives_the_summarized_rows(logs: Logs) -> None:
+    """What the CLI does on RayDP: the same summary made by a Ray task while Spark starts,
+    then read by RayDP's JVMs from Ray's object store."""
+    spark = logs.summarized.frame.sparkSession
+    prefetched = read_prefetched_summary(spark, prefetch_summarized_log(logs.data_dir, WINDOW_MS))
+
+    assert prefetched.window_ms == WINDOW_MS
+    assert rows(prefetched.frame) == rows(logs.summarized.frame)
+
+
+def test_a_prefetched_read_of_a_corrupt_log_raises_its_corruption_on_the_driver(
+    bridge_session: BridgeSession, tmp_path: Path
+) -> None:
+    directory = str(tmp_path / "offsets-0")
+    good = encode_payload([commit("g", "t", 0, 1), commit("g", "t", 1, 2)])
+    write_segment(directory, 0, [(0, 2, 1, good), (2, 1, 0, b"\xc1 not msgpack"), (3, 2, 1, good)])
+    prefetched = prefetch_summarized_log(tmp_path, WINDOW_MS)
+
+    with pytest.raises(CorruptLogError) as raised:
+        read_prefetched_summary(bridge_session.spark, prefetched)
+
+    assert raised.value.offset == 2 and raised.value.path.startswith(directory)
+
+
+@pytest.mark.parametrize("prefetched", [False, True])
 def test_the_report_of_a_data_dir_reads_it_summarized_and_writes_the_same_tables(
-    logs: Logs, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    logs: Logs, tmp_path: Path, capsys: pytest.CaptureFixture[str], prefetched: bool,
 ) -> None:
     """`raygroups report --data-dir` without end offsets: the window size chosen from the
-    batch headers before the read, each table file holding the tables of every record."""
+    batch headers before the read, each table file holding the tables of every record; the
+    same when the summary was prefetched while Spark started (`cli._compute` on RayDP)."""
     every, summarized, data_dir = logs
     args = parse(["report", "--data-dir", str(data_dir), "--out", str(tmp_path / "report")])
     window_ms = cli.window_or_chosen(args)
     assert window_ms == choose_window_ms(*jobs.data_span(every))
+    if prefetched:
+        args.prefetched = prefetch_summarized_log(data_dir, window_ms)
 
     counts = cli.run_report(summarized.frame.sparkSession, args, None)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from actors.cli.tables import print_table
+from log.segment import list_dir
 from spark_bridge import cli
 from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
 from spark_bridge.jvm import (
@@ -30,6 +31,8 @@ from spark_bridge.jvm import (
     session_jvms,
 )
 from spark_bridge.spark_session import JAVA_OPTION_KEYS, active_session, session, spark_configs
+
+from tests.spark.test_columnar_rows import write_generated
 
 # ------------------------------------------------------------ end offsets
 
@@ -246,6 +249,25 @@ def test_cli_refuses_a_bad_end_offsets_file_without_starting_spark(
 
     assert code == cli.EXIT_BAD_INPUT
     assert "ends.json" in capsys.readouterr().err
+    assert active_session() is None
+
+
+def test_cli_refuses_a_corrupt_log_without_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "offsets-0"
+    write_generated(str(directory), 40, seed=5).close()
+    first = list_dir(str(directory)).segments[0].path
+    with open(first, "r+b") as file:  # a CRC mismatch mid-segment: the header scan finds it
+        file.seek(60)
+        byte = file.read(1)
+        file.seek(60)
+        file.write(bytes([byte[0] ^ 0xFF]))
+
+    code = cli.report_command(parse(["report", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]))
+
+    assert code == cli.EXIT_BAD_INPUT
+    assert f"error: corrupt offsets log: {first} at byte" in capsys.readouterr().err
     assert active_session() is None
 
 
