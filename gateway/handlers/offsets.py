@@ -147,7 +147,10 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
         results = (await send(ctx.client, commit)).partitions
     if ids is None:  # the answer is the results' alone: a consumer gets the same one each time
         return _COMMIT_ANSWERS.respond(request, results, lambda: {"topics": _results(results)})
-    topics = [{**t, "topic_id": ids.ids[t["name"]]} for t in _results(results)] + [
+    if not unknown:  # v10: the results' and their topics' ids alone
+        key = (results, tuple(t.topic_id for t in request.topics))
+        return _COMMIT_ANSWERS.respond(request, key, lambda: {"topics": _with_ids(results, ids)})
+    topics = _with_ids(results, ids) + [
         {
             "topic_id": t.topic_id,
             "partitions": [
@@ -158,6 +161,10 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
         for t in unknown
     ]
     return respond(request, {"topics": topics})
+
+
+def _with_ids(results: Iterable[PartitionResult], ids: TopicIds) -> list[dict[str, Any]]:
+    return [{**t, "topic_id": ids.ids[t["name"]]} for t in _results(results)]
 
 
 def _topic_name(topic: Any, ids: TopicIds | None) -> str | None:

@@ -20,6 +20,7 @@ from tests.gateway.fake_client import FakeClient, call
 from tests.gateway.gateway_support import parse_response
 from tests.gateway.kafka_support import kio_request
 from tests.gateway.test_apis import commit_request
+from tests.gateway.test_consumer_apis import STRANGER, T1, T2, TopicsClient, all_committed, commit_v10
 
 
 def read_frame(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
@@ -58,6 +59,21 @@ def test_a_commit_answered_the_same_way_gets_the_same_entity_and_another_its_own
     assert [p.error_code for p in first.topics[0].partitions] == [ErrorCode.none, ErrorCode.none]
     other_version = call(client, commit_request(8, rows))
     assert type(other_version) is not type(refused)
+
+
+def test_a_v10_commit_answer_is_kept_per_results_and_topic_ids() -> None:
+    """The Java 4.3 client's commits name topics by id: the answer carries the ids too."""
+    client = TopicsClient(all_committed)
+    first = call(client, commit_v10([(T1, [0, 1])]))
+    assert call(client, commit_v10([(T1, [0, 1])])) is first
+    other_topic = call(client, commit_v10([(T2, [0])]))
+    assert other_topic is not first
+    answered = (first.topics[0], other_topic.topics[0])
+    assert [(t.topic_id, len(t.partitions)) for t in answered] == [(T1, 2), (T2, 1)]
+    # An unknown id is answered as such, every time: never a kept answer of known ones.
+    with_unknown = call(client, commit_v10([(T1, [0, 1]), (STRANGER, [0])]))
+    assert with_unknown is not first
+    assert [t.topic_id for t in with_unknown.topics] == [T1, STRANGER]
 
 
 def test_a_heartbeat_answer_is_kept_per_error_and_version() -> None:
