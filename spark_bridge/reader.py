@@ -270,7 +270,9 @@ def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) 
     try:
         ray.get(prefetched.rows)
     except RayTaskError as exc:
-        raise exc.cause from None
+        if isinstance(exc.cause, BaseException):  # the read's own error, not Ray's wrapping of it
+            raise exc.cause from None
+        raise
     started = active_session()
     if started is None or started.spark is not spark or started.mode != "raydp":
         raise RuntimeError("a prefetched read needs the RayDP session it was started for")
