@@ -265,7 +265,7 @@ def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) 
     from ray.exceptions import RayTaskError
 
     from spark_bridge.jobs import SummarizedLog
-    from spark_bridge.spark_session import active_session
+    from spark_bridge.spark_session import raydp_session
 
     try:
         ray.get(prefetched.rows)
@@ -273,16 +273,10 @@ def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) 
         if isinstance(exc.cause, BaseException):  # the read's own error, not Ray's wrapping of it
             raise exc.cause from None
         raise
-    started = active_session()
-    if started is None or started.spark is not spark or started.mode != "raydp":
+    started = raydp_session(spark)
+    if started is None:
         raise RuntimeError("a prefetched read needs the RayDP session it was started for")
-    if not prefetched.streams:
-        return SummarizedLog(spark.createDataFrame([], log_schema(SUMMARIZED_COLUMNS)), prefetched.window_ms)
-    # Every job over the DataFrame reads the streams again: they live as long as the session.
-    started.ray_objects.extend(prefetched.streams)
-    from raydp.spark import ray_dataset_to_spark_dataframe
-
-    frame = ray_dataset_to_spark_dataframe(spark, arrow_schema(SUMMARIZED_COLUMNS), prefetched.streams)
+    frame = started.arrow_frame(arrow_schema(SUMMARIZED_COLUMNS), prefetched.streams)
     return SummarizedLog(frame, prefetched.window_ms)
 
 

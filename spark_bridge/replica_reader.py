@@ -272,18 +272,10 @@ def read_replicas_log(spark: SparkSession, sources: LogSources) -> DataFrame:
     On RayDP the read tasks' Arrow streams go from Ray's object store to the executors'
     JVMs (RayDP's `RayDatasetRDD`): no Python worker, no pandas, no conversion but Arrow's."""
     from spark_bridge.reader import log_schema
-    from spark_bridge.spark_session import active_session
+    from spark_bridge.spark_session import raydp_session
 
-    started = active_session()
-    if started is None or started.spark is not spark or started.mode != "raydp":
+    started = raydp_session(spark)
+    if started is None:
         # Only RayDP's Spark reads Ray's object store: any other Spark gets the rows through the driver.
         return spark.createDataFrame(list(read_replica_rows(sources)), log_schema())
-    blocks = replica_stream_blocks(sources)
-    if not blocks:
-        return spark.createDataFrame([], log_schema())
-    # Every job over the DataFrame reads the blocks again: they live as long as the session.
-    started.ray_objects.extend(blocks)
-    from raydp.spark import ray_dataset_to_spark_dataframe
-
-    converted: DataFrame = ray_dataset_to_spark_dataframe(spark, arrow_schema(), blocks)
-    return converted
+    return started.arrow_frame(arrow_schema(), replica_stream_blocks(sources))

@@ -54,7 +54,8 @@ from spark_bridge.quiet import QuietJvm
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,23 @@ class BridgeSession:
     owns_gateway: bool = False
     quiet: QuietJvm | None = None
     stopped: bool = False
-    # Ray objects the session's DataFrames read (the replica reader's Arrow blocks): Spark
-    # reads them again for every job over those DataFrames, so they live until `stop`.
+    # Ray objects the session's DataFrames read (`arrow_frame`): Spark reads them again for
+    # every job over those DataFrames, so they live until `stop`.
     ray_objects: list[Any] = field(default_factory=list)
+
+    def arrow_frame(self, schema: pa.Schema, streams: list[Any]) -> DataFrame:
+        """A DataFrame of Arrow IPC streams in Ray's object store (object refs of bytes of
+        `schema`), read by RayDP's JVMs (its `RayDatasetRDD`); the streams are kept by the
+        session. A RayDP session only (`raydp_session`)."""
+        if not streams:
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            return self.spark.createDataFrame([], from_arrow_schema(schema))
+        self.ray_objects.extend(streams)
+        from raydp.spark import ray_dataset_to_spark_dataframe
+
+        frame: DataFrame = ray_dataset_to_spark_dataframe(self.spark, schema, streams)
+        return frame
 
     def stop(self) -> None:
         """Stop Spark (and the Ray this session started); idempotent."""
@@ -184,6 +199,15 @@ def session(
 def active_session() -> BridgeSession | None:
     """The session started by `session()` and not stopped yet, if any."""
     return _active
+
+
+def raydp_session(spark: SparkSession) -> BridgeSession | None:
+    """The running RayDP session whose Spark is `spark`; None for any other Spark, which
+    cannot read Ray's object store."""
+    started = _active
+    if started is None or started.spark is not spark or started.mode != "raydp":
+        return None
+    return started
 
 
 def stop_session() -> None:
