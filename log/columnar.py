@@ -297,9 +297,7 @@ def _offset_batch(chunk: _Chunk, partition: int, model: RowModel) -> pa.RecordBa
         "partition": pa.array(np.full(count, partition, dtype=np.int32)),
         "offset": _ints(chunk.offsets.ramp(), kinds["offset"]),
         "batch_timestamp": _ints(chunk.timestamps.array(), kinds["batch_timestamp"]),
-        "record_type": pa.array([model.offset_commit_type], kinds["record_type"]).take(
-            np.zeros(count, dtype=np.int32)
-        ),
+        "record_type": pa.repeat(pa.scalar(model.offset_commit_type, kinds["record_type"]), count),
         "group_id": table.take(chunk.groups.positions()),
         "topic": table.take(chunk.topics.positions()),
         "topic_partition": _ints(chunk.partitions.array(), kinds["topic_partition"]),

@@ -281,7 +281,9 @@ def test_an_undecodable_payload_is_corruption_at_its_batch_after_the_rows_before
     assert isinstance(error, CorruptLogError) and error.offset == 2
 
 
-@pytest.mark.parametrize("column, value", [(6, [1.5]), (7, ["x"]), (5, [2**40]), (4, [["t"], [3]])])
+@pytest.mark.parametrize(
+    "column, value", [(6, [1.5]), (6, [2**63]), (7, ["x"]), (5, [2**40]), (4, [["t"], [3]])]
+)
 def test_a_column_of_the_wrong_kind_is_corruption_never_a_row(
     tmp_path: Path, column: int, value: Any
 ) -> None:
