@@ -41,6 +41,16 @@ def test_the_running_driver_jvm_has_our_java_options(bridge_session: BridgeSessi
     assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in arguments
 
 
+def test_the_executors_read_arrow_without_per_access_checks(bridge_session: BridgeSession) -> None:
+    # `reflect` is nondeterministic, so Spark runs it in the executors, one per task.
+    properties = bridge_session.spark.range(2, numPartitions=2).selectExpr(
+        "reflect('java.lang.System', 'getProperty', 'arrow.enable_unsafe_memory_access') AS unsafe",
+        "reflect('java.lang.System', 'getProperty', 'arrow.enable_null_check_for_get') AS null_check",
+    ).collect()
+
+    assert [(row.unsafe, row.null_check) for row in properties] == [("true", "false")] * 2
+
+
 def test_stop_leaves_no_spark_processes_or_files(bridge_session: BridgeSession, tmp_path: Path) -> None:
     assert bridge_session.mode == "raydp" and active_session() is bridge_session
     write_history(str(tmp_path), HISTORY)

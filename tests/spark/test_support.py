@@ -137,13 +137,15 @@ def test_java_options_reach_driver_executors_and_app_master() -> None:
         "spark.ray.raydp_app_master.extraJavaOptions",
     }
     # C1 only where Spark plans and schedules; the executors, running every row, keep C2.
-    assert conf["spark.driver.extraJavaOptions"] == JAVA17_OPTIONS + " -XX:TieredStopAtLevel=1"
+    # Arrow Java's checks are off where Spark reads Arrow.
+    unchecked = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
+    assert conf["spark.driver.extraJavaOptions"] == f"{JAVA17_OPTIONS} -XX:TieredStopAtLevel=1 {unchecked}"
     assert conf["spark.ray.raydp_app_master.extraJavaOptions"] == JAVA17_OPTIONS + " -XX:TieredStopAtLevel=1"
-    assert conf["spark.executor.extraJavaOptions"] == JAVA17_OPTIONS + " -Xss4m"
+    assert conf["spark.executor.extraJavaOptions"] == f"{JAVA17_OPTIONS} {unchecked} -Xss4m"
     # A user's JIT choice comes last, so it wins.
     assert spark_configs(2, {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4"})[
         "spark.driver.extraJavaOptions"
-    ].endswith("-XX:TieredStopAtLevel=1 -XX:TieredStopAtLevel=4")
+    ].endswith(f"-XX:TieredStopAtLevel=1 {unchecked} -XX:TieredStopAtLevel=4")
     assert conf["spark.sql.shuffle.partitions"] == "7"
     assert spark_configs(2, None)["spark.sql.shuffle.partitions"] == "4"
     # Adaptive execution is off unless the user turns it on.
