@@ -18,7 +18,7 @@ import pytest
 
 from actors.cli.tables import print_table
 from log.segment import list_dir
-from spark_bridge import cli
+from spark_bridge import cli, spark_session
 from spark_bridge.end_offsets import EndOffsetsError, load_end_offsets
 from spark_bridge.jvm import (
     JAVA17_OPTIONS,
@@ -110,6 +110,8 @@ def test_missing_java_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    # As in a fresh process, whether or not an earlier test started the run's shared session.
+    monkeypatch.setattr(spark_session, "_active", None)
 
     with pytest.raises(JavaVersionError, match="Java 17 is required"):
         session()
@@ -229,18 +231,27 @@ def test_cli_parsers_dispatch_to_the_commands() -> None:
     assert cli.COMMANDS == {"lag": cli.lag_command, "report": cli.report_command}
 
 
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a Spark session fails the test (the CLI imports `session` when it runs)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command started Spark")
+
+    monkeypatch.setattr(spark_session, "session", refuse)
+
+
 def test_cli_refuses_a_missing_data_dir_without_starting_spark(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_spark: None
 ) -> None:
     code = cli.lag_command(parse(["lag", "--data-dir", str(tmp_path / "none")]))
 
     assert code == cli.EXIT_BAD_INPUT
     assert "no offsets log directory" in capsys.readouterr().err
-    assert active_session() is None
 
 
 def test_cli_refuses_a_bad_end_offsets_file_without_starting_spark(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_spark: None
 ) -> None:
     (tmp_path / "ends.json").write_text("[1, 2]")
 
@@ -251,11 +262,10 @@ def test_cli_refuses_a_bad_end_offsets_file_without_starting_spark(
 
     assert code == cli.EXIT_BAD_INPUT
     assert "ends.json" in capsys.readouterr().err
-    assert active_session() is None
 
 
 def test_cli_refuses_a_corrupt_log_without_starting_spark(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_spark: None
 ) -> None:
     directory = tmp_path / "offsets-0"
     write_generated(str(directory), 40, seed=5).close()
@@ -270,7 +280,6 @@ def test_cli_refuses_a_corrupt_log_without_starting_spark(
 
     assert code == cli.EXIT_BAD_INPUT
     assert f"error: corrupt offsets log: {first} at byte" in capsys.readouterr().err
-    assert active_session() is None
 
 
 def test_importing_the_cli_does_not_import_spark_or_ray() -> None:
