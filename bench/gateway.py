@@ -12,6 +12,11 @@ alternating rounds of one run:
   partition leader that FindCoordinator names (gateway.direct): no Ray call;
 - through Ray handles: `actors.Client`'s async methods from this process
   (the baseline: what a Python caller gets).
+For confluent-kafka also through Ray handles laid out as its consumers are
+("Ray handles, threads in processes"): `--processes` Ray actors, a thread
+per group in each, committing synchronously with `actors.Client`'s sync
+methods (which coalesce a process's requests), so the Kafka client and the
+Ray caller compare with the same processes and threads.
 Two Kafka clients, one connection per caller as many consumers would have
 (a broker serves each connection one request at a time):
 - aiokafka's low-level client (`AIOKafkaClient.send`: OffsetCommit v3 of 1
@@ -25,7 +30,8 @@ Two Kafka clients, one connection per caller as many consumers would have
   librdkafka consumer heartbeats only on its own, so it has no Heartbeat
   figure. The Ray baseline commits to the same groups.
 Figures per client, request and way: requests/s with `--callers`
-concurrent callers and as a ratio to Ray handles', p50 and p99 latency of
+concurrent callers and as a ratio to Ray handles' (for confluent-kafka
+also to Ray handles laid out as its consumers), p50 and p99 latency of
 one caller at a time, and the CPU per request of the partition leaders'
 processes during the rate rounds (the gateway's own process not counted).
 Every request is checked answered NONE.
@@ -67,7 +73,12 @@ GATEWAY_NODE_ID = 0
 GROUP_COORDINATOR = 0  # FindCoordinator's key type of a group
 WIDE_COMMIT = 100  # partitions of the wide OffsetCommit
 # The Kafka paths beside Ray handles: through the gateway, straight to the leader's listener.
-WAYS = {"ray": "Ray handles", "gateway": "the gateway", "direct": "the leader's listener"}
+WAYS = {
+    "ray": "Ray handles",
+    "ray-threads": "Ray handles, threads in processes",
+    "gateway": "the gateway",
+    "direct": "the leader's listener",
+}
 SESSION_MS = 300_000
 Call = Callable[[int], Awaitable[None]]
 # Per request name, the call that sends request i.
@@ -289,6 +300,59 @@ class ConfluentProcesses:
                 process.kill()
 
 
+@ray.remote(num_cpus=0)
+class RayCommitters:
+    """A process of threaded consumers on Ray, laid out as `confluent_worker`'s: a thread per
+    group, each committing synchronously through `Client` (its sync methods)."""
+
+    def __init__(self, client: Client, groups: list[str]) -> None:
+        self.client = client
+        self.groups = groups
+        self.pool = ThreadPoolExecutor(len(groups))
+
+    def commit(self, group: str, i: int, partitions: int) -> None:
+        response = self.client.commit_offsets(group, offsets(i, partitions))
+        assert all(p.error is Errors.NONE for p in response.partitions), response
+
+    def rate(self, partitions: int, calls: int) -> int:
+        def caller(w: int) -> None:
+            for i in range(w, calls, len(self.groups)):
+                self.commit(self.groups[w], i, partitions)
+
+        list(self.pool.map(caller, range(len(self.groups))))
+        return calls
+
+    def latencies(self, partitions: int, calls: int) -> list[float]:
+        taken = []
+        for i in range(calls):
+            started = time.perf_counter()
+            self.commit(self.groups[0], i, partitions)
+            taken.append(time.perf_counter() - started)
+        return taken
+
+
+class RayProcesses:
+    """Ray handles laid out as the confluent-kafka consumers are: `processes` Ray actors
+    sharing the callers' groups, a thread per group."""
+
+    def __init__(self, client: Client, groups: Sequence[str], processes: int) -> None:
+        self.workers = [RayCommitters.remote(client, list(groups[w::processes])) for w in range(processes)]
+
+    async def rate(self, name: str, calls: int, callers: int) -> tuple[int, float]:
+        share = calls // len(self.workers)
+        started = time.perf_counter()
+        partitions = commit_partitions(name)
+        done = sum(await asyncio.gather(*(w.rate.remote(partitions, share) for w in self.workers)))
+        return done, time.perf_counter() - started
+
+    async def latencies(self, name: str, calls: int) -> list[float]:
+        return await self.workers[0].latencies.remote(commit_partitions(name), calls)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for worker in self.workers:
+            ray.kill(worker)
+
+
 class Coroutines:
     """A way whose calls are coroutines of this process (Ray handles, aiokafka)."""
 
@@ -359,6 +423,7 @@ async def measure(
             ms = sorted(t * 1000 for t in timed[way])
             rows.append([
                 family, name, WAYS[way], f"{per_s[way]:,.0f}", f"{per_s[way] / per_s['ray']:.2f}",
+                f"{per_s[way] / per_s['ray-threads']:.2f}" if "ray-threads" in per_s else "-",
                 f"{statistics.median(ms):.2f}", f"{ms[int(len(ms) * 0.99) - 1]:.2f}",
                 f"{sum(c for _, _, c in runs) / sum(n for n, _, _ in runs) * 1e6:.0f}",
             ])
@@ -395,14 +460,17 @@ async def confluent_family(
 ) -> list[list[str]]:
     groups = [f"bench-confluent-{c}" for c in range(args.callers)]
     baseline = Coroutines(simple_ray_calls(client, groups))
+    ray_threads = RayProcesses(client, groups, args.processes)
     through_gateway = ConfluentProcesses(gateway_port, groups, args.processes)
     direct = ConfluentProcesses(direct_port, groups, args.processes)
     try:
-        ways: dict[str, Way] = {"ray": baseline, "gateway": through_gateway, "direct": direct}
+        ways: dict[str, Way] = {
+            "ray": baseline, "ray-threads": ray_threads, "gateway": through_gateway, "direct": direct,
+        }
         return await measure("confluent-kafka", list(baseline.calls), ways, cpu, args)
     finally:
-        through_gateway.close()
-        direct.close()
+        for way in (ray_threads, through_gateway, direct):
+            way.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -448,7 +516,8 @@ def main(argv: list[str] | None = None) -> None:
     print_figures(
         f"Kafka paths vs Ray handles (one machine, fsync on; {args.callers} callers, "
         f"{args.rounds} rounds of {args.calls:,} calls; latency: one caller)",
-        ("client", "request", "way", "req/s", "x Ray", "p50 ms", "p99 ms", "leader CPU us/req"),
+        ("client", "request", "way", "req/s", "x Ray", "x Ray, same layout", "p50 ms", "p99 ms",
+         "leader CPU us/req"),
         table,
     )
 
