@@ -35,7 +35,6 @@ from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
@@ -43,7 +42,6 @@ from coordinator.messages import (
     DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
-    DescribeGroupsResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -327,51 +325,63 @@ class Client:
         return await self.send_async(OffsetDeleteRequest(group_id, tuple(partitions)))  # type: ignore[no-any-return]
 
     # ------------------------------------------------- admin, fanned out
+    # One request per offsets partition concerned: the sync methods ask the partitions one
+    # after another, their `*_async` twins all at once.
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         """DescribeGroups: classic groups. A consumer group, like an unknown id, is "Dead"."""
-        described: list[DescribedGroup] = []
-        for p, ids in self._by_partition(group_ids).items():
-            response: DescribeGroupsResponse = self.send(DescribeGroupsRequest(tuple(ids)), partition=p)
-            described.extend(response.groups)
-        return described
+        return _described(self._fan_out(self._per_partition(DescribeGroupsRequest, group_ids)))
+
+    async def describe_groups_async(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        return _described(await self._fan_out_async(self._per_partition(DescribeGroupsRequest, group_ids)))
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe (KIP-848): consumer groups, with member epochs and target
         assignments. A classic or unknown id is answered GROUP_ID_NOT_FOUND (its
         `error_message` says which); describe those with `describe_groups`, as Kafka's
         admin client falls back to DescribeGroups."""
-        described: list[DescribedConsumerGroup] = []
-        for p, ids in self._by_partition(group_ids).items():
-            response: ConsumerGroupDescribeResponse = self.send(
-                ConsumerGroupDescribeRequest(tuple(ids)), partition=p
-            )
-            described.extend(response.groups)
-        return described
+        return _described(self._fan_out(self._per_partition(ConsumerGroupDescribeRequest, group_ids)))
+
+    async def describe_consumer_groups_async(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        requests = self._per_partition(ConsumerGroupDescribeRequest, group_ids)
+        return _described(await self._fan_out_async(requests))
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         """Every group of every partition, sorted by id, with its type ("classic" or
         "consumer") and state; `states` and `types` filter, case-insensitive (an
         unknown name matches nothing)."""
-        request = ListGroupsRequest(tuple(states), tuple(types))
-        listed: list[ListedGroup] = []
-        for p in range(self.num_partitions):
-            response: ListGroupsResponse = self.send(request, partition=p)
-            listed.extend(response.groups)
-        return sorted(listed, key=lambda g: g.group_id)
+        return _listed(self._fan_out(self._every_partition(ListGroupsRequest(tuple(states), tuple(types)))))
+
+    async def list_groups_async(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[ListedGroup]:
+        requests = self._every_partition(ListGroupsRequest(tuple(states), tuple(types)))
+        return _listed(await self._fan_out_async(requests))
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
-        results: dict[str, Any] = {}
-        for p, ids in self._by_partition(group_ids).items():
-            response: DeleteGroupsResponse = self.send(DeleteGroupsRequest(tuple(ids)), partition=p)
-            results.update(response.results)
-        return results
+        """DeleteGroups: each id's error (NONE once deleted, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
+        return _deleted(self._fan_out(self._per_partition(DeleteGroupsRequest, group_ids)))
 
-    def _by_partition(self, group_ids: Iterable[str]) -> dict[int, list[str]]:
+    async def delete_groups_async(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        return _deleted(await self._fan_out_async(self._per_partition(DeleteGroupsRequest, group_ids)))
+
+    def _per_partition(
+        self, kind: Callable[[tuple[str, ...]], Request], group_ids: Iterable[str]
+    ) -> dict[int, Request]:
+        """A request of `kind` per partition, naming that partition's groups of `group_ids`."""
         grouped: dict[int, list[str]] = {}
         for group_id in group_ids:
             grouped.setdefault(self.partition_for(group_id), []).append(group_id)
-        return grouped
+        return {p: kind(tuple(ids)) for p, ids in grouped.items()}
+
+    def _every_partition(self, request: Request) -> dict[int, Request]:
+        return dict.fromkeys(range(self.num_partitions), request)
+
+    def _fan_out(self, requests: dict[int, Request]) -> list[Any]:
+        return [self.send(request, partition=p) for p, request in requests.items()]
+
+    async def _fan_out_async(self, requests: dict[int, Request]) -> list[Any]:
+        return list(await asyncio.gather(*(self.send_async(r, partition=p) for p, r in requests.items())))
 
     # --------------------------------------------------------------- admin
 
@@ -470,6 +480,19 @@ class _Route:
             raise NoLeaderError(p)
         return leader
 
+
+
+def _described(responses: list[Any]) -> list[Any]:
+    """The groups of DescribeGroups or ConsumerGroupDescribe answers, in one list."""
+    return [group for response in responses for group in response.groups]
+
+
+def _listed(responses: list[ListGroupsResponse]) -> list[ListedGroup]:
+    return sorted((group for response in responses for group in response.groups), key=lambda g: g.group_id)
+
+
+def _deleted(responses: list[DeleteGroupsResponse]) -> dict[str, Any]:
+    return {group_id: error for response in responses for group_id, error in response.results}
 
 def _answer(response: Any) -> Any:
     """A response, or raise the error a leader answered in its place (as the

@@ -4,6 +4,7 @@ restart and epoch fencing."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,6 +61,33 @@ def test_two_groups_on_different_partitions_rebalance_concurrently(service: Clie
         results = list(pool.map(lambda g: form_group(service, g, 3), [a, b]))
     assert all(len(ids) == 3 for ids, _ in results)
     assert {d.state for d in service.describe_groups([a, b])} == {"Stable"}
+
+
+def test_the_async_admin_calls_answer_as_the_sync_ones_across_partitions(service: Client) -> None:
+    busy, empty = groups_on_distinct_partitions(service, 2)
+    missing = "no-such-group"
+    (member,), _ = form_group(service, busy, 1)
+    (leaving,), _ = form_group(service, empty, 1)
+    assert service.leave_group(empty, [MemberIdentity(leaving)]).error is Errors.NONE
+    wait_until(lambda: service.describe_groups([empty])[0].state == "Empty")
+    ids = [busy, empty, missing]
+
+    async def describe() -> tuple[Any, ...]:
+        return await asyncio.gather(
+            service.describe_groups_async(ids), service.describe_consumer_groups_async(ids),
+            service.list_groups_async(types=["classic"]),
+        )
+
+    described, consumer, listed = asyncio.run(describe())
+    assert {g.group_id: g.state for g in described} == {busy: "Stable", empty: "Empty", missing: "Dead"}
+    assert [[m.member_id for m in g.members] for g in described if g.group_id == busy] == [[member]]
+    assert {g.group_id: g.error for g in consumer} == dict.fromkeys(ids, Errors.GROUP_ID_NOT_FOUND)
+    assert {busy, empty} <= {g.group_id for g in listed}
+    deleted = asyncio.run(service.delete_groups_async(ids))
+    assert deleted == {busy: Errors.NON_EMPTY_GROUP, empty: Errors.NONE, missing: Errors.GROUP_ID_NOT_FOUND}
+    ours = {busy, empty}
+    assert {g.group_id for g in service.list_groups()} & ours == {busy}
+    assert {g.group_id for g in asyncio.run(service.list_groups_async())} & ours == {busy}
 
 
 def test_join_and_sync_park_across_actor_calls(service: Client) -> None:
