@@ -4,8 +4,8 @@
   file, socket, process or thread code, no clock, no other project package,
   no builtin `open`; randomness only through seeded `random.Random`, no
   `uuid1`/`uuid4`.
-- log/ never imports actors/, spark_bridge/, Ray or Spark.
-- spark_bridge/ never imports actors/.
+- log/ never imports actors/, spark_bridge/, gateway/, Ray or Spark.
+- spark_bridge/ never imports actors/ or gateway/.
 - actors/ never imports gateway/ or spark_bridge/: they plug into it (CLI
   entry points, actors attached to the service).
 
@@ -36,11 +36,11 @@ FORBIDDEN_IMPORTS: dict[str, frozenset[str]] = {
             # Non-reproducible randomness and dynamic imports that would dodge this test.
             "secrets", "importlib",
             # Other layers and their libraries.
-            "ray", "msgpack", "pyspark", "raydp", "log", "actors", "spark_bridge",
+            "ray", "msgpack", "pyspark", "raydp", "log", "actors", "spark_bridge", "gateway",
         }
     ),
-    "log": frozenset({"actors", "spark_bridge", "ray", "raydp", "pyspark"}),
-    "spark_bridge": frozenset({"actors"}),
+    "log": frozenset({"actors", "spark_bridge", "gateway", "ray", "raydp", "pyspark"}),
+    "spark_bridge": frozenset({"actors", "gateway"}),
     "actors": frozenset({"gateway", "spark_bridge"}),
 }
 

@@ -1,6 +1,6 @@
 """Seeded fault injection on a 3-node cluster: nothing acknowledged is lost,
-no group is unable to commit for more than 10 s after any fault, no orphan
-actor remains (see tests/ray/fault_scenario.py)."""
+every group commits again after each fault, no orphan actor remains (see
+tests/ray/fault_scenario.py)."""
 
 import os
 
