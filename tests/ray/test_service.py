@@ -66,8 +66,8 @@ def test_two_groups_on_different_partitions_rebalance_concurrently(service: Clie
 def test_the_async_admin_calls_answer_as_the_sync_ones_across_partitions(service: Client) -> None:
     busy, empty = groups_on_distinct_partitions(service, 2)
     missing = "no-such-group"
-    (member,), _ = form_group(service, busy, 1)
-    (leaving,), _ = form_group(service, empty, 1)
+    (member,), _ = form_group(service, busy, 1, session_ms=SLOW_SESSION_MS)
+    (leaving,), _ = form_group(service, empty, 1, session_ms=SLOW_SESSION_MS)
     assert service.leave_group(empty, [MemberIdentity(leaving)]).error is Errors.NONE
     wait_until(lambda: service.describe_groups([empty])[0].state == "Empty")
     ids = [busy, empty, missing]
