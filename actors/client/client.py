@@ -481,7 +481,6 @@ class _Route:
         return leader
 
 
-
 def _described(responses: list[Any]) -> list[Any]:
     """The groups of DescribeGroups or ConsumerGroupDescribe answers, in one list."""
     return [group for response in responses for group in response.groups]
@@ -493,6 +492,7 @@ def _listed(responses: list[ListGroupsResponse]) -> list[ListedGroup]:
 
 def _deleted(responses: list[DeleteGroupsResponse]) -> dict[str, Any]:
     return {group_id: error for response in responses for group_id, error in response.results}
+
 
 def _answer(response: Any) -> Any:
     """A response, or raise the error a leader answered in its place (as the
