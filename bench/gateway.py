@@ -50,8 +50,9 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from multiprocessing.connection import Connection
-from typing import Protocol
+from typing import Any, Protocol
 
 import psutil
 import ray
@@ -208,12 +209,39 @@ def simple_ray_calls(client: Client, groups: Sequence[str]) -> Calls:
 
     def commit(partitions: int) -> Call:
         async def call(i: int) -> None:
-            response = await client.commit_offsets_async(groups[i % len(groups)], offsets(i, partitions))
-            assert all(p.error is Errors.NONE for p in response.partitions), response
+            group = groups[i % len(groups)]
+            check_committed(await client.commit_offsets_async(group, offsets(i, partitions)))
 
         return call
 
     return requests(commit)
+
+
+def check_committed(response: Any) -> None:
+    """A Ray handle's OffsetCommit answer: every partition NONE."""
+    assert all(p.error is Errors.NONE for p in response.partitions), response
+
+
+def thread_rate(pool: ThreadPoolExecutor, callers: Sequence[Callable[[int], None]], calls: int) -> int:
+    """`calls` synchronous calls, caller w (a thread of `pool` each) making calls w,
+    w + len(callers), ...; returns `calls`."""
+
+    def caller(w: int) -> None:
+        for i in range(w, calls, len(callers)):
+            callers[w](i)
+
+    list(pool.map(caller, range(len(callers))))
+    return calls
+
+
+def thread_latencies(call: Callable[[int], None], calls: int) -> list[float]:
+    """Seconds of each of `calls` synchronous calls made one at a time."""
+    taken = []
+    for i in range(calls):
+        started = time.perf_counter()
+        call(i)
+        taken.append(time.perf_counter() - started)
+    return taken
 
 
 def confluent_consumers(port: int, groups: Sequence[str]) -> list[Consumer]:
@@ -243,21 +271,11 @@ def confluent_worker(conn: Connection, port: int, groups: list[str]) -> None:
         with ThreadPoolExecutor(len(consumers)) as pool:
             while (command := conn.recv()) is not None:
                 kind, partitions, calls = command
+                callers = [partial(commit_now, consumer, partitions=partitions) for consumer in consumers]
                 if kind == "latency":
-                    taken = []
-                    for i in range(calls):
-                        started = time.perf_counter()
-                        commit_now(consumers[0], i, partitions)
-                        taken.append(time.perf_counter() - started)
-                    conn.send(taken)
-                    continue
-
-                def caller(w: int, partitions: int = partitions, calls: int = calls) -> None:
-                    for i in range(w, calls, len(consumers)):
-                        commit_now(consumers[w], i, partitions)
-
-                list(pool.map(caller, range(len(consumers))))
-                conn.send(calls)
+                    conn.send(thread_latencies(callers[0], calls))
+                else:
+                    conn.send(thread_rate(pool, callers, calls))
     finally:
         for consumer in consumers:
             consumer.close()
@@ -311,24 +329,16 @@ class RayCommitters:
         self.pool = ThreadPoolExecutor(len(groups))
 
     def commit(self, group: str, i: int, partitions: int) -> None:
-        response = self.client.commit_offsets(group, offsets(i, partitions))
-        assert all(p.error is Errors.NONE for p in response.partitions), response
+        check_committed(self.client.commit_offsets(group, offsets(i, partitions)))
+
+    def callers(self, partitions: int) -> list[Callable[[int], None]]:
+        return [partial(self.commit, group, partitions=partitions) for group in self.groups]
 
     def rate(self, partitions: int, calls: int) -> int:
-        def caller(w: int) -> None:
-            for i in range(w, calls, len(self.groups)):
-                self.commit(self.groups[w], i, partitions)
-
-        list(self.pool.map(caller, range(len(self.groups))))
-        return calls
+        return thread_rate(self.pool, self.callers(partitions), calls)
 
     def latencies(self, partitions: int, calls: int) -> list[float]:
-        taken = []
-        for i in range(calls):
-            started = time.perf_counter()
-            self.commit(self.groups[0], i, partitions)
-            taken.append(time.perf_counter() - started)
-        return taken
+        return thread_latencies(self.callers(partitions)[0], calls)
 
 
 class RayProcesses:
