@@ -12,6 +12,8 @@ actors/client/coalesce.py):
   rejoin: from the last member's JoinGroup to every member's SyncGroup
   response, as a ratio to one no-op round trip per member (target: 1,000
   members within 2 s);
+- a lone no-op call to a partition actor: its round trip and the CPU it
+  costs the partition's process (Ray's per-call machinery alone);
 - failover: from `ray.kill` of a partition actor holding 10,000 groups to
   its groups serving commits again (target: < 3 s).
 """
@@ -23,6 +25,7 @@ import asyncio
 import time
 from typing import Any
 
+import psutil  # type: ignore[import-untyped]
 import ray
 
 from actors.client.client import Client, commit_request
@@ -33,6 +36,9 @@ from coordinator import CoordinatorConfig, Errors
 from coordinator.consumer_protocol import Subscription, encode_subscription
 from coordinator.messages import JoinGroupRequest, SyncGroupRequest
 
+# Lone no-op calls: the round trip the rebalance figures compare with, and what a Ray call
+# costs the partition actor's process in CPU (user + system, a process-wide reading).
+LONE_CALLS = 1_000
 SUB = encode_subscription(Subscription(("t",)))
 # A changed subscription: every member's rejoin then takes part in the rebalance.
 SUB_CHANGED = encode_subscription(Subscription(("t", "u")))
@@ -188,10 +194,16 @@ async def run(args: argparse.Namespace, client: Client) -> list[tuple[str, ...]]
             )
         )
     leader = client.leader(0)
-    started = time.perf_counter()
-    for _ in range(200):
+    partition_process = psutil.Process((await leader.info.remote())["pid"])
+    cpu_before, started = partition_process.cpu_times(), time.perf_counter()
+    for _ in range(LONE_CALLS):
         await leader.noop.remote()
-    round_trip = (time.perf_counter() - started) / 200
+    round_trip = (time.perf_counter() - started) / LONE_CALLS
+    cpu_after = partition_process.cpu_times()
+    cpu_us = (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / LONE_CALLS * 1e6
+    progress(f"lone no-op call: {round_trip * 1000:.2f} ms round trip, {cpu_us:.0f} us of partition CPU")
+    rows.append(("no-op call to a partition, one at a time", f"{cpu_us:,.0f} us of its CPU",
+                 f"{round_trip * 1000:.2f} ms round trip", "", ""))
     for way, way_client in ways.items():
         for members in args.members:
             seconds = await form_and_rebalance(way_client, f"bench-rebalance-{members}-{way}", members)
