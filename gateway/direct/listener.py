@@ -37,7 +37,7 @@ import errno
 import logging
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import ray
 
@@ -249,8 +249,9 @@ class DirectConnection(asyncio.Protocol):
     # ------------------------------------------------------------ transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # An asyncio.Transport in all but class: uvloop's (Ray's actor loop where uvloop is
+        # installed) is its own.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         if not self.listener.accepts():

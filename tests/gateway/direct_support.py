@@ -64,9 +64,11 @@ def wait_for(condition: Callable[[], Any], what: str) -> Any:
 
 
 class PartitionThread:
-    """Partition 0 of `num_partitions`, leading at `epoch`, with its Kafka listener."""
+    """Partition 0 of `num_partitions`, leading at `epoch`, with its Kafka listener, on the
+    event loop `loop` makes (Ray runs an async actor on uvloop where uvloop is installed)."""
 
     def __init__(self, data_dir: str, ports: tuple[int, int], num_partitions: int = 2, epoch: int = 1,
+                 loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
                  **listener: Any) -> None:
         self.settings = ServiceSettings(
             data_dir=data_dir,
@@ -79,7 +81,7 @@ class PartitionThread:
             ),
             kafka_listener=KafkaListenerSettings(ports=ports, **listener),
         )
-        self._loop = asyncio.new_event_loop()
+        self._loop = loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="partition", daemon=True)
         self._thread.start()
         self.actor: OffsetPartition = self.call(_make(self.settings, epoch))

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import uvloop
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from kio.schema.errors import ErrorCode
@@ -41,9 +42,14 @@ from tests.gateway.test_security import self_signed  # noqa: F401 (a fixture)
 PROTOCOL_TYPE = "consumer"
 
 
-@pytest.fixture
-def leader(tmp_path: Path) -> Iterator[PartitionThread]:
-    running = PartitionThread(str(tmp_path), free_port_range(4))
+# Ray runs an async actor on uvloop where uvloop is installed (RAY_USE_UVLOOP, on by
+# default; ray[serve] installs it), else on asyncio's own loop: the listener serves on both.
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture(params=sorted(LOOPS))
+def leader(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[PartitionThread]:
+    running = PartitionThread(str(tmp_path), free_port_range(4), loop=LOOPS[request.param])
     yield running
     running.close()
 
