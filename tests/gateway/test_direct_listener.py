@@ -284,9 +284,14 @@ def test_raygroups_start_configures_the_listeners_from_the_gateways_options(tmp_
     assert options["kafka_listener"].enabled is False
 
 
-def test_with_tls_the_listener_serves_tls_only(tmp_path: Path, self_signed: tuple[str, str]) -> None:  # noqa: F811
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_with_tls_the_listener_serves_tls_only(
+    tmp_path: Path, self_signed: tuple[str, str], loop: str  # noqa: F811
+) -> None:
     cert, key = self_signed
-    secured = PartitionThread(str(tmp_path / "log"), free_port_range(2), tls_cert=cert, tls_key=key)
+    secured = PartitionThread(
+        str(tmp_path / "log"), free_port_range(2), loop=LOOPS[loop], tls_cert=cert, tls_key=key
+    )
     try:
         host, port = secured.kafka["host"], secured.port
         assert secured.kafka["protocol"] == "SSL" and not is_loopback(host)
