@@ -168,10 +168,10 @@ def print_listeners(listeners: list[tuple[int, int, str, int]]) -> None:
 
 
 def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
-    import asyncio
     import logging
 
     import actors
+    from actors.core import loops
     from gateway.security import check_listen_address
     from gateway.server import Gateway
 
@@ -193,7 +193,7 @@ def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
             await gateway.close()
 
     try:
-        asyncio.run(serve())
+        loops.run(serve())
     except KeyboardInterrupt:
         pass
     return 0

@@ -12,10 +12,6 @@ from collections.abc import Iterator
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-# uvloop is in the dev set (tests/gateway/test_direct_listener.py runs the listener on it);
-# Ray would run every actor on it then. The service does not install it: keep Ray's actors
-# on asyncio's loop, as they run where uvloop is absent.
-os.environ.setdefault("RAY_USE_UVLOOP", "0")
 
 # Messages pickle in their compact form in every test, whichever tests ran
 # before: importing actors.core.wire registers it (tests/core/test_wire.py checks).

@@ -46,6 +46,7 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.client.retry import AnswersLostError
+from actors.core import loops
 from actors.core.wire import loads_response
 from coordinator.messages import MAY_PARK, Request
 
@@ -203,7 +204,7 @@ class Sender:
     actor, for every client, thread and event loop of the process."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = loops.new_event_loop()
         self._coalescers: dict[Any, Coalescer] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self.loop.run_forever, name="raygroups-sender", daemon=True)

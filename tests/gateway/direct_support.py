@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from actors.core import loops
 from actors.core.settings import KafkaListenerSettings, ServiceSettings
 from actors.partition.actor import OffsetPartition
 from coordinator import CoordinatorConfig
@@ -65,10 +66,10 @@ def wait_for(condition: Callable[[], Any], what: str) -> Any:
 
 class PartitionThread:
     """Partition 0 of `num_partitions`, leading at `epoch`, with its Kafka listener, on the
-    event loop `loop` makes (Ray runs an async actor on uvloop where uvloop is installed)."""
+    event loop `loop` makes (by default the kind Ray runs the partition's actor on)."""
 
     def __init__(self, data_dir: str, ports: tuple[int, int], num_partitions: int = 2, epoch: int = 1,
-                 loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+                 loop: Callable[[], asyncio.AbstractEventLoop] = loops.new_event_loop,
                  **listener: Any) -> None:
         self.settings = ServiceSettings(
             data_dir=data_dir,

@@ -22,14 +22,16 @@ from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersions
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from actors.core import loops
 from gateway.server import Gateway
 
 
 class GatewayThread:
-    """`Gateway(*args, **kwargs)` listening on 127.0.0.1 (or `host`), served by a loop in a thread."""
+    """`Gateway(*args, **kwargs)` listening on 127.0.0.1 (or `host`), served in a thread by a
+    loop of the kind `raygroups gateway` runs on (`actors.core.loops`)."""
 
     def __init__(self, *args: Any, host: str = "127.0.0.1", **kwargs: Any):
-        self._loop = asyncio.new_event_loop()
+        self._loop = loops.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="gateway", daemon=True)
         self._thread.start()
         self.gateway: Gateway = self.call(_make(args, kwargs))

@@ -42,8 +42,8 @@ from tests.gateway.test_security import self_signed  # noqa: F401 (a fixture)
 PROTOCOL_TYPE = "consumer"
 
 
-# Ray runs an async actor on uvloop where uvloop is installed (RAY_USE_UVLOOP, on by
-# default; ray[serve] installs it), else on asyncio's own loop: the listener serves on both.
+# Ray runs an async actor on uvloop where uvloop is installed (raygroups installs it), else,
+# or with RAY_USE_UVLOOP=0, on asyncio's own loop: the listener serves on both.
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
