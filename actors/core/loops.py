@@ -2,8 +2,8 @@
 
 Ray 2.60 runs every async actor (the partition leaders and their Kafka
 listeners, the controller) on uvloop wherever uvloop is installed, unless
-`RAY_USE_UVLOOP` says 0 or false; raygroups installs it (measured: about
-18% less of a partition's CPU per request, docs/benchmarks.md). The loops
+`RAY_USE_UVLOOP` says otherwise; raygroups installs it (measured: 18-26%
+less of a partition leader's CPU per request, docs/benchmarks.md). The loops
 raygroups makes itself follow the same switch, so one setting puts the
 whole service on one kind of loop: the gateway's (`raygroups gateway`)
 and the Ray client's sending thread (`actors.client.coalesce`).
