@@ -99,8 +99,10 @@ class Way(Protocol):
 
 
 def serve_gateway(address: str, namespace: str, port_file: str, direct: str) -> None:
-    """A gateway process: serve until killed, its port written to `port_file`."""
+    """A gateway process: serve until killed, its port written to `port_file`; on the loop
+    `raygroups gateway` runs on (`actors.core.loops`)."""
     import actors
+    from actors.core import loops
     from gateway.server import Gateway
 
     async def serve() -> None:
@@ -113,7 +115,7 @@ def serve_gateway(address: str, namespace: str, port_file: str, direct: str) -> 
         os.rename(port_file + ".tmp", port_file)
         await gateway.serve_forever()
 
-    asyncio.run(serve())
+    loops.run(serve())
 
 
 def start_gateway_process(namespace: str, direct: bool) -> tuple[subprocess.Popen[bytes], int]:
