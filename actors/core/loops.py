@@ -20,7 +20,8 @@ T = TypeVar("T")
 
 
 def uses_uvloop() -> bool:
-    """Whether new loops are uvloop's: installed, and not switched off (Ray's own rule)."""
+    """Whether new loops are uvloop's: installed, and not switched off. Ray's own rule
+    (`ray._private.async_compat.get_new_event_loop`, private, so not called from here)."""
     if os.environ.get("RAY_USE_UVLOOP", "1").lower() not in ("1", "true"):
         return False
     try:

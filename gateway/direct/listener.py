@@ -249,8 +249,8 @@ class DirectConnection(asyncio.Protocol):
     # ------------------------------------------------------------ transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # An asyncio.Transport in all but class: uvloop's (Ray's actor loop where uvloop is
-        # installed) is its own.
+        # An asyncio.Transport in all but class: uvloop's (the loop Ray runs the actor on,
+        # actors/core/loops.py) is its own.
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"

@@ -40,8 +40,10 @@ def test_ray_use_uvloop_on_gives_uvloop(monkeypatch: pytest.MonkeyPatch, setting
 
 def test_run_returns_the_coroutines_value_and_raises_its_error() -> None:
     async def answer() -> int:
-        await asyncio.sleep(0)
-        return 42
+        # A real suspension: the loop resumes it once the callback has run.
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.set_result, 42)
+        return await future  # type: ignore[no-any-return]
 
     async def fail() -> None:
         raise ValueError("boom")
