@@ -8,7 +8,8 @@ moves requests, time and I/O results in and answers out:
   and answers a bad one to its caller alone;
 - the log's appends, fsyncs, opening and closing run on one I/O thread, in
   order; snapshots and compaction run on a second thread, beside appends;
-- background tasks (load, flush, timers, gauges, maintenance) are
+- background tasks (the load, and the serving loops of
+  `actors.partition.serving`: flush, timers, topics, gauges, maintenance) are
   supervised: one that raises is a failure of the partition, never a silent
   end. Any failure moves the runtime to FAILED (every request in flight is
   answered NOT_COORDINATOR), closes the log on the I/O thread and reloads
@@ -26,12 +27,13 @@ view its log names right after every load, then the topic registry's
 writes follow the write path as a timer's do.
 
 Replication (DESIGN 5b): every leader releases responses at its high
-watermark (`replica_leader`; without replicas that is the local durable end,
-as before). With `replication_factor` > 1 each replica keeps its log in
-`log.replica_dir(data_dir, node_id, partition)`; `node_id` is the node's
-name (`actors.core.node_names`, or the name a test passes) and is the replica's
-id in ISR lists. The role
-methods (the controller's contract) are inherited from `replica_roles`.
+watermark (`actors.partition.leader`; without replicas that is the local
+durable end, as before). With `replication_factor` > 1 each replica keeps
+its log in `log.replica_dir(data_dir, node_id, partition)`; `node_id` is
+the node's name (`actors.core.node_names`, or the name a test passes) and
+is the replica's id in ISR lists. The role methods (the controller's
+contract) are inherited from `actors.partition.roles`; `probe` and `info`
+from `actors.partition.inspection`.
 """
 
 
@@ -56,13 +58,14 @@ from actors.core.wire import dumps_response
 from actors.partition.batches import BatchAnswers, Mailboxes, check_batch_call
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
+from actors.partition.inspection import PROBE_CONCURRENCY, PROBE_GROUP, PartitionInspection
 from actors.partition.kafka_plug import KafkaListening, KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
-from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.phases import RejoinPhases
 from actors.partition.recovery import DiskRecovery, close_quietly
 from actors.partition.roles import LOAD_TASK, ReplicaRoles
+from actors.partition.serving import ServingLoops
 from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.checks import InvalidRequestError
@@ -77,10 +80,7 @@ from log.partition import PartitionLog
 from log.replica_state import ReplicaState
 
 logger = logging.getLogger(__name__)
-# Records per appended batch: bounds one batch's size after a burst.
-MAX_BATCH_RECORDS = 50_000
 GC_YOUNG_THRESHOLD = 20_000
-NOOP_RESPONSE = dumps_response(None)
 # Reload backoff after a failed load (a log another writer still locks, an I/O error).
 LOAD_RETRY_INITIAL_S = 0.05
 LOAD_RETRY_MAX_S = 2.0
@@ -89,17 +89,15 @@ UNLOAD_DRAIN_TIMEOUT_S = 5.0
 SOLE_REPLICA = "local"
 # An uncommitted suffix larger than this at load holds every read until it commits.
 SUFFIX_SCAN_MAX_BYTES = 1 << 20
-# The Ray concurrency group of `probe` (its own thread and event loop): a queue of
-# requests in front of a busy partition cannot delay the controller's liveness check.
-PROBE_GROUP = "probe"
-PROBE_CONCURRENCY = 4
 
 
 class LoadRefused(Exception):
     """The log on this node must not be served (see `coordinator.runtime.load_refusal`)."""
 
 
-class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
+class OffsetPartition(
+    ReplicaRoles, DiskRecovery, LogExport, KafkaListening, ServingLoops, PartitionInspection
+):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
     A standby is a started process with everything imported: the controller
@@ -155,7 +153,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
         # What the next load leads with (None: a leader without replicas).
         self._leadership: Leadership | None = None
         self._role_lock = asyncio.Lock()
-        self._link_server: LinkServer | None = None  # listening once a leader asks (replica_roles)
+        self._link_server: LinkServer | None = None  # listening once a leader asks (actors.partition.roles)
         # The disk under this replica's log (`actors.partition.recovery`).
         self.disk = DiskHealth()
         self._follow_after_recovery: tuple[int, str] | None = None
@@ -270,11 +268,7 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
             "partition %d epoch %d: loaded %d records in %.0f ms",
             self.partition, self.epoch, records, self.load_ms,
         )
-        self._spawn(self._flush_loop(), "flush")
-        self._spawn(self._timer_loop(), "timers")
-        self._spawn(self._gauge_loop(), "gauges")
-        self._spawn(self._maintenance_loop(), "maintenance")
-        self._spawn(self._topics_loop(), "topics")
+        self._spawn_serving_loops()
         self.leader.spawn_tasks()
         self.kafka.start_once()
 
@@ -457,163 +451,6 @@ class OffsetPartition(ReplicaRoles, DiskRecovery, LogExport, KafkaListening):
             self._io.submit(close_quietly, log, self.partition)
         if not self.runtime.refused:
             self._spawn(self._load(), LOAD_TASK)
-
-    async def _flush_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        runtime = self.runtime
-        while True:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            if not runtime.has_pending:
-                continue
-            incarnation = runtime.incarnation
-            batch = runtime.take_batch()
-            started = time.perf_counter()
-            try:
-                durable_end = await loop.run_in_executor(self._io, self._append_and_sync, batch)
-            except Exception as exc:
-                logger.exception("partition %d: append failed", self.partition)
-                if self._storage_failed(exc, "append"):
-                    return
-                self._deliver(runtime.on_append_failed(repr(exc)))
-                return
-            self.metrics.flush_ms.observe((time.perf_counter() - started) * 1000)
-            # Read each round: a new epoch of this leader replaces it (`_relead`).
-            leader = self.leader
-            if leader is None:
-                return  # deposed meanwhile: step_down answered the batch's requests
-            leader.on_local_durable(durable_end, incarnation)
-
-    def _append_and_sync(self, batch: list[Record]) -> int:
-        log = self.log
-        if log is None:
-            raise RuntimeError("the log was closed under a pending append")
-        now = self.clock.now_ms()
-        for start in range(0, len(batch), MAX_BATCH_RECORDS):
-            log.append(batch[start : start + MAX_BATCH_RECORDS], self.epoch, now)
-        return log.sync()
-
-    async def _timer_loop(self) -> None:
-        runtime = self.runtime
-        while runtime.state is RuntimeState.ACTIVE:
-            deadline = runtime.next_deadline_ms()
-            self._timer_sleep_until = deadline
-            self._timer_wake.clear()
-            timeout = None if deadline is None else max(0.0, (deadline - self.clock.now_ms()) / 1000)
-            try:
-                await asyncio.wait_for(self._timer_wake.wait(), timeout)
-            except TimeoutError:
-                pass
-            self._deliver(runtime.poll_timers(self.clock.now_ms()))
-            if runtime.has_pending:
-                self._flush_wanted.set()
-            if self.leader is not None:
-                self.leader.wake_for_reads()
-
-    async def topics_changed(self) -> None:
-        """The topic registry's nudge: read the topics now (topics_watch)."""
-        self._topics_wake.set()
-
-    async def _topics_loop(self) -> None:
-        """Read the topic registry when nudged or every interval; give the shard every newer view."""
-        runtime = self.runtime
-        while runtime.state is RuntimeState.ACTIVE:
-            self._topics_wake.clear()
-            if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
-                self._apply_topics(self.topics.counts, self.topics.ids)
-            try:
-                await asyncio.wait_for(self._topics_wake.wait(), self.settings.topics_refresh_interval_s)
-            except TimeoutError:
-                pass
-
-    def _apply_topics(self, counts: dict[str, int], ids: dict[str, Any]) -> None:
-        self._deliver(self.runtime.update_topics(counts, ids, self.clock.now_ms()))
-        self._after_requests()
-
-    async def _gauge_loop(self, interval_s: float = 2.0) -> None:
-        while self.runtime.state is RuntimeState.ACTIVE:
-            shard = self.runtime.shard
-            # Set again every time: Ray's metrics agent drops gauge values not refreshed within its TTL.
-            self.metrics.load_time_ms.set(self.load_ms)
-            self.metrics.groups.set(len(shard.groups) if shard else 0)
-            self.metrics.members.set(shard.member_count() if shard else 0)
-            if self.leader is not None:
-                self.metrics.set_replication(self.leader.describe())
-            self.metrics.flush_counts()
-            await asyncio.sleep(interval_s)
-
-    async def _maintenance_loop(self) -> None:
-        """The leader's log maintenance (`actors.partition.maintenance`) up to the high
-        watermark, while it serves; a failed round fails the partition, which reloads."""
-        runtime = self.runtime
-        progress = MaintenanceProgress(runtime.durable_end)
-        while runtime.state is RuntimeState.ACTIVE:
-            await asyncio.sleep(self.settings.maintenance_interval_s)
-            log = self.log
-            if log is None or runtime.state is not RuntimeState.ACTIVE:
-                return
-            await maintain_once(
-                log, runtime.durable_end, progress, self.settings, self._maintenance, self.clock.now_ms
-            )
-
-    # ----------------------------------------------------------- inspection
-
-    @ray.method(concurrency_group=PROBE_GROUP)
-    async def probe(self) -> dict[str, Any]:
-        """The controller's liveness check: answered in every state, cheaply.
-
-        It runs in a Ray concurrency group of its own, so the thousands of calls a saturated
-        partition has queued do not hold it past the controller's timeout (a busy leader is
-        not a dead one: measured, 2-3 ms against 3.7 s in the request queue); the view is
-        taken on the partition's own loop, so a loop that is stuck still misses its probes."""
-        loop = self._loop
-        if loop is None or loop is asyncio.get_running_loop():
-            return self._probe_view()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._probe_here(), loop))
-
-    async def _probe_here(self) -> dict[str, Any]:
-        return self._probe_view()
-
-    def _probe_view(self) -> dict[str, Any]:
-        runtime = self.runtime
-        return {
-            "partition": self.partition,
-            "epoch": self.epoch,
-            "state": runtime.state.name,
-            "durable_end": runtime.durable_end,
-            "progress": self.progress,
-            "failure": runtime.failure,
-            "refused": runtime.refused,
-            "disk": self.disk.describe(),
-            "kafka": self.kafka.describe(),
-            **self._role_view(),
-        }
-
-    async def info(self) -> dict[str, Any]:
-        shard = self.runtime.shard
-        return {
-            **self._probe_view(),
-            "groups": len(shard.groups) if shard else 0,
-            "members": shard.member_count() if shard else 0,
-            "requests_per_s": self.metrics.request_rate,
-            "load_ms": round(self.load_ms, 1),
-            "loaded_records": self.loaded_records,
-            "node_id": current_node_name(),
-            "pid": os.getpid(),
-            "data_dir": self.settings.data_dir,
-        }
-
-    async def ping(self) -> int:
-        return self.epoch
-
-    async def noop(self, request: Any = None) -> bytes:
-        """A do-nothing call: the baseline of the actor benchmark (its answer
-        travels as `handle_wire`'s does, as bytes)."""
-        return NOOP_RESPONSE
-
-    async def noop_batch(self, caller: int, batch: int, requests: list[Any]) -> bytes:
-        """`noop` for a coalesced batch: the baseline of coalesced calls."""
-        return dumps_response(([(index, None) for index in range(len(requests))], 0))
 
 
 class _Waiter:

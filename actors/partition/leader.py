@@ -48,7 +48,7 @@ end and the flush loop's one extra call per fsync is the whole cost
 - The STATE FILE (`log.replica_state`, `partition-state.json` in the
   leader's directory; the I/O is the owner's `_record_state`, on the
   partition's I/O thread) holds the committed state this leader leads with:
-  written before the leader serves (`replica_roles`) and at every committed
+  written before the leader serves (`actors.partition.roles`) and at every committed
   ISR change, BEFORE the change is applied when it removes a member, after
   it when it only adds one. So the file's ISR is always a subset of the ISR
   the leader acknowledges with (a shrink pending at the controller still

@@ -2,7 +2,7 @@
 
 Run by every replica, leader and follower alike (Kafka's log cleaner runs on
 every broker for every replica it holds), on the partition's maintenance
-thread, beside appends (`OffsetPartition._maintenance_loop` for a leader,
+thread, beside appends (`ServingLoops._maintenance_loop` for a leader,
 `ReplicaRoles._follower_maintenance` for a follower). Rules:
 - A snapshot once `snapshot_every_records` more records are committed, so
   that a load replays live state rather than history (log/snapshot.py).
