@@ -20,7 +20,9 @@ first figure:
   directories as a replica does (`log_files`, `read_log_file`): Arrow IPC
   blocks read by RayDP's JVM (`read_replicas_log`) and a Ray Dataset of
   Arrow blocks through `Dataset.to_spark` (pandas in Spark's Python
-  workers); plus each session's start time.
+  workers), and the summarized read by day through them
+  (`prefetch_summarized_replicas`, what `raygroups lag` reads of a running
+  service, its records per second); plus each session's start time.
 A local Ray is started for the run (4 logical CPUs: executors hold theirs
 for their lifetime). Progress goes to stderr, the figures to stdout.
 """
@@ -57,11 +59,13 @@ from spark_bridge.reader import (
     read_log_rows,
     read_offsets_log,
     read_offsets_log_by_rows,
+    read_prefetched_summary,
     read_summarized_log,
     summarized_task_batches,
 )
-from spark_bridge.replica_reader import read_replicas_log, replica_dataset
+from spark_bridge.replica_reader import prefetch_summarized_replicas, read_replicas_log, replica_dataset
 from spark_bridge.spark_session import session
+from spark_bridge.time_windows import DAY_MS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -214,11 +218,17 @@ def replica_rows(
     progress(f"replica path, Arrow IPC blocks: {blocks_s:.2f} s")
     dataset_s = noop_read_s(lambda: replica_dataset(servers).to_spark(spark))  # type: ignore[union-attr]
     progress(f"replica path, Dataset.to_spark: {dataset_s:.2f} s")
+    summary_s = noop_read_s(
+        lambda: read_prefetched_summary(spark, prefetch_summarized_replicas(servers, DAY_MS)).frame
+    )
+    progress(f"replica path, summarized by day: {summary_s:.2f} s")
     return [
         read_row(f"Spark, replica path, {executors} executor(s)", records, blocks_s, load_s,
                  "Ray tasks -> Arrow IPC in the object store -> RayDP's JVM"),
         read_row(f"Spark, replica path via Dataset.to_spark, {executors} executor(s)", records, dataset_s,
                  load_s, "Arrow blocks -> pandas in Python workers -> Spark"),
+        read_row(f"Spark, replica path summarized by day, {executors} executor(s)", records, summary_s,
+                 load_s, "what raygroups lag reads of a running service, records per second"),
     ]
 
 

@@ -25,11 +25,15 @@ with `add_parsers` and `COMMANDS`. Rules:
   as one line per step on a piped stderr; the log is read once into
   Spark's cache, and the line "read N records ... in S s (R/s)" says how
   many records that was at what rate (stderr).
-- A `--data-dir` log is read summarized (`spark_bridge.summary`: each
-  partition's commits turned into rows per group and window by the read
-  tasks) for `lag`, and for `report` unless `--end-offsets` is given (lag
-  over time against given end offsets needs every commit); the report's
-  window size is then chosen from the log's batch headers before the read.
+- `lag` reads the log summarized (`spark_bridge.summary`: each partition's
+  commits turned into rows per group and day by the read tasks), from the
+  service's replicas or a `--data-dir`; so does `report` of a `--data-dir`
+  log unless `--end-offsets` is given (lag over time against given end
+  offsets needs every commit), its window size chosen from the log's batch
+  headers before the read. `report` of the service's log reads every
+  record (its window comes from the log's span, and the registry's end
+  offsets over time are given ends). On RayDP a summarized read runs in a
+  Ray task started before Spark (`prefetch_summary`).
 - Output: tables through the caller's `print_table` (`actors/cli/main.py` passes
   `actors.cli.tables.print_table`: a terminal table or plain aligned text,
   never a cut value); notes such as where lag was measured to go to stderr.
@@ -198,9 +202,8 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
             window_ms = summary_window(args, ends, for_lag=work is lag_rows)
 
             def prefetch() -> None:  # on RayDP: the summarized read runs while Spark starts
-                from spark_bridge.reader import prefetch_summarized_log
-
-                args.prefetched = prefetch_summarized_log(args.data_dir, window_ms)
+                assert window_ms is not None
+                args.prefetched = prefetch_summary(args, window_ms)
 
             with show_progress(args, "starting Spark"):
                 started = session(
@@ -307,8 +310,12 @@ def read_cached(
     """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` of the `--data-dir` log by
     `summary_window_ms` windows, prefetched if `_compute` started it) and the cached frame
     under it, read once."""
+    import ray
+
     from spark_bridge.jobs import SummarizedLog
     from spark_bridge.reader import read_prefetched_summary, read_summarized_log
+    from spark_bridge.replica_reader import read_summarized_replicas_here
+    from spark_bridge.spark_session import raydp_session
 
     records = None
     with show_progress(args, "reading the offsets log (Spark)"):
@@ -316,13 +323,20 @@ def read_cached(
         if summary_window_ms is None:
             log = frame = read_log(spark, args).cache()
         else:
-            records = _extent(args).records
             prefetched = getattr(args, "prefetched", None)
-            if prefetched is not None and prefetched.window_ms == summary_window_ms:
-                # Timed from when it started, with Spark.
+            if prefetched is not None and prefetched.window_ms != summary_window_ms:
+                prefetched = None
+            if prefetched is None and args.data_dir is None and raydp_session(spark) is not None:
+                prefetched = prefetch_summary(args, summary_window_ms)  # the replicas' read, now
+            if prefetched is not None:
+                # Timed from when it started: with Spark, when it was started for it.
                 summarized, started = read_prefetched_summary(spark, prefetched), prefetched.started
-            else:
+                records = int(ray.get(prefetched.records))
+            elif args.data_dir is not None:  # Spark's executors read the directory
                 summarized = read_summarized_log(spark, args.data_dir, summary_window_ms)
+                records = _extent(args).records
+            else:  # a Spark that cannot read Ray's object store: made in this process
+                summarized, records = read_summarized_replicas_here(spark, args.sources, summary_window_ms)
             frame = summarized.frame.cache()
             log = SummarizedLog(frame, summary_window_ms)
         read_log_timed(frame, records, started)
@@ -330,14 +344,28 @@ def read_cached(
 
 
 def summary_window(args: argparse.Namespace, ends: Any, for_lag: bool) -> int | None:
-    """The window of the summarized read a command makes of a `--data-dir` log; None when it
-    reads every record. Lag: one window a day (only the newest commits matter); a report: its
-    window, when lag is measured against the highest commits (no `--end-offsets`)."""
-    if args.data_dir is None:
-        return None
+    """The window of the summarized read a command makes; None when it reads every record.
+    Lag: one window a day (only the newest commits matter), from either source; a report of a
+    `--data-dir` log: its window, when lag is measured against the highest commits (no
+    `--end-offsets`). A report of the service's log reads every record: its window comes from
+    the log's span, which the replicas would have to read the log to give."""
     if for_lag:
         return DAY_MS
+    if args.data_dir is None:
+        return None
     return window_or_chosen(args) if ends is None else None
+
+
+def prefetch_summary(args: argparse.Namespace, window_ms: int) -> Any:
+    """Start the summarized read of the command's log in a Ray task (`reader.PrefetchedSummary`):
+    the `--data-dir` directory on this node, or the service's partitions through their replicas."""
+    if args.data_dir is not None:
+        from spark_bridge.reader import prefetch_summarized_log
+
+        return prefetch_summarized_log(args.data_dir, window_ms)
+    from spark_bridge.replica_reader import prefetch_summarized_replicas
+
+    return prefetch_summarized_replicas(args.sources, window_ms)
 
 
 def window_or_chosen(args: argparse.Namespace) -> int:
@@ -368,8 +396,8 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
     from spark_bridge.jobs import consumer_lag
 
-    # The lag job reads the log twice (commits, ends from commits): read it once, cached;
-    # summarized from a --data-dir.
+    # The lag job reads the log twice (commits, ends from commits): read it once, cached,
+    # summarized by day (the service's log through its replicas, or a --data-dir).
     log, frame = read_cached(spark, args, summary_window(args, ends, for_lag=True))
     try:
         with show_progress(args, "computing lag (Spark)"):

@@ -40,9 +40,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from log.columnar import RowModel, arrow_batches
 from log.reader import LogReader
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from spark_bridge.jobs import SummarizedLog
 
 _PARTITION_DIR = re.compile(r"^offsets-(\d+)$")
+T = TypeVar("T")
 
 
 class SegmentTask(NamedTuple):
@@ -210,19 +211,25 @@ def _summarize_tasks(
 
 def summarized_task_batches(task: SegmentTask, window_ms: int) -> Iterator[pa.RecordBatch]:
     """The summarized rows of one task, a whole partition (`spark_bridge.summary`)."""
+    return summarized_batches(read_task_batches(task), window_ms)
+
+
+def summarized_batches(batches: Iterable[pa.RecordBatch], window_ms: int) -> Iterator[pa.RecordBatch]:
+    """A whole partition's rows (`batches`, in offset order) summarized by `window_ms` windows."""
     import pyarrow as pa
 
-    table = pa.Table.from_batches(list(read_task_batches(task)), arrow_schema())
+    table = pa.Table.from_batches(list(batches), arrow_schema())
     yield from summarize(table, window_ms).to_batches()
 
 
 class PrefetchedSummary(NamedTuple):
-    """A summarized read under way in Ray (`prefetch_summarized_log`)."""
+    """A summarized read under way in Ray (`prefetch_summary`)."""
 
     window_ms: int
-    # One Arrow IPC stream per partition, then the number of rows (which raises the read's error).
+    # One Arrow IPC stream per partition, then the number of records read (which raises the
+    # read's error).
     streams: list[Any]
-    rows: Any
+    records: Any
     # When it started (time.monotonic()).
     started: float
 
@@ -230,32 +237,42 @@ class PrefetchedSummary(NamedTuple):
 def prefetch_summarized_log(data_dir: str | os.PathLike[str], window_ms: int) -> PrefetchedSummary:
     """Start the summarized read of `data_dir` in one Ray task on this node (where the
     directory is), to run while Spark starts; `read_prefetched_summary` then gives it to Spark."""
+    return prefetch_summary(read_task_batches, _summary_tasks(data_dir, window_ms), window_ms)
+
+
+def prefetch_summary(
+    read: Callable[[T], Iterable[pa.RecordBatch]], tasks: list[T], window_ms: int
+) -> PrefetchedSummary:
+    """Start summarizing `tasks` (each a whole partition, whose rows `read` gives) in one Ray
+    task on this node: the command's own work, as its driver's is."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     started = time.monotonic()
-    tasks = _summary_tasks(data_dir, window_ms)
     if not tasks:
         return PrefetchedSummary(window_ms, [], ray.put(0), started)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    # No CPU reserved: the command's own work on its own node, as its driver's is; it must not
-    # wait for a CPU the executors hold (or one a head node without CPUs never has).
+    # No CPU reserved: it must not wait for a CPU the executors hold (or one a head node
+    # without CPUs never has).
     summarize_all = ray.remote(summarized_streams).options(
         num_cpus=0, num_returns=len(tasks) + 1, scheduling_strategy=here, max_retries=0
     )
-    *streams, rows = summarize_all.remote(tasks, window_ms)
-    return PrefetchedSummary(window_ms, streams, rows, started)
+    *streams, records = summarize_all.remote(read, tasks, window_ms)
+    return PrefetchedSummary(window_ms, streams, records, started)
 
 
-def summarized_streams(tasks: list[SegmentTask], window_ms: int) -> tuple[Any, ...]:
-    """Runs in a Ray task: each task's summarized rows as an Arrow IPC stream, then their count."""
+def summarized_streams(
+    read: Callable[[T], Iterable[pa.RecordBatch]], tasks: list[T], window_ms: int
+) -> tuple[Any, ...]:
+    """Runs in a Ray task: each task's summarized rows as an Arrow IPC stream, then the number
+    of records read."""
     schema = arrow_schema(SUMMARIZED_COLUMNS)
-    streams, rows = [], 0
+    streams, records = [], 0
     for task in tasks:
-        batches = list(summarized_task_batches(task, window_ms))
-        rows += sum(batch.num_rows for batch in batches)
-        streams.append(ipc_stream(schema, batches))
-    return (*streams, rows)
+        batches = list(read(task))  # the summary holds a whole partition anyway
+        records += sum(batch.num_rows for batch in batches)
+        streams.append(ipc_stream(schema, summarized_batches(batches, window_ms)))
+    return (*streams, records)
 
 
 def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) -> SummarizedLog:
@@ -268,7 +285,7 @@ def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) 
     from spark_bridge.spark_session import raydp_session
 
     try:
-        ray.get(prefetched.rows)
+        ray.get(prefetched.records)
     except RayTaskError as exc:
         if isinstance(exc.cause, BaseException):  # the read's own error, not Ray's wrapping of it
             raise exc.cause from None

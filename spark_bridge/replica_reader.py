@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from ray.data import Dataset
 
+    from spark_bridge.jobs import SummarizedLog
+    from spark_bridge.reader import PrefetchedSummary
+
 # Below the actors' per-call limit (actors.partition.export.MAX_READ_BYTES, 8 MiB).
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 ATTEMPTS_PER_REPLICA = 3
@@ -279,3 +282,45 @@ def read_replicas_log(spark: SparkSession, sources: LogSources) -> DataFrame:
         # Only RayDP's Spark reads Ray's object store: any other Spark gets the rows through the driver.
         return spark.createDataFrame(list(read_replica_rows(sources)), log_schema())
     return started.arrow_frame(arrow_schema(), replica_stream_blocks(sources))
+
+
+# ------------------------------------------------------ summarized reads
+
+
+def summary_tasks(sources: LogSources) -> list[ReplicaTask]:
+    """A summarized read's tasks: each partition whole, from offset 0 to its committed end."""
+    return [ReplicaTask(partition, tuple(sources[partition]), 0, None) for partition in sorted(sources)]
+
+
+def prefetch_summarized_replicas(sources: LogSources, window_ms: int) -> PrefetchedSummary:
+    """Start the summarized read of the service's log (`reader.prefetch_summary`): one Ray task
+    reading each partition whole through its replicas and summarizing it, while Spark starts;
+    `reader.read_prefetched_summary` then gives it to Spark."""
+    from spark_bridge.reader import prefetch_summary
+
+    _check_window(window_ms)
+    return prefetch_summary(read_replica_task_batches, summary_tasks(sources), window_ms)
+
+
+def read_summarized_replicas_here(
+    spark: SparkSession, sources: LogSources, window_ms: int
+) -> tuple[SummarizedLog, int]:
+    """The summarized read of the service's log made in this process, for a Spark that does not
+    read Ray's object store (plain local Spark): the summarized log and the records read."""
+    import pyarrow as pa
+
+    from spark_bridge.jobs import SummarizedLog
+    from spark_bridge.reader import log_schema, summarized_streams
+    from spark_bridge.summary import SUMMARIZED_COLUMNS
+
+    _check_window(window_ms)
+    *streams, records = summarized_streams(read_replica_task_batches, summary_tasks(sources), window_ms)
+    rows = [
+        tuple(row.values()) for stream in streams for row in pa.ipc.open_stream(stream).read_all().to_pylist()
+    ]
+    return SummarizedLog(spark.createDataFrame(rows, log_schema(SUMMARIZED_COLUMNS)), window_ms), records
+
+
+def _check_window(window_ms: int) -> None:
+    if type(window_ms) is not int or window_ms < 1:
+        raise ValueError(f"window_ms must be an int >= 1, got {window_ms!r}")

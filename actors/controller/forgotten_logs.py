@@ -9,7 +9,7 @@ knew it (`partition-state.json`, `log.replica_state`; when it is written and
 why it is safe: `actors/partition/leader.py`). No directory ever holds a
 leader epoch that no state file records: a leader writes its file before the
 epoch reaches any disk, its own or a follower's (`actors/partition/roles.py`,
-`ReplicatedPlane._send_roles`). Node names are stable across restarts only
+`actors.controller.roles`). Node names are stable across restarts only
 where the nodes carry the `raygroups.io/node` label
 (`actors/core/node_names.py`); an unlabelled node gets a new Ray id each start,
 so its old directories match no node.

@@ -7,6 +7,8 @@ changes, as Kafka's KRaft controller does (replication notes sections 1 and
 4; the pure rules are in `coordinator.replication.controller` and
 `.placement`). It reuses the single-copy plane's loops, routing, reaper and
 persistence; what differs is what one partition's check does (`_reconcile`).
+Its mixins: replica moves (`actors.controller.moves`) and sending the
+replicas their roles (`actors.controller.roles`).
 
 Rules:
 - Metadata first: every change (assignment, election, ISR, a replica's new
@@ -85,6 +87,7 @@ from typing import Any
 from actors.controller.cluster_view import ActorGone, Cluster, ClusterError, MetadataStore, new_actor_name
 from actors.controller.moves import ReplicaMoves
 from actors.controller.plane import ControlPlane
+from actors.controller.roles import Probe, RoleSending, holds, refuses
 from actors.controller.state import NEVER_LOADED, PartitionMeta
 from actors.core.metrics import ControllerMetrics
 from actors.core.settings import ServiceSettings
@@ -106,10 +109,9 @@ logger = logging.getLogger(__name__)
 # A probe's verdict on a replica that did not answer.
 GONE = "gone"
 UNRESPONSIVE = "unresponsive"
-Probe = dict[str, Any] | str
 
 
-class ReplicatedPlane(ReplicaMoves, ControlPlane):
+class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
     def __init__(
         self,
         settings: ServiceSettings,
@@ -176,7 +178,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
     async def _record_end(self, partition: int, probe: Probe | None) -> None:
         """Remember the serving leader's high watermark: what the partition committed."""
         meta = self.state.partitions[partition]
-        if not (_holds(probe, "leader", meta.epoch) and isinstance(probe, dict)):
+        if not (holds(probe, "leader", meta.epoch) and isinstance(probe, dict)):
             return
         hwm = probe.get("high_watermark")
         if probe.get("state") == "ACTIVE" and type(hwm) is int and self.state.record_end(partition, hwm):
@@ -267,7 +269,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         current = _partition_state(meta)
         # Out of the ISR: dead, or holding no log it can trust (failed disk, refusal);
         # one that did not answer in time, unless min ISR needs it (module rules).
-        lost = {n for n, probe in probes.items() if probe == GONE or disk_failed(probe) or _refuses(probe)}
+        lost = {n for n, probe in probes.items() if probe == GONE or disk_failed(probe) or refuses(probe)}
         silent = {n for n, probe in probes.items() if probe == UNRESPONSIVE}
         failed = self._failed_leaders.get(partition, set())
         healthy = {
@@ -281,7 +283,7 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
             in_sync = isr_at_election(meta.isr, lost, silent, self.settings.min_insync_replicas)
             election = elect_leader(meta.replicas, meta.isr, in_sync, candidates=healthy)
             sitting = meta.leader
-            keep = sitting is not None and probes.get(sitting) != GONE and not _refuses(probes.get(sitting))
+            keep = sitting is not None and probes.get(sitting) != GONE and not refuses(probes.get(sitting))
             if election.leader is None and keep:
                 return  # slow or failing, but the only one that may lead: keep it
         await self._commit(partition, apply_election(current, election), "leader gone")
@@ -424,89 +426,6 @@ class ReplicatedPlane(ReplicaMoves, ControlPlane):
         logger.info("partition %d: replica %s started on %s", partition, name, node)
         return {"role": "none", "state": "INITIAL", "leader_epoch": -1}
 
-    # ------------------------------------------------------------- roles
-
-    async def _send_roles(self, partition: int, probes: dict[str, Probe]) -> None:
-        """Make every answering replica's role match the metadata (module rules)."""
-        meta = self.state.partitions[partition]
-        if meta.leader is None:
-            return
-        handles = self.handles.get(partition, {})
-        leader = handles.get(meta.leader)
-        # A replica whose disk failed recovers by itself and then takes its role (replica_recovery).
-        if leader is None or disk_failed(probes.get(meta.leader)):
-            return
-        # Followers hear of an epoch only once its leader took it up, and so recorded
-        # it in its state file: a full restart finds no directory that saw a newer
-        # epoch than every state file (forgotten_logs).
-        if not await self._lead(partition, leader, probes.get(meta.leader)):
-            return
-        await asyncio.gather(
-            *(
-                self._follow(partition, node, handles[node], probes.get(node))
-                for node in meta.replicas
-                if node != meta.leader and node in handles and isinstance(probes.get(node), dict)
-                and not disk_failed(probes.get(node))
-            )
-        )
-
-    async def _lead(self, partition: int, handle: Any, probe: Probe | None) -> bool:
-        """Make `handle` the partition's leader; whether it took up the epoch."""
-        meta = self.state.partitions[partition]
-        timeout_s = self.settings.actor_start_timeout_s
-        followers = {n: self.handles.get(partition, {}).get(n) for n in meta.replicas if n != meta.leader}
-        try:
-            if not _holds(probe, "leader", meta.epoch):
-                probe = await self.cluster.call(
-                    handle, "become_leader", meta.epoch, meta.partition_epoch, list(meta.replicas),
-                    list(meta.isr), followers, self.controller, meta.known_end, timeout_s=timeout_s,
-                )
-                self._given[partition] = dict(followers)
-            elif isinstance(probe, dict) and probe.get("partition_epoch") != meta.partition_epoch:
-                await self.cluster.call(
-                    handle, "isr_committed", meta.epoch, meta.partition_epoch, list(meta.isr),
-                    timeout_s=timeout_s,
-                )
-            given = self._given.setdefault(partition, dict(followers))
-            for node, follower in followers.items():
-                if follower is not None and given.get(node) is not follower:
-                    await self.cluster.call(
-                        handle, "set_follower", meta.epoch, node, follower, timeout_s=timeout_s
-                    )
-                    given[node] = follower
-        except ClusterError as exc:
-            logger.warning("partition %d: leader on %s not started: %r", partition, meta.leader, exc)
-            await self._release_lock(exc)
-            self._failed_leaders.setdefault(partition, set()).add(str(meta.leader))
-            self.leaders.pop(partition, None)
-            return False
-        self._failed_leaders.pop(partition, None)
-        self.leaders[partition] = handle
-        return not _refuses(probe)
-
-    async def _follow(self, partition: int, node: str, handle: Any, probe: Probe | None) -> None:
-        meta = self.state.partitions[partition]
-        if _holds(probe, "follower", meta.epoch):
-            return
-        try:
-            # An ISR member must hold the partition's log: never a hot follower from an empty one.
-            must_exist = node in meta.isr and meta.known_end >= 0
-            await self.cluster.call(
-                handle, "become_follower", meta.epoch, meta.leader, must_exist,
-                timeout_s=self.settings.actor_start_timeout_s,
-            )
-        except ClusterError as exc:
-            logger.warning("partition %d: replica on %s did not follow: %r", partition, node, exc)
-            await self._release_lock(exc)
-
-    async def _release_lock(self, exc: ClusterError) -> None:
-        """A replica refused a role because another actor holds its log's lock: an actor of
-        an earlier controller's operation (a restart, a move) that this metadata no longer
-        owns. Reap it now rather than at the next reaper round; the role is sent again
-        at the next check."""
-        if "LogLockedError" in str(exc):
-            await self.reap_once()
-
     # ----------------------------------------------------------- queries
 
     def log_sources(self) -> dict[int, list[Any]]:
@@ -589,15 +508,6 @@ def _partition_state(meta: PartitionMeta) -> PartitionState:
 def _can_lead(probe: dict[str, Any]) -> bool:
     """A replica that answered may lead unless its log or disk failed or it refuses to serve."""
     return probe.get("state") != "FAILED" and not probe.get("refused") and not disk_failed(probe)
-
-
-def _refuses(probe: Probe | None) -> bool:
-    """The replica refuses to serve its log (missing, or behind the committed end)."""
-    return isinstance(probe, dict) and bool(probe.get("refused"))
-
-
-def _holds(probe: Probe | None, role: str, leader_epoch: int) -> bool:
-    return isinstance(probe, dict) and probe.get("role") == role and probe.get("leader_epoch") == leader_epoch
 
 
 def _under_replicated(meta: PartitionMeta) -> bool:

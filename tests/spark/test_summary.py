@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import pyarrow.parquet as pq
 import pytest
+import ray
 from pyspark.sql import DataFrame
 
 from coordinator.records import Record
@@ -30,10 +31,16 @@ from log.errors import CorruptLogError
 from log.partition import PartitionLog
 from spark_bridge import cli, jobs
 from spark_bridge.reader import (
+    partition_dirs,
     prefetch_summarized_log,
     read_offsets_log,
     read_prefetched_summary,
     read_summarized_log,
+)
+from spark_bridge.replica_reader import (
+    ReplicaReadError,
+    prefetch_summarized_replicas,
+    read_summarized_replicas_here,
 )
 from spark_bridge.spark_session import BridgeSession
 from spark_bridge.time_windows import choose_window_ms
@@ -41,6 +48,7 @@ from spark_bridge.time_windows import choose_window_ms
 from tests.spark.histories import EPOCH, T0
 from tests.spark.test_cli_spark import parse
 from tests.spark.test_columnar_rows import SMALL_SEGMENTS, commit, random_batch, write_segment
+from tests.spark.test_replica_arrow import Files
 
 pytestmark = pytest.mark.spark
 WINDOW_MS = 10_000
@@ -143,6 +151,44 @@ def test_a_prefetched_read_gives_the_summarized_rows(logs: Logs) -> None:
 
     assert prefetched.window_ms == WINDOW_MS
     assert rows(prefetched.frame) == rows(logs.summarized.frame)
+
+
+@pytest.fixture
+def replicas(logs: Logs) -> Iterator[dict[int, list[Any]]]:
+    """Each partition of the generated log served by two replica actors (as actors/partition/export.py)."""
+    serve = ray.remote(num_cpus=0)(Files)
+    sources = {p: [serve.remote(d), serve.remote(d)] for p, d in partition_dirs(logs.data_dir)}
+    yield sources
+    for handles in sources.values():
+        for handle in handles:
+            ray.kill(handle)
+
+
+def test_a_summarized_read_through_the_replicas_is_the_directorys(
+    logs: Logs, replicas: dict[int, list[Any]]
+) -> None:
+    """What `raygroups lag` reads of a running service: each partition whole through its
+    replicas, summarized in a Ray task (or, for a Spark that cannot read Ray's object store,
+    in the driver): the summary of the same log read from its directory."""
+    spark = logs.summarized.frame.sparkSession
+    records = logs.every.count()
+
+    prefetched = prefetch_summarized_replicas(replicas, WINDOW_MS)
+    summarized = read_prefetched_summary(spark, prefetched)
+    here, read_here = read_summarized_replicas_here(spark, replicas, WINDOW_MS)
+
+    assert summarized.window_ms == here.window_ms == WINDOW_MS
+    assert rows(summarized.frame) == rows(here.frame) == rows(logs.summarized.frame)
+    assert ray.get(prefetched.records) == read_here == records
+
+
+def test_a_partition_no_replica_serves_fails_the_summarized_read_on_the_driver(
+    logs: Logs, replicas: dict[int, list[Any]]
+) -> None:
+    prefetched = prefetch_summarized_replicas({**replicas, 1: []}, WINDOW_MS)
+
+    with pytest.raises(ReplicaReadError, match="partition 1: no replica holds its log"):
+        read_prefetched_summary(logs.summarized.frame.sparkSession, prefetched)
 
 
 def test_a_prefetched_read_of_a_corrupt_log_raises_its_corruption_on_the_driver(
