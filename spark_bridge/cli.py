@@ -202,7 +202,6 @@ def _compute(args: argparse.Namespace, work: Callable[[SparkSession, argparse.Na
             window_ms = summary_window(args, ends, for_lag=work is lag_rows)
 
             def prefetch() -> None:  # on RayDP: the summarized read runs while Spark starts
-                assert window_ms is not None
                 args.prefetched = prefetch_summary(args, window_ms)
 
             with show_progress(args, "starting Spark"):
@@ -307,9 +306,8 @@ def read_log(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
 def read_cached(
     spark: SparkSession, args: argparse.Namespace, summary_window_ms: int | None
 ) -> tuple[Any, DataFrame]:
-    """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` of the `--data-dir` log by
-    `summary_window_ms` windows, prefetched if `_compute` started it) and the cached frame
-    under it, read once."""
+    """The log for the jobs (a DataFrame, or a `jobs.SummarizedLog` by `summary_window_ms`
+    windows, prefetched if `_compute` started it) and the cached frame under it, read once."""
     import ray
 
     from spark_bridge.jobs import SummarizedLog

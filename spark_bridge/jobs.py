@@ -54,7 +54,7 @@ from spark_bridge.rows import (
     GROUP_METADATA,
     OFFSET_COMMIT,
 )
-from spark_bridge.summary import LIVE_ROW, WINDOW_ROW
+from spark_bridge.summary import LIVE_ROW, WINDOW_ROW, check_window
 
 OFFSET_KEY = ("group_id", "topic", "topic_partition")
 DEFAULT_WINDOW_MS = 60_000
@@ -100,8 +100,7 @@ def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
 
 
 def _window_start(timestamp: Column, window_ms: int) -> Column:
-    if window_ms < 1:
-        raise ValueError(f"window_ms must be >= 1, got {window_ms}")
+    check_window(window_ms)
     return (timestamp - F.pmod(timestamp, F.lit(window_ms))).cast("long")
 
 

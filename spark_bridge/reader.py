@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from log.columnar import RowModel, arrow_batches
 from log.reader import LogReader
 from spark_bridge.rows import COLUMNS, LogRow, arrow_schema, ipc_stream, record_to_row, row_model
-from spark_bridge.summary import SUMMARIZED_COLUMNS, summarize
+from spark_bridge.summary import SUMMARIZED_COLUMNS, check_window, summarize
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -194,8 +194,7 @@ def read_summarized_log(
 
 def _summary_tasks(data_dir: str | os.PathLike[str], window_ms: int) -> list[SegmentTask]:
     """A summarized read's tasks: each partition whole."""
-    if window_ms < 1:
-        raise ValueError(f"window_ms must be >= 1, got {window_ms}")
+    check_window(window_ms)
     return [SegmentTask(directory, partition, 0, None) for partition, directory in partition_dirs(
         os.path.abspath(data_dir))]
 
@@ -248,6 +247,7 @@ def prefetch_summary(
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    check_window(window_ms)
     started = time.monotonic()
     if not tasks:
         return PrefetchedSummary(window_ms, [], ray.put(0), started)

@@ -298,7 +298,6 @@ def prefetch_summarized_replicas(sources: LogSources, window_ms: int) -> Prefetc
     `reader.read_prefetched_summary` then gives it to Spark."""
     from spark_bridge.reader import prefetch_summary
 
-    _check_window(window_ms)
     return prefetch_summary(read_replica_task_batches, summary_tasks(sources), window_ms)
 
 
@@ -311,16 +310,12 @@ def read_summarized_replicas_here(
 
     from spark_bridge.jobs import SummarizedLog
     from spark_bridge.reader import log_schema, summarized_streams
-    from spark_bridge.summary import SUMMARIZED_COLUMNS
+    from spark_bridge.summary import SUMMARIZED_COLUMNS, check_window
 
-    _check_window(window_ms)
+    check_window(window_ms)
     *streams, records = summarized_streams(read_replica_task_batches, summary_tasks(sources), window_ms)
     rows = [
         tuple(row.values()) for stream in streams for row in pa.ipc.open_stream(stream).read_all().to_pylist()
     ]
     return SummarizedLog(spark.createDataFrame(rows, log_schema(SUMMARIZED_COLUMNS)), window_ms), records
 
-
-def _check_window(window_ms: int) -> None:
-    if type(window_ms) is not int or window_ms < 1:
-        raise ValueError(f"window_ms must be an int >= 1, got {window_ms!r}")

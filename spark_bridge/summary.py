@@ -57,14 +57,19 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 SUMMARIZED_COLUMNS = COLUMNS + SUMMARY_COLUMNS
 
 
+def check_window(window_ms: int) -> None:
+    """A time window: an int of at least 1 ms, else ValueError."""
+    if type(window_ms) is not int or window_ms < 1:
+        raise ValueError(f"window_ms must be >= 1 (an int of milliseconds), got {window_ms!r}")
+
+
 def summarize(table: pa.Table, window_ms: int) -> pa.Table:
     """The summarized rows (module rules) of `table`, every record of one offsets partition:
     the records kept, in the table's order, then the summary rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if window_ms < 1:
-        raise ValueError(f"window_ms must be >= 1, got {window_ms}")
+    check_window(window_ms)
     schema = arrow_schema(SUMMARIZED_COLUMNS)
     is_commit = pc.equal(table["record_type"], OFFSET_COMMIT).to_numpy(zero_copy_only=False)
     commit_rows = np.flatnonzero(is_commit)
