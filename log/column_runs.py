@@ -91,13 +91,22 @@ class IntRuns:
 
 def ints_array(values: list[Any]) -> IntArray:
     """Python ints as int64; anything else (a float, a string, an int beyond 64 bits) raises
-    PayloadError. `typed_array("q", ...)` converts in one C loop without numpy's type discovery
-    and refuses what is not an int (msgpack's true and false are Python's 1 and 0)."""
+    PayloadError. `typed_array` converts in one C loop without numpy's type discovery and
+    refuses what is not an int (msgpack's true and false are Python's 1 and 0). Unsigned
+    first: CPython converts to "Q" in half the time of "q" (no argument parsing per item);
+    a negative int makes it convert signed instead, and a value past int64's range, which
+    only "Q" takes, is refused."""
     try:
-        converted = typed_array("q", values)
+        try:
+            converted = typed_array("Q", values)
+        except OverflowError:  # a negative int, or one beyond 64 bits
+            converted = typed_array("q", values)
     except (TypeError, OverflowError) as exc:
         raise PayloadError(f"an int column does not convert: {exc!r}") from exc
-    return np.frombuffer(converted, dtype=np.int64)
+    out = np.frombuffer(converted, dtype=np.int64)
+    if converted.typecode == "Q" and len(out) and out.min() < 0:
+        raise PayloadError("an int column holds a value beyond int64's range")
+    return out
 
 
 def as_int32(values: IntArray) -> npt.NDArray[np.int32]:

@@ -282,7 +282,8 @@ def test_an_undecodable_payload_is_corruption_at_its_batch_after_the_rows_before
 
 
 @pytest.mark.parametrize(
-    "column, value", [(6, [1.5]), (6, [2**63]), (7, ["x"]), (5, [2**40]), (4, [["t"], [3]])]
+    "column, value",
+    [(6, [1.5]), (6, [2**63]), (6, [-1, 2**63]), (7, ["x"]), (5, [2**40]), (4, [["t"], [3]])],
 )
 def test_a_column_of_the_wrong_kind_is_corruption_never_a_row(
     tmp_path: Path, column: int, value: Any
