@@ -2,8 +2,10 @@
 
 `ServingLoops` is a base class of `OffsetPartition`. `_spawn_serving_loops`
 starts them once a load is done, each a supervised task (`_spawn`: one
-that raises fails the partition, which reloads); each ends when the
-runtime leaves ACTIVE or the partition cancels it. Rules:
+that raises fails the partition, which reloads). Each runs until the
+partition cancels it (a failure, an unload); all but flush also stop when
+the runtime leaves ACTIVE, and flush when the leader role is gone (a
+step-down answered its batch) or an append failed. Rules:
 - flush: the runtime's pending records are appended and fsynced on the
   log's I/O thread, one batch at a time, in order; the leader role learns
   the new durable end (`on_local_durable`), which releases answers at the
