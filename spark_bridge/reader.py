@@ -267,12 +267,21 @@ def summarized_streams(
     """Runs in a Ray task: each task's summarized rows as an Arrow IPC stream, then the number
     of records read."""
     schema = arrow_schema(SUMMARIZED_COLUMNS)
-    streams, records = [], 0
+    parts, records = summarized_parts(read, tasks, window_ms)
+    return (*(ipc_stream(schema, batches) for batches in parts), records)
+
+
+def summarized_parts(
+    read: Callable[[T], Iterable[pa.RecordBatch]], tasks: list[T], window_ms: int
+) -> tuple[list[list[pa.RecordBatch]], int]:
+    """Each task's summarized rows (each task a whole partition, whose rows `read` gives), and
+    the number of records read."""
+    parts, records = [], 0
     for task in tasks:
         batches = list(read(task))  # the summary holds a whole partition anyway
         records += sum(batch.num_rows for batch in batches)
-        streams.append(ipc_stream(schema, summarized_batches(batches, window_ms)))
-    return (*streams, records)
+        parts.append(list(summarized_batches(batches, window_ms)))
+    return parts, records
 
 
 def read_prefetched_summary(spark: SparkSession, prefetched: PrefetchedSummary) -> SummarizedLog:

@@ -306,16 +306,11 @@ def read_summarized_replicas_here(
 ) -> tuple[SummarizedLog, int]:
     """The summarized read of the service's log made in this process, for a Spark that does not
     read Ray's object store (plain local Spark): the summarized log and the records read."""
-    import pyarrow as pa
-
     from spark_bridge.jobs import SummarizedLog
-    from spark_bridge.reader import log_schema, summarized_streams
+    from spark_bridge.reader import log_schema, summarized_parts
     from spark_bridge.summary import SUMMARIZED_COLUMNS, check_window
 
     check_window(window_ms)
-    *streams, records = summarized_streams(read_replica_task_batches, summary_tasks(sources), window_ms)
-    rows = [
-        tuple(row.values()) for stream in streams for row in pa.ipc.open_stream(stream).read_all().to_pylist()
-    ]
+    parts, records = summarized_parts(read_replica_task_batches, summary_tasks(sources), window_ms)
+    rows = [tuple(row.values()) for batches in parts for batch in batches for row in batch.to_pylist()]
     return SummarizedLog(spark.createDataFrame(rows, log_schema(SUMMARIZED_COLUMNS)), window_ms), records
-
