@@ -353,6 +353,15 @@ def check_fields(obj: object) -> None:
 _REQUESTS: dict[int, _Message] = {}
 
 
+class Checked:
+    """Base of the request classes: their fields are checked when one is built."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def register_requests(classes: Iterable[type]) -> None:
     """Declare the request classes `validate_request` accepts (coordinator.messages does)."""
     for cls in classes:

@@ -22,19 +22,13 @@ from operator import attrgetter
 from typing import NamedTuple, get_args
 from uuid import UUID
 
+from coordinator.checks import Checked as _Checked
 from coordinator.checks import check_fields, register_requests
 from coordinator.errors import Errors
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 INVALID_OFFSET = -1
-
-
-class _Checked:
-    __slots__ = ()
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 # ---------------------------------------------------------------- JoinGroup

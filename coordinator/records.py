@@ -101,6 +101,32 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberRecord, ...]
 
 
+# ------------------------------------------------ service state (raygroups' own)
+
+
+@_typed_key
+class ServiceStateKey(NamedTuple):
+    """One entry of the service-wide state kept in offsets partition 0's log
+    (`coordinator/service_state.py`): `kind` names its owner's table ("topic",
+    "end-sample", ...), `name` the entry within it."""
+
+    kind: str
+    name: str
+
+    @property
+    def group_id(self) -> str:
+        # The runtime keys its read barriers by a record's group: service state is one of
+        # its own (a client's group of the same name would only wait for its writes too).
+        return SERVICE_STATE_GROUP
+
+
+SERVICE_STATE_GROUP = "\x00service-state"
+
+
+class ServiceStateValue(NamedTuple):
+    data: bytes  # encoded and validated by the entry's owner; opaque to the core and the log
+
+
 # ------------------------------------------------ consumer groups (KIP-848)
 
 
@@ -262,8 +288,8 @@ CONSUMER_GROUP_KEY_TYPES: tuple[type[ConsumerGroupRecordKey], ...] = (
     ConsumerGroupRegularExpressionKey,
 )
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupRecordValue | None
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | ServiceStateKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupRecordValue | ServiceStateValue | None
 
 
 class Record(NamedTuple):

@@ -98,6 +98,7 @@ from coordinator.messages import (
 )
 from coordinator.records import Record
 from coordinator.replication.outcomes import group_error
+from coordinator.service_state import ServiceStateWriteRequest
 from coordinator.shard import Result, Shard
 from coordinator.status import CoordinatorStatus, error_response, precheck
 
@@ -116,6 +117,7 @@ WRITE_REQUESTS: frozenset[type] = frozenset(
         OffsetCommitRequest,
         OffsetDeleteRequest,
         DeleteGroupsRequest,
+        ServiceStateWriteRequest,
     }
 )
 

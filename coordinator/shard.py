@@ -42,7 +42,7 @@ from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, offsets
+from coordinator import admin, offsets, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -79,6 +79,7 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    ServiceStateKey,
 )
 from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
@@ -118,6 +119,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     ConsumerGroupHeartbeatRequest: handle_consumer_group_heartbeat,
     ConsumerGroupDescribeRequest: admin.handle_consumer_group_describe,
     AssignmentWatchRequest: watch.handle_assignment_watch,
+    **service_state.HANDLERS,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -155,6 +157,8 @@ class Shard:
         # The topics the driver gives (`update_topics`): volatile, set again after a load.
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_version = 0
+        # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
+        self.service_state: dict[ServiceStateKey, bytes] = {}
         self.timers = TimerQueue()
         self.now_ms = 0
         self._ids = Random(member_id_seed)
@@ -216,6 +220,8 @@ class Shard:
             self.apply_group_record(key.group_id, record.value)  # type: ignore[arg-type]
         elif type(key) in CONSUMER_GROUP_KEY_TYPES:
             replay_consumer_record(self.consumer_groups, record)
+        elif type(key) is ServiceStateKey:
+            service_state.replay(self.service_state, key, record.value)  # type: ignore[arg-type]
         else:
             raise TypeError(f"unknown record key {key!r}")
 

@@ -14,6 +14,7 @@ from enum import Enum
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from coordinator import service_state
 from coordinator.errors import Errors
 from coordinator.messages import (
     AssignmentWatchRequest,
@@ -114,6 +115,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     ConsumerGroupHeartbeatRequest: lambda r, e: ConsumerGroupHeartbeatResponse(e),
     ConsumerGroupDescribeRequest: _consumer_describe_error,
     AssignmentWatchRequest: lambda r, e: AssignmentWatchResponse(e),
+    **service_state.ERROR_RESPONSES,
 }
 
 

@@ -3,7 +3,8 @@
 Owns the payload layout documented in FORMAT.md ("Payload"). Rules:
 - Key versions are Kafka's: 0 and 1 offset commit, 2 group metadata, 3-8
   and 16 the consumer group records of KIP-848 (their runs are
-  `log/consumer_codec.py`'s). New data is written with key version 1
+  `log/consumer_codec.py`'s); 100, raygroups' own, service state
+  (`log/service_codec.py`). New data is written with key version 1
   (offset commit), 2 and 3-8, 16; key version 0 decodes exactly like 1.
 - Values carry their own schema version (raygroups' own numbering, starting
   at 0); a tombstone is a run whose value version is nil.
@@ -40,6 +41,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from log import service_codec
 
 # PayloadError is re-exported: the batch layer and the readers catch it from here.
 from log.columns import PayloadError as PayloadError
@@ -55,6 +57,7 @@ VALUE_VERSION_GROUP_METADATA = 0
 KNOWN_KEY_VERSIONS = frozenset(
     {KEY_VERSION_OFFSET_COMMIT_V0, KEY_VERSION_OFFSET_COMMIT, KEY_VERSION_GROUP_METADATA}
     | CONSUMER_GROUP_KEY_VERSIONS
+    | {service_codec.KEY_VERSION_SERVICE_STATE}
 )
 
 # tuple.__new__(cls, iterable) builds a NamedTuple from a ready tuple in C,
@@ -137,6 +140,7 @@ _RUN_ENCODERS: dict[tuple[type, bool], Callable[[Sequence[Record]], list[Any]]] 
     (GroupMetadataKey, False): _encode_groups,
     (GroupMetadataKey, True): _encode_group_tombstones,
     **RUN_ENCODERS,
+    **service_codec.RUN_ENCODERS,
 }
 
 
@@ -381,6 +385,7 @@ _RUN_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], list[Reco
     (KEY_VERSION_GROUP_METADATA, VALUE_VERSION_GROUP_METADATA): _decode_groups_v0,
     (KEY_VERSION_GROUP_METADATA, None): _decode_group_tombstones,
     **RUN_DECODERS,
+    **service_codec.RUN_DECODERS,
 }
 
 _PAIR_DECODERS: dict[tuple[int, int | None], Callable[[list[Any], int], OffsetPairs]] = {

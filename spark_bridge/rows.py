@@ -57,6 +57,7 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    ServiceStateKey,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ GROUP_METADATA = "group_metadata"
 CONSUMER_GROUP_METADATA = "consumer_group_metadata"
 CONSUMER_MEMBER_METADATA = "consumer_group_member_metadata"
 CONSUMER_TARGET_ASSIGNMENT_METADATA = "consumer_group_target_assignment_metadata"
+# The service's own state (topics, end offsets: coordinator/service_state.py): no group's.
+SERVICE_STATE = "service_state"
 CONSUMER_GROUP_RECORD_TYPES: dict[type, str] = {
     ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA,
     ConsumerGroupPartitionMetadataKey: "consumer_group_partition_metadata",
@@ -136,6 +139,9 @@ def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: 
     record_type = CONSUMER_GROUP_RECORD_TYPES.get(type(key))
     if record_type is not None:
         return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key, value)
+    if type(key) is ServiceStateKey:
+        head = (partition, offset, batch_timestamp_ms, SERVICE_STATE, None, None, None)
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (value is None,) + _NO_CONSUMER_FIELDS
     raise TypeError(f"not a record key: {key!r}")
 
 

@@ -1,8 +1,11 @@
 """The end-offset history of the topic registry: each partition's end offset over time.
 
-Owns the samples `(topic, partition, at_ms, end_offset)` and their file,
-`<data_dir>/end-offsets.jsonl`, so lag over time is measured against the end
-offset of that time (as Burrow and lag exporters sample a broker's offsets).
+Owns the samples `(topic, partition, at_ms, end_offset)` in memory, so lag
+over time is measured against the end offset of that time (as Burrow and lag
+exporters sample a broker's offsets). Their durable copy is the registry's:
+each kept sample is one service state entry in offsets partition 0's log
+(`actors/client/topic_registry.py`), each dropped one a tombstone; this
+module says which.
 
 Rules:
 - Per partition, samples only move forward: `at_ms` never before the last
@@ -16,13 +19,13 @@ Rules:
   `samples_max` samples the older half of a partition's history is thinned
   to every second sample, so old history gets coarser, never the recent.
   A partition's latest sample (its current end) is never dropped.
-- Durable: each `record` appends one JSON line holding its samples and
-  fsyncs before returning. A last line without its newline is a torn write
-  and is dropped on load; an unreadable line is skipped. The file is
-  rewritten atomically (temporary file, fsync, rename) from memory when it
-  holds more than twice the kept samples (plus slack), and after a load that
-  dropped anything.
+- `record` and `load` return what they dropped, for the owner to delete.
+- `read_legacy_file` reads the history file a registry kept on its node's
+  disk before service state was replicated, once, to import it: a last line
+  without its newline is a torn write and is dropped, an unreadable line is
+  skipped.
 """
+
 
 from __future__ import annotations
 
@@ -31,8 +34,6 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-
-from log.fsutil import atomic_write, fsync_dir
 
 HISTORY_FILE = "end-offsets.jsonl"
 Sample = tuple[str, int, int, int]  # topic, partition, at_ms, end_offset
@@ -46,18 +47,14 @@ class HistoryLimits:
     min_interval_ms: int = 60_000
     retention_ms: int = 7 * 24 * 3600 * 1000
     samples_max: int = 2048
-    # Samples the file may hold beyond twice the kept ones before a rewrite.
-    compaction_slack: int = 10_000
 
 
 class EndOffsetHistory:
-    """In-memory samples per partition, mirrored by an append-only file."""
+    """Samples per partition, in time order."""
 
-    def __init__(self, directory: str, limits: HistoryLimits | None = None) -> None:
-        self.path = os.path.join(directory, HISTORY_FILE)
+    def __init__(self, limits: HistoryLimits | None = None) -> None:
         self.limits = limits or HistoryLimits()
         self.samples: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        self.file_samples = 0
 
     # ------------------------------------------------------------- reading
 
@@ -95,15 +92,23 @@ class EndOffsetHistory:
 
     # ------------------------------------------------------------- writing
 
-    def record(self, samples: list[Sample], now_ms: int) -> None:
-        """Keep the samples (each already `check`ed) and make them durable."""
-        written = [s for s in samples if self._keep(*s)]
-        for key in {(t, p) for t, p, _, _ in samples}:
-            self._bound(key, now_ms)
-        if written:
-            self._append(written)
-        if self.file_samples > 2 * self.kept_count() + self.limits.compaction_slack:
-            self.compact()
+    def record(self, samples: list[Sample], now_ms: int) -> tuple[list[Sample], list[Sample]]:
+        """Keep the samples (each already `check`ed): (the ones kept, the ones dropped)."""
+        kept = [s for s in samples if self._keep(*s)]
+        dropped = [d for key in {(t, p) for t, p, _, _ in samples} for d in self._bound(key, now_ms)]
+        gone = set(dropped)
+        return [s for s in kept if s not in gone], dropped
+
+    def load(self, samples: list[Sample], now_ms: int) -> list[Sample]:
+        """Rebuild from stored samples (any order); the ones now out of bounds or out of
+        order are dropped and returned."""
+        dropped = []
+        for sample in sorted(samples):
+            if self.check(*sample) or not self._keep(*sample):
+                dropped.append(sample)
+        for key in list(self.samples):
+            dropped.extend(self._bound(key, now_ms))
+        return dropped
 
     def kept_count(self) -> int:
         return sum(len(kept) for kept in self.samples.values())
@@ -115,64 +120,35 @@ class EndOffsetHistory:
         kept.append((at_ms, end_offset))
         return True
 
-    def _bound(self, key: tuple[str, int], now_ms: int) -> None:
+    def _bound(self, key: tuple[str, int], now_ms: int) -> list[Sample]:
         kept = self.samples[key]
         cutoff = now_ms - self.limits.retention_ms
         expired = bisect.bisect_left(kept, (cutoff, -1))
-        del kept[: min(expired, len(kept) - 1)]
+        gone = kept[: min(expired, len(kept) - 1)]
+        del kept[: len(gone)]
         if len(kept) > self.limits.samples_max:
             half = len(kept) // 2
+            gone.extend(kept[1:half:2])
             kept[:half] = kept[:half:2]
+        return [(*key, at, end) for at, end in gone]
 
-    def _append(self, samples: list[Sample]) -> None:
-        line = (json.dumps([list(s) for s in samples], separators=(",", ":")) + "\n").encode("utf-8")
-        created = not os.path.exists(self.path)
-        with open(self.path, "ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        if created:
-            fsync_dir(os.path.dirname(self.path) or ".")
-        self.file_samples += len(samples)
 
-    def compact(self) -> None:
-        """Rewrite the file from the kept samples, one line per partition."""
-        lines = [
-            json.dumps([[t, p, at, end] for at, end in kept], separators=(",", ":")) + "\n"
-            for (t, p), kept in sorted(self.samples.items())
-            if kept
-        ]
-        atomic_write(self.path, "".join(lines).encode("utf-8"))
-        self.file_samples = self.kept_count()
-
-    # ------------------------------------------------------------- loading
-
-    def load(self, now_ms: int) -> None:
-        """Read the file; drop a torn tail and unreadable lines (then rewrite it)."""
-        if not os.path.exists(self.path):
-            return
-        with open(self.path, "rb") as f:
-            data = f.read()
-        lines = data.split(b"\n")
-        torn = lines.pop()  # b"" when the file ends with its newline
-        damaged = bool(torn)
-        for number, line in enumerate(lines, 1):
-            samples = _parse_line(line)
-            if samples is None:
-                logger.warning("%s: line %d unreadable, skipped", self.path, number)
-                damaged = True
-                continue
-            for sample in samples:
-                if self.check(*sample):
-                    damaged = True
-                    continue
-                self._keep(*sample)
-                self.file_samples += 1
-        for key in self.samples:
-            self._bound(key, now_ms)
-        if damaged:
-            logger.warning("%s: torn or damaged lines dropped, file rewritten", self.path)
-            self.compact()
+def read_legacy_file(directory: str) -> list[Sample]:
+    """The samples of `<directory>/end-offsets.jsonl`, if there is one (module docstring)."""
+    path = os.path.join(directory, HISTORY_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    lines.pop()  # b"" when the file ends with its newline, else a torn last line
+    samples: list[Sample] = []
+    for number, line in enumerate(lines, 1):
+        parsed = _parse_line(line)
+        if parsed is None:
+            logger.warning("%s: line %d unreadable, skipped", path, number)
+        else:
+            samples.extend(parsed)
+    return samples
 
 
 def _parse_line(line: bytes) -> list[Sample] | None:

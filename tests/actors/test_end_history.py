@@ -1,5 +1,6 @@
 """The topic registry's end-offset history without Ray: the registry class and
-`EndOffsetHistory` as plain Python, with a manual clock and a real directory."""
+`EndOffsetHistory` as plain Python, with a manual clock, over a real partition-0
+shard and its log (`ShardStore`); a "restart" is a new registry over that log replayed."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import os
 
 import pytest
 
-from actors.client.end_history import HISTORY_FILE, EndOffsetHistory, HistoryLimits
-from actors.client.topics import TOPICS_FILE, TopicRegistry
+from actors.client.end_history import HISTORY_FILE, EndOffsetHistory, HistoryLimits, read_legacy_file
+from actors.client.topic_registry import LEGACY_TOPICS_FILE, TopicRegistry
 from actors.core.settings import ServiceSettings
 from coordinator.errors import Errors
+
+from tests.actors.service_store_support import ShardStore
 
 MINUTE_MS = 60_000
 DAY_MS = 24 * 3600 * 1000
@@ -25,8 +28,14 @@ class ManualClock:
         return self.now
 
 
+STORES: dict[str, ShardStore] = {}
+
+
 def registry(path: str, clock: ManualClock, limits: HistoryLimits | None = None) -> TopicRegistry:
-    return TopicRegistry(ServiceSettings(data_dir=path), clock, limits)
+    """A registry of the service whose data directory is `path`: a second call is a
+    restarted registry (a new actor reading partition 0's log, replayed anew)."""
+    store = STORES[path] = STORES[path].restarted() if path in STORES else ShardStore()
+    return TopicRegistry(ServiceSettings(data_dir=path), clock, limits, store=store)
 
 
 def test_each_report_is_a_sample_at_the_registry_clock_or_the_reporters_time(
@@ -114,7 +123,7 @@ def test_start_offsets_are_kafkas_earliest_and_never_above_the_end(tmp_path: os.
     assert again.start_offsets(["t"]) == {("t", 0): 20, ("t", 1): 0}
 
 
-def test_history_survives_a_restart_and_a_torn_last_line_is_dropped(tmp_path: os.PathLike[str]) -> None:
+def test_history_survives_a_restart(tmp_path: os.PathLike[str]) -> None:
     clock = ManualClock()
     topics = registry(str(tmp_path), clock)
     topics.create_topic("t", 1)
@@ -122,40 +131,39 @@ def test_history_survives_a_restart_and_a_torn_last_line_is_dropped(tmp_path: os
         topics.set_end_offsets({("t", 0): end})
         clock.now += MINUTE_MS
     kept = topics.end_offset_history(None, None)
-    path = os.path.join(str(tmp_path), HISTORY_FILE)
-    with open(path, "ab") as f:
-        f.write(b'[["t",0,1180000,99')  # a write cut short by a crash
     again = registry(str(tmp_path), clock)
     assert again.end_offset_history(None, None) == kept
-    with open(path, "rb") as f:
-        assert f.read().endswith(b"\n"), "the file is rewritten without the torn line"
     again.set_end_offsets({("t", 0): 20})
     assert registry(str(tmp_path), clock).end_offset_history(None, None)[-1] == ("t", 0, clock.now, 20)
+    assert not os.listdir(tmp_path), "nothing is kept on the registry's own disk"
 
 
-def test_an_unreadable_line_is_skipped_and_the_rest_kept(tmp_path: os.PathLike[str]) -> None:
+def test_an_older_registrys_files_are_imported_once(tmp_path: os.PathLike[str]) -> None:
+    """A registry of an older raygroups kept topics.json and end-offsets.jsonl on its
+    node: the first registry over the replicated log imports them, torn tail and all."""
+    topics = {"t": {"partitions": 2, "end_offsets": {"0": 9, "1": 4}, "start_offsets": {"0": 2}}}
+    with open(os.path.join(str(tmp_path), LEGACY_TOPICS_FILE), "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "topics": topics}, f)
+    with open(os.path.join(str(tmp_path), HISTORY_FILE), "w", encoding="utf-8") as f:
+        # the last report reached the history but not topics.json (its 9 is older), and a torn line
+        f.write('[["t",0,1000,5]]\n[["t",0,2000,12]]\n[["t",0,3000,99')
+    imported = registry(str(tmp_path), ManualClock())
+    assert imported.describe(None) == {"t": 2}
+    assert imported.end_offsets(None) == {("t", 0): 12, ("t", 1): 4}
+    assert imported.start_offsets(None) == {("t", 0): 2, ("t", 1): 0}
+    assert imported.end_offset_history(["t"], None) == [("t", 0, 1000, 5), ("t", 0, 2000, 12), ("t", 1, 0, 4)]
+    os.remove(os.path.join(str(tmp_path), LEGACY_TOPICS_FILE))
+    assert registry(str(tmp_path), ManualClock()).end_offsets(None) == {("t", 0): 12, ("t", 1): 4}
+
+
+def test_an_unreadable_line_of_an_older_history_file_is_skipped(tmp_path: os.PathLike[str]) -> None:
     path = os.path.join(str(tmp_path), HISTORY_FILE)
     with open(path, "w", encoding="utf-8") as f:
         f.write('[["t",0,1,3]]\n{"garbage": \n[["t",0,2,4]]\n[["t",0,3,2]]\n')
-    history = EndOffsetHistory(str(tmp_path))
-    history.load(now_ms=10)
-    assert history.rows(None, None) == [("t", 0, 1, 3), ("t", 0, 2, 4)], "out-of-order sample 2 < 4 dropped"
-
-
-def test_the_latest_end_offset_wins_when_topics_json_missed_the_last_report(
-    tmp_path: os.PathLike[str],
-) -> None:
-    """A crash after the history's append but before topics.json's rewrite."""
-    topics = registry(str(tmp_path), ManualClock())
-    topics.create_topic("t", 1)
-    topics.set_end_offsets({("t", 0): 5})
-    with open(os.path.join(str(tmp_path), TOPICS_FILE), encoding="utf-8") as f:
-        stale = f.read()
-    topics.set_end_offsets({("t", 0): 9})
-    with open(os.path.join(str(tmp_path), TOPICS_FILE), "w", encoding="utf-8") as f:
-        f.write(stale)
-    assert json.loads(stale)["topics"]["t"]["end_offsets"] == {"0": 5}
-    assert registry(str(tmp_path), ManualClock()).end_offsets(None) == {("t", 0): 9}
+    history = EndOffsetHistory()
+    dropped = history.load(read_legacy_file(str(tmp_path)), now_ms=10)
+    assert history.rows(None, None) == [("t", 0, 1, 3), ("t", 0, 2, 4)]
+    assert dropped == [("t", 0, 3, 2)], "out-of-order sample 2 < 4 dropped"
 
 
 def test_a_flat_partition_costs_one_sample_per_interval(tmp_path: os.PathLike[str]) -> None:
@@ -174,7 +182,7 @@ def test_a_flat_partition_costs_one_sample_per_interval(tmp_path: os.PathLike[st
 
 def test_history_is_bounded_by_count_and_retention_keeping_the_latest(tmp_path: os.PathLike[str]) -> None:
     clock = ManualClock()
-    limits = HistoryLimits(samples_max=100, compaction_slack=50)
+    limits = HistoryLimits(samples_max=100)
     topics = registry(str(tmp_path), clock, limits)
     topics.create_topic("t", 1)
     for end in range(1, 1001):  # a sample every second, each a new end
@@ -186,8 +194,8 @@ def test_history_is_bounded_by_count_and_retention_keeping_the_latest(tmp_path: 
     assert rows[0][3] == 1, "old history is thinned, not cut"
     recent = [end for _, _, _, end in rows[-40:]]
     assert recent == list(range(961, 1001)), "recent history keeps every sample"
-    lines = sum(1 for _ in open(os.path.join(str(tmp_path), HISTORY_FILE), encoding="utf-8"))
-    assert lines <= 2 * 100 + 50, "the file is compacted as it grows"
+    live = [key for key in STORES[str(tmp_path)].shard.service_state if key.kind == "end-sample"]
+    assert len(live) == len(rows), "every sample the history dropped is deleted from the log"
     assert registry(str(tmp_path), clock, limits).end_offset_history(None, None) == rows
 
     clock.now += 8 * DAY_MS  # past Kafka's offsets retention: only the latest stays

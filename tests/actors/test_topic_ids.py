@@ -1,43 +1,47 @@
-"""Topic ids of the topic registry (the actor class as plain Python, no Ray)."""
+"""Topic ids of the topic registry (the actor class as plain Python over a partition-0 shard, no Ray)."""
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
 
-from actors.client.topics import RESERVED_TOPIC_IDS, TOPICS_FILE, TopicRegistry
+from actors.client.topic_registry import LEGACY_TOPICS_FILE, RESERVED_TOPIC_IDS, TopicRegistry
 from actors.core.settings import ServiceSettings
+from coordinator.consumer.subscriptions import topic_id_for
+
+from tests.actors.service_store_support import ShardStore
 
 
 def test_every_topic_gets_a_unique_non_zero_id_kept_across_restarts(tmp_path: os.PathLike[str]) -> None:
     settings = ServiceSettings(data_dir=str(tmp_path))
-    first = TopicRegistry(settings)
+    store = ShardStore()
+    first = TopicRegistry(settings, store=store)
     for name in ("a", "b", "c"):
         first.create_topic(name, 2)
     ids = first.topic_ids(None)
     assert len(set(ids.values())) == 3 and not set(ids.values()) & RESERVED_TOPIC_IDS
     first.create_partitions("a", 5)
     assert first.topic_ids(["a", "missing"]) == {"a": ids["a"]}  # growing keeps the id
-    assert TopicRegistry(settings).topic_ids(None) == ids
+    assert TopicRegistry(settings, store=store.restarted()).topic_ids(None) == ids
 
 
 def test_a_registry_written_before_ids_assigns_them_once(tmp_path: os.PathLike[str]) -> None:
-    path = os.path.join(str(tmp_path), TOPICS_FILE)
+    path = os.path.join(str(tmp_path), LEGACY_TOPICS_FILE)
     old = {"partitions": 2, "end_offsets": {}, "start_offsets": {}}
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"version": 1, "topics": {"x": old, "y": dict(old)}}, f)
     settings = ServiceSettings(data_dir=str(tmp_path))
-    ids = TopicRegistry(settings).topic_ids(None)
-    assert set(ids) == {"x", "y"} and ids["x"] != ids["y"]
-    with open(path, encoding="utf-8") as f:
-        assert uuid.UUID(json.load(f)["topics"]["x"]["id"]) == ids["x"]
-    assert TopicRegistry(settings).topic_ids(None) == ids
+    store = ShardStore()
+    ids = TopicRegistry(settings, store=store).topic_ids(None)
+    assert ids == {"x": topic_id_for("x"), "y": topic_id_for("y")}, "the ids the core assumed for them"
+    os.remove(path)
+    assert TopicRegistry(settings, store=store.restarted()).topic_ids(None) == ids
 
 
 def test_topics_if_changed_answers_none_until_a_change(tmp_path: os.PathLike[str]) -> None:
     settings = ServiceSettings(data_dir=str(tmp_path))
-    registry = TopicRegistry(settings)
+    store = ShardStore()
+    registry = TopicRegistry(settings, store=store)
     registry.create_topic("t", 1)
     token, counts, ids = registry.topics_if_changed(None)  # type: ignore[misc]
     assert counts == {"t": 1} and set(ids) == {"t"}
@@ -48,4 +52,4 @@ def test_topics_if_changed_answers_none_until_a_change(tmp_path: os.PathLike[str
     changed = registry.topics_if_changed(token)
     assert changed is not None and changed[1] == {"t": 4} and changed[2] == ids
     # A restarted registry has a new token: its first answer is the whole view.
-    assert TopicRegistry(settings).topics_if_changed(changed[0]) is not None
+    assert TopicRegistry(settings, store=store.restarted()).topics_if_changed(changed[0]) is not None

@@ -4,8 +4,6 @@ pattern subscription picks up a new matching topic."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
 
@@ -13,8 +11,7 @@ import pytest
 import ray
 
 from actors import Client, TopicError
-from actors.client.topics import TOPICS_FILE, TopicRegistry, registry_for
-from actors.core.settings import ServiceSettings
+from actors.client.topics import registry_for
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
@@ -53,11 +50,11 @@ def test_registry_answers_as_kafka_admin_and_keeps_end_offsets(registry: Client)
     assert registry.end_offsets([a]) == {TopicPartition(a, p): o for p, o in enumerate([10, 0, 0, 0, 7])}
 
 
-def test_registry_restart_reloads_its_file_and_clients_ride_over_it(registry: Client) -> None:
+def test_registry_restart_reloads_its_state_and_clients_ride_over_it(registry: Client) -> None:
     name = unique("kept")
     registry.create_topic(name, 2)
     registry.set_end_offsets({(name, 1): 42})
-    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reloads its file
+    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reads partition 0
     assert registry.describe_topics([name]) == {name: 2}
     assert registry.end_offsets([name]) == {TopicPartition(name, 0): 0, TopicPartition(name, 1): 42}
 
@@ -76,7 +73,7 @@ def test_end_offset_history_is_served_and_survives_a_registry_restart(registry: 
         registry.set_end_offsets({(name, 0): 20})
     assert refused.value.error is Errors.INVALID_REQUEST and "never decrease" in str(refused.value)
 
-    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reloads its files
+    ray.kill(registry_for(registry.controller), no_restart=False)  # Ray restarts it; it reads partition 0
     assert registry.end_offset_history([name]) == rows
     assert registry.end_offset_history([name], since_ms=past + 500) == rows
     assert registry.end_offset_history([name], since_ms=rows[3][2]) == [rows[1], rows[3]]
@@ -84,22 +81,18 @@ def test_end_offset_history_is_served_and_survives_a_registry_restart(registry: 
     assert registry.start_offsets([name]) == {TopicPartition(name, 0): 4, TopicPartition(name, 1): 0}
 
 
-def test_registry_state_round_trips_through_its_file(tmp_path: os.PathLike[str]) -> None:
-    """The actor class as plain Python: what one instance writes, the next loads."""
-    settings = ServiceSettings(data_dir=str(tmp_path))
-    first = TopicRegistry(settings)
-    first.create_topic("x", 1)
-    first.create_partitions("x", 3)
-    first.set_end_offsets({("x", 2): 5})
-    with open(os.path.join(settings.data_dir, TOPICS_FILE), encoding="utf-8") as f:
-        saved = json.load(f)["topics"]["x"]
-    assert saved == {
-        "partitions": 3, "id": str(first.ids["x"]), "end_offsets": {"2": 5}, "start_offsets": {}
-    }
-    second = TopicRegistry(settings)
-    assert second.describe(None) == {"x": 3}
-    assert second.topic_ids(None) == first.topic_ids(None)
-    assert second.end_offsets(None) == first.end_offsets(None)
+def test_registry_state_lives_in_partition_0s_log_and_rides_over_its_failover(registry: Client) -> None:
+    """The registry keeps nothing on its node's disk: its state is partition 0's, so it
+    survives the registry's restart together with a failover of partition 0's leader."""
+    name = unique("replicated")
+    registry.create_topic(name, 3)
+    registry.set_end_offsets({(name, 2): 5})
+    ids = registry.topic_ids([name])
+    registry.reassign(0)  # a new leader of partition 0, which loads its log
+    ray.kill(registry_for(registry.controller), no_restart=False)
+    assert registry.describe_topics([name]) == {name: 3}
+    assert registry.topic_ids([name]) == ids
+    assert registry.end_offsets([name])[TopicPartition(name, 2)] == 5
 
 
 def test_partition_increase_rebalances_the_group(registry: Client, cleanup: Cleanup) -> None:
