@@ -178,6 +178,10 @@ class TopicRegistry:
             self._loaded = False
             raise
 
+    def node_id(self) -> str:
+        """The Ray node this registry runs on (it keeps nothing there)."""
+        return str(ray.get_runtime_context().get_node_id())
+
     # ------------------------------------------------------------- topics
 
     def create_topic(self, name: str, partitions: int) -> Errors:
