@@ -52,7 +52,10 @@ def check_topic_name(name: str) -> None:
 def ensure_topic_registry(settings: ServiceSettings) -> Any:
     """Create the registry of the service in `settings.namespace`, or get the running one."""
     handle = detached_singleton(TopicRegistry, TOPIC_REGISTRY_NAME, settings)
-    ray.get(handle.describe.remote([]))  # created and loaded before the service answers
+    # Created before the service answers; it reads its state from partition 0 at its first
+    # call, so a partition 0 still loading (or HELD after a full restart) delays topic
+    # calls only, never the service's start.
+    ray.get(handle.node_id.remote())
     return handle
 
 
