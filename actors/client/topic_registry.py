@@ -14,14 +14,16 @@ on. So it survives the loss of any one node with its disk and a full
 restart, exactly as the offsets do, and Ray may restart the actor anywhere:
 the new one claims the store (fencing the old one, should it still run),
 then reads it whole before it answers anything. A registry that finds the
-store never claimed imports the files a registry of an older raygroups kept
+store empty imports the files a registry of an older raygroups kept
 in `<data_dir>` (`topics.json`, `end-offsets.jsonl`) if this node has them.
 
 Rules, as Kafka's admin API:
 - `create_topic` answers TOPIC_ALREADY_EXISTS for a known name and
   INVALID_PARTITIONS for fewer than one partition; `create_partitions` only
   grows a topic (INVALID_PARTITIONS otherwise), UNKNOWN_TOPIC_OR_PARTITION for
-  an unknown one. Names follow Kafka's rule (`check_topic_name`).
+  an unknown one. Names follow Kafka's rule (`valid_topic_name`), else
+  INVALID_TOPIC_EXCEPTION (the client refuses them before sending; any Ray
+  caller can reach the actor).
 - `describe` returns only the topics that exist; a consumer treats a missing
   topic as one without partitions, as Kafka's leader does.
 - End and start offsets are set for existing partitions only, all or
@@ -54,6 +56,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterable
@@ -75,12 +78,18 @@ LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
 KINDS = (TOPIC_KIND, SAMPLE_KIND)
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Kafka's Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID: never a topic's id.
 RESERVED_TOPIC_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
 
 Refusal = tuple[Errors, str, str]  # error, where ("topic-partition"), why
 OK: Refusal = (Errors.NONE, "", "")
 TopicsView = tuple[str, dict[str, int], dict[str, uuid.UUID]]  # token, partition counts, ids
+
+
+def valid_topic_name(name: object) -> bool:
+    """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], not "." or ".."."""
+    return isinstance(name, str) and TOPIC_NAME.fullmatch(name) is not None and name not in (".", "..")
 
 
 def new_topic_id(taken: Iterable[uuid.UUID] = ()) -> uuid.UUID:
@@ -122,7 +131,7 @@ class TopicRegistry:
     # ------------------------------------------------------------- loading
 
     def _ready(self) -> None:
-        """Claim the store and read it, unless this registry holds what it holds."""
+        """Claim the store and read it: once, and again after a write it is unsure of."""
         if self._loaded:
             return
         self.store.write(self.writer, (), claim=True)  # first: no older registry writes after our read
@@ -186,9 +195,11 @@ class TopicRegistry:
 
     def create_topic(self, name: str, partitions: int) -> Errors:
         self._ready()
+        if not valid_topic_name(name):
+            return Errors.INVALID_TOPIC_EXCEPTION
         if name in self.partitions:
             return Errors.TOPIC_ALREADY_EXISTS
-        if partitions < 1:
+        if not _is_int(partitions) or partitions < 1:
             return Errors.INVALID_PARTITIONS
         topic_id = new_topic_id(self.ids.values())
         self._write([_topic_entry(name, partitions, topic_id, {})])
@@ -201,7 +212,7 @@ class TopicRegistry:
         self._ready()
         if name not in self.partitions:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        if total <= self.partitions[name]:
+        if not _is_int(total) or total <= self.partitions[name]:
             return Errors.INVALID_PARTITIONS
         self._write([_topic_entry(name, total, self.ids[name], self.start[name])])
         self.partitions[name] = total

@@ -11,7 +11,6 @@ CoordinatorUnavailableError. A refusal is `TopicError` with Kafka's code.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -20,13 +19,12 @@ from typing import Any
 import ray
 
 from actors.client.retry import Backoff, Retry, call_with_retry, call_with_retry_async
-from actors.client.topic_registry import TopicRegistry
+from actors.client.topic_registry import TopicRegistry, valid_topic_name
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE, TOPIC_REGISTRY_NAME, ServiceSettings
 from actors.core.singleton import detached_singleton
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
-TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 BACKOFF = Backoff()
 CALL_TIMEOUT_S = 30.0
 
@@ -42,7 +40,7 @@ class TopicError(RuntimeError):
 
 
 def check_topic_name(name: str) -> None:
-    if not isinstance(name, str) or not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+    if not valid_topic_name(name):
         raise ValueError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not . or ..")
 
 

@@ -8,6 +8,7 @@ import os
 from actors.client.topic_registry import LEGACY_TOPICS_FILE, RESERVED_TOPIC_IDS, TopicRegistry
 from actors.core.settings import ServiceSettings
 from coordinator.consumer.subscriptions import topic_id_for
+from coordinator.errors import Errors
 
 from tests.actors.service_store_support import ShardStore
 
@@ -53,3 +54,14 @@ def test_topics_if_changed_answers_none_until_a_change(tmp_path: os.PathLike[str
     assert changed is not None and changed[1] == {"t": 4} and changed[2] == ids
     # A restarted registry has a new token: its first answer is the whole view.
     assert TopicRegistry(settings, store=store.restarted()).topics_if_changed(changed[0]) is not None
+
+
+def test_the_actor_refuses_what_the_client_would_not_send(tmp_path: os.PathLike[str]) -> None:
+    """Any Ray caller can reach the registry: it checks names and counts itself."""
+    registry = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=ShardStore())
+    assert registry.create_topic("no spaces", 1) is Errors.INVALID_TOPIC_EXCEPTION
+    assert registry.create_topic(7, 1) is Errors.INVALID_TOPIC_EXCEPTION  # type: ignore[arg-type]
+    assert registry.create_topic("t", "3") is Errors.INVALID_PARTITIONS  # type: ignore[arg-type]
+    assert registry.create_topic("t", 2) is Errors.NONE
+    assert registry.create_partitions("t", 2.5) is Errors.INVALID_PARTITIONS  # type: ignore[arg-type]
+    assert registry.describe(None) == {"t": 2}
