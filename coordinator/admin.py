@@ -26,6 +26,7 @@ from coordinator.classic.state import GroupState
 from coordinator.consumer.describe import describe_consumer_group, group_not_found, not_a_consumer_group
 from coordinator.errors import Errors
 from coordinator.group_types import delete_consumer_group
+from coordinator.handoff import owns
 from coordinator.messages import (
     GROUP_TYPE_CLASSIC,
     GROUP_TYPE_CONSUMER,
@@ -79,6 +80,8 @@ def handle_describe_groups(
     for group_id in request.group_ids:
         if not is_valid_group_id(group_id, request):
             described.append(DescribedGroup(Errors.INVALID_GROUP_ID, group_id, ""))
+        elif not owns(shard, group_id):
+            described.append(DescribedGroup(Errors.NOT_COORDINATOR, group_id, ""))
         elif group_id in shard.consumer_groups:
             described.append(_not_described(request, group_id, f"Group {group_id} is not a classic group."))
         else:
@@ -108,6 +111,8 @@ def handle_consumer_group_describe(
         consumer_group = shard.consumer_groups.get(group_id)
         if not is_valid_group_id(group_id, request):
             described.append(DescribedConsumerGroup(Errors.INVALID_GROUP_ID, group_id))
+        elif not owns(shard, group_id):
+            described.append(DescribedConsumerGroup(Errors.NOT_COORDINATOR, group_id))
         elif consumer_group is not None:
             described.append(describe_consumer_group(consumer_group, topic_names))
         elif group_id in shard.groups and not shard.groups[group_id].is_(GroupState.DEAD):
@@ -128,13 +133,14 @@ def handle_list_groups(shard: Shard, request: ListGroupsRequest, token: Token) -
             if not g.is_(GroupState.DEAD)
             and g.group_id not in shard.consumer_groups
             and (not states or g.state.value.lower() in states)
+            and owns(shard, g.group_id)
         )
     if not types or GROUP_TYPE_CONSUMER in types:
         # Kafka's ConsumerGroup.asListedGroup: protocol type "consumer", whatever its members speak.
         listed += (
             ListedGroup(g.group_id, GROUP_TYPE_CONSUMER, g.state.value, GROUP_TYPE_CONSUMER)
             for g in shard.consumer_groups.values()
-            if not states or g.state.value.lower() in states
+            if (not states or g.state.value.lower() in states) and owns(shard, g.group_id)
         )
     return ListGroupsResponse(Errors.NONE, tuple(listed))
 
@@ -149,6 +155,8 @@ def handle_delete_groups(shard: Shard, request: DeleteGroupsRequest, token: Toke
 def _delete_one(shard: Shard, request: DeleteGroupsRequest, group_id: str) -> Errors:
     if not is_valid_group_id(group_id, request):
         return Errors.INVALID_GROUP_ID
+    if not owns(shard, group_id):
+        return Errors.NOT_COORDINATOR
     group = shard.groups.get(group_id)
     consumer_group = shard.consumer_groups.get(group_id)
     if consumer_group is not None:

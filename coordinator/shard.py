@@ -42,7 +42,7 @@ from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, offsets, service_state
+from coordinator import admin, handoff, offsets, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -157,6 +157,9 @@ class Shard:
         # The topics the driver gives (`update_topics`): volatile, set again after a load.
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_version = 0
+        # The partition count under which this shard owns its groups (coordinator/handoff.py);
+        # None: every group sent here, as before any repartition.
+        self.owner_count: int | None = None
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         self.timers = TimerQueue()
@@ -176,6 +179,8 @@ class Shard:
         group_id = getattr(request, "group_id", None)
         if group_id is not None and not is_valid_group_id(group_id, request):
             response = error_response(request, Errors.INVALID_GROUP_ID)
+        elif group_id is not None and self.owner_count is not None and not handoff.owns(self, group_id):
+            response = error_response(request, Errors.NOT_COORDINATOR)
         elif group_id in self.consumer_groups and type(request) in CLASSIC_REQUEST_TYPES:
             response = classic_request_to_consumer_group(self, request, token)
         else:
@@ -269,14 +274,28 @@ class Shard:
             watch.nudge(self, group_id)
         return self._end()
 
+    # ------------------------------------------- handoffs (coordinator/handoff.py)
+
+    def begin_handoff(self, count: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        handoff.begin_handoff(self, count)
+        return self._end()
+
+    def admit_groups(self, records: list[Record], now_ms: int) -> Result:
+        self._begin(now_ms)
+        handoff.admit_groups(self, records)
+        return self._end()
+
+    def abort_handoff(self, count: int | None, now_ms: int) -> Result:
+        self._begin(now_ms)
+        handoff.abort_handoff(self, count)
+        return self._end()
+
     def unload(self, now_ms: int) -> Result:
         """Emigration: every parked request gets NOT_COORDINATOR, timers stop."""
         self._begin(now_ms)
         for group in self.groups.values():
-            for member, token in list(group.all_tokens()):
-                request_type = JoinGroupRequest if token is member.join_token else SyncGroupRequest
-                self.reply(token, rebalance.not_coordinator_response(request_type, member))
-                member.join_token = member.sync_token = None
+            rebalance.answer_parked_not_coordinator(self, group)
             group.state = GroupState.DEAD
         watch.answer_all(self, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
         self.groups.clear()

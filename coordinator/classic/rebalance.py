@@ -256,6 +256,14 @@ def not_coordinator_response(request_type: type, member: Member) -> Any:
     return SyncGroupResponse(Errors.NOT_COORDINATOR)
 
 
+def answer_parked_not_coordinator(shard: Shard, group: Group) -> None:
+    """Answer every parked JoinGroup and SyncGroup of `group` NOT_COORDINATOR (it leaves this shard)."""
+    for member, token in list(group.all_tokens()):
+        request_type = JoinGroupRequest if token is member.join_token else SyncGroupRequest
+        shard.reply(token, not_coordinator_response(request_type, member))
+        member.join_token = member.sync_token = None
+
+
 def forget_group(shard: Shard, group: Group) -> None:
     """Drop a group from the shard: its timers stop and nothing stays parked."""
     for member in group.members.values():

@@ -184,7 +184,14 @@ def on_watch_timeout(shard: Shard, group_id: str, member_id: str, payload: objec
 
 def answer_all(shard: Shard, response: AssignmentWatchResponse) -> None:
     """Answer every parked watch (the shard unloads)."""
-    for group_id, watches in list(shard.assignment_watches.items()):
+    for group_id in list(shard.assignment_watches):
+        answer_group(shard, group_id, response)
+
+
+def answer_group(shard: Shard, group_id: str, response: AssignmentWatchResponse) -> None:
+    """Answer every parked watch of one group (it unloads, or leaves this shard)."""
+    watches = shard.assignment_watches.get(group_id)
+    if watches is not None:
         for member_id in list(watches.by_member):
             _drop(shard, watches, group_id, member_id, response)
 

@@ -1,0 +1,159 @@
+"""Handing groups from one offsets partition to another: the core of repartitioning online.
+
+Kafka places a group on partition `abs(hash(group.id)) % N` (coordinator/routing.py).
+Growing N to k*N sends every group of partition p to one of p, p+N, ...,
+p+(k-1)N, since h % N == (h % kN) % N: each new partition takes its groups
+from exactly one old one, and most groups stay where they are. Shrinking N to
+N/k is the reverse: partition p's groups all go to p % (N/k). Any other count
+would send groups from every old partition to every new one; `refusal` says
+so, and which counts are allowed instead.
+
+A partition's shard owns the groups that route to it under its `owner_count`
+(None: every group sent to it, as before any repartition). The driver sets
+it; the shard answers NOT_COORDINATOR for a group it does not own (a
+client with an old count, or a group already handed off) and so never
+changes it. A handoff, sans I/O:
+
+The shard's methods of the same names wrap these in a Result.
+
+1. The source: `begin_handoff(shard, count)` sets the new count: the
+   groups that move are frozen at once (their parked requests answered
+   NOT_COORDINATOR, their timers stopped, no request changes them again).
+2. `group_records(shard, group_id)`: the records that rebuild a group's
+   persistent state on the target, in replay order (classic metadata or
+   KIP-848's records with its exact epochs, regular expressions, committed
+   offsets with their metadata and timestamps), read once the source's log
+   holds every record of it durably (the driver waits for that).
+3. The target: `admit_groups(shard, records)` writes them as its own
+   records and starts the admitted groups' timers as a load does.
+4. The source, once the target holds them durably: `release_moved(shard)`
+   forgets them (its log still has their records; a reload under the new
+   count does not serve them). Or, if the handoff is abandoned before the
+   target owns them: `abort_handoff(shard, count)` serves them again
+   as they were.
+Volatile state does not move, as on a failover: members rejoin or
+re-heartbeat at the target (NOT_COORDINATOR sends them there), whose session
+timers start afresh.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.classic import rebalance
+from coordinator.consumer import fencing, records, watch
+from coordinator.errors import Errors
+from coordinator.messages import AssignmentWatchResponse
+from coordinator.records import GroupMetadataKey, Record
+from coordinator.routing import partition_for
+
+if TYPE_CHECKING:
+    from coordinator.shard import Shard
+
+
+def refusal(current: int, count: int) -> str | None:
+    """Why `current` partitions cannot become `count` online, or None when they can."""
+    if count == current:
+        return f"the service already has {current} offsets partitions"
+    if count < 1:
+        return "the partition count must be at least 1"
+    if count % current == 0 or current % count == 0:
+        return None
+    grow = [current * k for k in (2, 3, 4)]
+    shrink = [current // k for k in range(2, current + 1) if current % k == 0][:3]
+    return (
+        f"{count} is neither a multiple nor a divisor of {current}: each group would move between "
+        f"unrelated partitions; grow to a multiple ({', '.join(map(str, grow))}, ...) or shrink to a "
+        f"divisor ({', '.join(map(str, shrink)) or 'none'})"
+    )
+
+
+def owns(shard: Shard, group_id: str) -> bool:
+    count = shard.owner_count
+    return count is None or partition_for(group_id, count) == shard.partition
+
+
+def moving(shard: Shard, count: int) -> list[str]:
+    """The groups of `shard` that another partition owns under `count`."""
+    ids = set(shard.groups) | set(shard.consumer_groups)
+    return sorted(g for g in ids if partition_for(g, count) != shard.partition)
+
+
+def begin_handoff(shard: Shard, count: int) -> None:
+    """Own only the groups that route here under `count`; freeze the others (step 1)."""
+    shard.owner_count = count
+    for group_id in moving(shard, count):
+        _freeze(shard, group_id)
+
+
+def _freeze(shard: Shard, group_id: str) -> None:
+    group = shard.groups.get(group_id)
+    if group is not None:
+        rebalance.answer_parked_not_coordinator(shard, group)
+    watch.answer_group(shard, group_id, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
+    for key in shard.timers.keys():
+        if len(key) > 1 and key[1] == group_id:
+            shard.timers.cancel(key)
+
+
+def group_records(shard: Shard, group_id: str) -> list[Record]:
+    """The records that rebuild `group_id`'s persistent state, in replay order (step 2)."""
+    out: list[Record] = []
+    consumer = shard.consumer_groups.get(group_id)
+    classic = shard.groups.get(group_id)
+    if consumer is not None:
+        if consumer.subscription_metadata:
+            out.append(records.subscription_metadata_record(group_id, consumer.subscription_metadata))
+        out += [records.member_subscription_record(group_id, m) for m in consumer.members.values()]
+        out.append(records.epoch_record(group_id, consumer.group_epoch))
+        out += [
+            records.target_assignment_record(group_id, member_id, consumer.target_assignment_of(member_id))
+            for member_id in consumer.members
+        ]
+        out.append(records.target_assignment_epoch_record(group_id, consumer.assignment_epoch))
+        out += [records.current_assignment_record(group_id, m) for m in consumer.members.values()]
+        out += [
+            records.regular_expression_record(group_id, regex, resolved)
+            for regex, resolved in consumer.resolved_regular_expressions.items()
+        ]
+    elif classic is not None and classic.generation_id > 0:
+        out.append(Record(GroupMetadataKey(group_id), classic.to_record_value()))
+    if classic is not None:
+        out += [Record(key, value) for key, value in classic.offsets.items()]
+    return out
+
+
+def admit_groups(shard: Shard, admitted: list[Record]) -> None:
+    """Write another partition's groups as this shard's own and start their timers (step 3)."""
+    for record in admitted:
+        shard.write(record)
+    for group_id in {record.key.group_id for record in admitted}:
+        _start_timers(shard, group_id)
+
+
+def _start_timers(shard: Shard, group_id: str) -> None:
+    group = shard.groups.get(group_id)
+    if group is not None:
+        for member in group.members.values():
+            rebalance.schedule_heartbeat(shard, group, member)
+    consumer = shard.consumer_groups.get(group_id)
+    if consumer is not None:
+        fencing.schedule_group_timers(shard, consumer)
+
+
+def release_moved(shard: Shard) -> list[str]:
+    """Forget the groups this shard no longer owns (step 4); their ids."""
+    gone = [g for g in set(shard.groups) | set(shard.consumer_groups) if not owns(shard, g)]
+    for group_id in gone:
+        shard.groups.pop(group_id, None)
+        shard.consumer_groups.pop(group_id, None)
+        shard.assignment_watches.pop(group_id, None)
+    return sorted(gone)
+
+
+def abort_handoff(shard: Shard, count: int | None) -> None:
+    """Own again what `count` gives this partition, frozen groups included, timers restarted."""
+    frozen = [g for g in set(shard.groups) | set(shard.consumer_groups) if not owns(shard, g)]
+    shard.owner_count = count
+    for group_id in frozen:
+        _start_timers(shard, group_id)
