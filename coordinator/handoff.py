@@ -8,16 +8,16 @@ N/k is the reverse: partition p's groups all go to p % (N/k). Any other count
 would send groups from every old partition to every new one; `refusal` says
 so, and which counts are allowed instead.
 
-A partition's shard owns the groups that route to it under its `owner_count`
-(None: every group sent to it, as before any repartition). The driver sets
-it; the shard answers NOT_COORDINATOR for a group it does not own (a
-client with an old count, or a group already handed off) and so never
-changes it. A handoff, sans I/O:
+A partition's shard owns the groups its `owner` routing (coordinator/routing.py)
+sends to it (None: every group sent to it, as before any repartition). The
+driver sets it; the shard answers NOT_COORDINATOR for a group it does not own
+(a client with an old routing, or a group already handed off) and so never
+changes it. A handoff from N to M partitions, sans I/O:
 
 The shard's methods of the same names wrap these in a Result.
 
-1. The source: `begin_handoff(shard, count)` sets the new count: the
-   groups that move are frozen at once (their parked requests answered
+1. The source: `begin_handoff(shard, routing)` takes the routing in which it
+   has switched to M: the groups that move are frozen at once (their parked requests answered
    NOT_COORDINATOR, their timers stopped, no request changes them again).
 2. `group_records(shard, group_id)`: the records that rebuild a group's
    persistent state on the target, in replay order (classic metadata or
@@ -29,8 +29,9 @@ The shard's methods of the same names wrap these in a Result.
 4. The source, once the target holds them durably: `release_moved(shard)`
    forgets them (its log still has their records; a reload under the new
    count does not serve them). Or, if the handoff is abandoned before the
-   target owns them: `abort_handoff(shard, count)` serves them again
-   as they were.
+   target owns them: `abort_handoff(shard, routing)` serves them again
+   as they were. The target owns the admitted groups once the routing says
+   their source switched.
 Volatile state does not move, as on a failover: members rejoin or
 re-heartbeat at the target (NOT_COORDINATOR sends them there), whose session
 timers start afresh.
@@ -45,7 +46,7 @@ from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchResponse
 from coordinator.records import GroupMetadataKey, Record
-from coordinator.routing import partition_for
+from coordinator.routing import Routing
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -69,20 +70,20 @@ def refusal(current: int, count: int) -> str | None:
 
 
 def owns(shard: Shard, group_id: str) -> bool:
-    count = shard.owner_count
-    return count is None or partition_for(group_id, count) == shard.partition
+    owner = shard.owner
+    return owner is None or owner.partition_for(group_id) == shard.partition
 
 
-def moving(shard: Shard, count: int) -> list[str]:
-    """The groups of `shard` that another partition owns under `count`."""
+def moving(shard: Shard, routing: Routing) -> list[str]:
+    """The groups of `shard` that another partition serves under `routing`."""
     ids = set(shard.groups) | set(shard.consumer_groups)
-    return sorted(g for g in ids if partition_for(g, count) != shard.partition)
+    return sorted(g for g in ids if routing.partition_for(g) != shard.partition)
 
 
-def begin_handoff(shard: Shard, count: int) -> None:
-    """Own only the groups that route here under `count`; freeze the others (step 1)."""
-    shard.owner_count = count
-    for group_id in moving(shard, count):
+def begin_handoff(shard: Shard, routing: Routing) -> None:
+    """Own only the groups `routing` sends here; freeze the others (step 1)."""
+    shard.owner = routing
+    for group_id in moving(shard, routing):
         _freeze(shard, group_id)
 
 
@@ -151,9 +152,9 @@ def release_moved(shard: Shard) -> list[str]:
     return sorted(gone)
 
 
-def abort_handoff(shard: Shard, count: int | None) -> None:
-    """Own again what `count` gives this partition, frozen groups included, timers restarted."""
+def abort_handoff(shard: Shard, routing: Routing | None) -> None:
+    """Own again what `routing` sends here, frozen groups included, timers restarted."""
     frozen = [g for g in set(shard.groups) | set(shard.consumer_groups) if not owns(shard, g)]
-    shard.owner_count = count
+    shard.owner = routing
     for group_id in frozen:
         _start_timers(shard, group_id)

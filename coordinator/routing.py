@@ -1,4 +1,4 @@
-"""Group placement: Kafka's `partitionFor(groupId)`.
+"""Group placement: Kafka's `partitionFor(groupId)`, and `Routing` while the count changes.
 
 `abs(groupId.hashCode) % partitions`, with Java's String.hashCode over UTF-16
 code units and Kafka's `Utils.abs` (n & 0x7fffffff), so a group lands on the
@@ -7,6 +7,7 @@ same offsets partition as it would in Kafka.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 
@@ -25,3 +26,23 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """Which partition serves each group, also while the partition count changes.
+
+    `count` partitions; during a change from `previous` partitions
+    (coordinator/handoff.py), a group is still served by its partition under
+    `previous` until that partition has handed its groups off (`switched`).
+    """
+
+    count: int
+    previous: int | None = None
+    switched: frozenset[int] = frozenset()
+
+    def partition_for(self, group_id: str) -> int:
+        if self.previous is None:
+            return partition_for(group_id, self.count)
+        old = partition_for(group_id, self.previous)
+        return partition_for(group_id, self.count) if old in self.switched else old

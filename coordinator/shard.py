@@ -81,6 +81,7 @@ from coordinator.records import (
     Record,
     ServiceStateKey,
 )
+from coordinator.routing import Routing
 from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
 
@@ -157,9 +158,9 @@ class Shard:
         # The topics the driver gives (`update_topics`): volatile, set again after a load.
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_version = 0
-        # The partition count under which this shard owns its groups (coordinator/handoff.py);
+        # The routing under which this shard owns its groups (coordinator/handoff.py);
         # None: every group sent here, as before any repartition.
-        self.owner_count: int | None = None
+        self.owner: Routing | None = None
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         self.timers = TimerQueue()
@@ -179,7 +180,7 @@ class Shard:
         group_id = getattr(request, "group_id", None)
         if group_id is not None and not is_valid_group_id(group_id, request):
             response = error_response(request, Errors.INVALID_GROUP_ID)
-        elif group_id is not None and self.owner_count is not None and not handoff.owns(self, group_id):
+        elif group_id is not None and self.owner is not None and not handoff.owns(self, group_id):
             response = error_response(request, Errors.NOT_COORDINATOR)
         elif group_id in self.consumer_groups and type(request) in CLASSIC_REQUEST_TYPES:
             response = classic_request_to_consumer_group(self, request, token)
@@ -276,9 +277,9 @@ class Shard:
 
     # ------------------------------------------- handoffs (coordinator/handoff.py)
 
-    def begin_handoff(self, count: int, now_ms: int) -> Result:
+    def begin_handoff(self, routing: Routing, now_ms: int) -> Result:
         self._begin(now_ms)
-        handoff.begin_handoff(self, count)
+        handoff.begin_handoff(self, routing)
         return self._end()
 
     def admit_groups(self, records: list[Record], now_ms: int) -> Result:
@@ -286,9 +287,9 @@ class Shard:
         handoff.admit_groups(self, records)
         return self._end()
 
-    def abort_handoff(self, count: int | None, now_ms: int) -> Result:
+    def abort_handoff(self, routing: Routing | None, now_ms: int) -> Result:
         self._begin(now_ms)
-        handoff.abort_handoff(self, count)
+        handoff.abort_handoff(self, routing)
         return self._end()
 
     def unload(self, now_ms: int) -> Result:

@@ -10,7 +10,7 @@ import pytest
 from coordinator.errors import Errors
 from coordinator.handoff import group_records, moving, refusal, release_moved
 from coordinator.messages import DescribeGroupsRequest, ListGroupsRequest
-from coordinator.routing import partition_for
+from coordinator.routing import Routing, partition_for
 from coordinator.shard import Shard
 from log.codec import decode_records, encode_payload
 
@@ -51,7 +51,7 @@ def moved_through_the_codec(source: Shard, group_id: str) -> list:  # type: igno
 
 def test_a_classic_group_moves_whole_and_the_source_is_fenced() -> None:
     h = Harness()
-    h.shard.owner_count = 2
+    h.shard.owner = Routing(2)
     stay, move = groups_on(0, 4, 1)[0], groups_on(2, 4, 1)[0]  # both on partition 0 of 2
     members, generation = h.form_group(move, 3)
     h.commit(move, {("t", 0): 5, ("t", 1): 9}, generation, members[0])
@@ -59,9 +59,10 @@ def test_a_classic_group_moves_whole_and_the_source_is_fenced() -> None:
     parked = h.join(move, members[0])  # a rejoin parks: the join phase waits for the others
     before = copy.deepcopy(h.shard.persistent_view()[move])
 
-    h.absorb(h.shard.begin_handoff(4, h.now))
+    grown = Routing(4, previous=2, switched=frozenset({0}))
+    h.absorb(h.shard.begin_handoff(grown, h.now))
     assert h.take(parked).error is Errors.NOT_COORDINATOR, "parked requests are answered"
-    assert moving(h.shard, 4) == [move]
+    assert moving(h.shard, grown) == [move]
     assert h.heartbeat(move, members[1], generation) is Errors.NOT_COORDINATOR
     assert h.fetch(stay) == {}  # the group that stays is served
     described = h.call(DescribeGroupsRequest((move, stay))).groups
@@ -71,7 +72,7 @@ def test_a_classic_group_moves_whole_and_the_source_is_fenced() -> None:
     assert h.shard.persistent_view()[move] == before
 
     target = Shard(h.shard.config, partition=2)
-    target.owner_count = 4
+    target.owner = grown
     target.admit_groups(moved_through_the_codec(h.shard, move), h.now)
     assert target.persistent_view()[move] == before
     assert release_moved(h.shard) == [move]
@@ -85,7 +86,7 @@ def test_a_classic_group_moves_whole_and_the_source_is_fenced() -> None:
     # the source's log still holds the moved group: a reload under the new count never serves it
     reloaded = Shard(h.shard.config)
     reloaded.replay_many(h.log)
-    reloaded.owner_count = 4
+    reloaded.owner = Routing(4)
     assert reloaded.handle(DescribeGroupsRequest((move,)), h.now).responses[0][1].groups[0].error is (
         Errors.NOT_COORDINATOR
     )
@@ -96,7 +97,7 @@ def test_an_abandoned_handoff_serves_the_frozen_groups_again() -> None:
     h = Harness()
     move = groups_on(1, 2, 1)[0]
     members, generation = h.form_group(move, 2)
-    h.absorb(h.shard.begin_handoff(2, h.now))
+    h.absorb(h.shard.begin_handoff(Routing(2), h.now))
     assert h.heartbeat(move, members[0], generation) is Errors.NOT_COORDINATOR
     h.absorb(h.shard.abort_handoff(None, h.now))
     assert h.heartbeat(move, members[0], generation) is Errors.NONE
@@ -114,9 +115,10 @@ def test_consumer_groups_and_offsets_move_whole_under_a_grow(seed: int) -> None:
     offsets = {g: dict(group.offsets) for g, group in source.groups.items()}
     assert want, "the history is not trivial"
 
-    source.begin_handoff(4, 0)
+    grown = Routing(4, previous=1, switched=frozenset({0}))
+    source.begin_handoff(grown, 0)
     targets = {q: Shard(partition=q) for q in (1, 2, 3)}
-    for group_id in moving(source, 4):
+    for group_id in moving(source, grown):
         target = targets[partition_for(group_id, 4)]
         target.admit_groups(moved_through_the_codec(source, group_id), 0)
     release_moved(source)
@@ -129,3 +131,14 @@ def test_consumer_groups_and_offsets_move_whole_under_a_grow(seed: int) -> None:
             assert group.offsets == offsets[group_id]
     held = [g for shard in (source, *targets.values()) for g in shard.consumer_groups]
     assert sorted(held) == sorted(want)
+
+
+def test_a_target_serves_only_the_groups_of_switched_sources() -> None:
+    """Growing 2 -> 4: partition 2 takes partition 0's groups once 0 switched, never 1's."""
+    from_0, from_1 = groups_on(2, 4, 1)[0], groups_on(3, 4, 1)[0]
+    assert (partition_for(from_0, 2), partition_for(from_1, 2)) == (0, 1)
+    during = Routing(4, previous=2, switched=frozenset({0}))
+    assert during.partition_for(from_0) == 2 and during.partition_for(from_1) == 1
+    assert Routing(4, previous=2, switched=frozenset({0, 1})).partition_for(from_1) == 3
+    shrunk = Routing(1, previous=2, switched=frozenset({1}))
+    assert shrunk.partition_for(from_1) == 0 and shrunk.partition_for(from_0) == 0
