@@ -1,0 +1,121 @@
+"""Live lag and health (coordinator/lag.py): the definitions, the incremental sums
+against a recomputation, and Burrow's rules with a manual clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from coordinator.lag import Health, LagTracker, lag_messages, lag_ms
+
+MINUTE = 60_000
+
+
+def test_lag_in_messages_is_never_negative_and_unknown_without_an_end() -> None:
+    assert lag_messages(40, 100) == 60
+    assert lag_messages(120, 100) == 0
+    assert lag_messages(40, None) is None
+
+
+@pytest.mark.parametrize(
+    ("committed", "want"),
+    [(200, (0, False)), (250, (0, False)), (50, (2_490, False)), (100, (1_990, False)), (99, (2_000, False))],
+)
+def test_lag_in_time_interpolates_when_the_committed_message_was_produced(
+    committed: int, want: tuple[int, bool]
+) -> None:
+    samples = [(0, 0), (1_000, 100), (2_000, 200)]
+    assert lag_ms(committed, samples, now_ms=3_000) == want
+
+
+def test_lag_in_time_older_than_every_sample_is_a_lower_bound() -> None:
+    assert lag_ms(50, [(1_000, 100), (2_000, 200)], now_ms=3_000) == (2_000, True)
+    assert lag_ms(50, [], now_ms=3_000) == (None, False)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_incremental_sums_equal_a_recomputation(seed: int) -> None:
+    rng = random.Random(seed)
+    tracker = LagTracker()
+    ends: dict[tuple[str, int], int] = {}
+    now = 0
+    for _ in range(400):
+        now += rng.randrange(1_000)
+        tp = ("t", rng.randrange(4))
+        roll = rng.random()
+        if roll < 0.3:
+            ends[tp] = ends.get(tp, 0) + rng.randrange(50)
+            tracker.on_end(tp, ends[tp], now)
+        elif roll < 0.9:
+            tracker.on_commit(f"g{rng.randrange(5)}", tp, rng.randrange(300), now)
+        elif roll < 0.95:
+            tracker.on_offset_deleted(f"g{rng.randrange(5)}", tp)
+        else:
+            tracker.on_group_deleted(f"g{rng.randrange(5)}")
+    for group_id in tracker.groups():
+        lag = tracker.group_lag(group_id, now)
+        assert lag is not None
+        known = [lag_messages(p.committed, ends.get((p.topic, p.partition))) for p in lag.partitions]
+        with_end = [k for k in known if k is not None]
+        assert lag.lag == (sum(with_end) if with_end else None)
+
+
+def tracker_with_end(end: int) -> LagTracker:
+    tracker = LagTracker(window_ms=5 * MINUTE)
+    tracker.on_end(("t", 0), end, 0)
+    return tracker
+
+
+def health(tracker: LagTracker, now_ms: int) -> Health:
+    lag = tracker.group_lag("g", now_ms)
+    assert lag is not None
+    return lag.health
+
+
+def test_a_consumer_that_keeps_up_is_ok_and_one_that_falls_behind_warns() -> None:
+    tracker = tracker_with_end(100)
+    for i, offset in enumerate((10, 40, 70, 100)):
+        tracker.on_commit("g", ("t", 0), offset, i * MINUTE)
+    assert health(tracker, 4 * MINUTE) is Health.OK
+    behind = LagTracker(window_ms=5 * MINUTE)
+    for i in range(4):
+        behind.on_end(("t", 0), 100 * (i + 1), i * MINUTE)
+        behind.on_commit("g", ("t", 0), 10 * (i + 1), i * MINUTE)
+    lag = behind.group_lag("g", 4 * MINUTE)
+    assert lag is not None and lag.health is Health.WARN and lag.lag == 360
+
+
+def test_the_same_offset_again_and_again_with_lag_is_stalled() -> None:
+    tracker = tracker_with_end(100)
+    for i in range(3):
+        tracker.on_commit("g", ("t", 0), 40, i * MINUTE)
+    assert health(tracker, 3 * MINUTE) is Health.STALLED
+
+
+def test_no_commit_for_a_window_with_lag_is_stopped_without_lag_ok() -> None:
+    tracker = tracker_with_end(100)
+    tracker.on_commit("g", ("t", 0), 40, 0)
+    assert health(tracker, 4 * MINUTE) is Health.OK
+    assert health(tracker, 6 * MINUTE) is Health.STOPPED
+    tracker.on_commit("g", ("t", 0), 100, 7 * MINUTE)
+    assert health(tracker, 20 * MINUTE) is Health.OK, "caught up: nothing to consume"
+
+
+def test_a_commit_that_goes_back_is_a_rewind_for_a_window() -> None:
+    tracker = tracker_with_end(100)
+    tracker.on_commit("g", ("t", 0), 60, 0)
+    tracker.on_commit("g", ("t", 0), 20, MINUTE)
+    assert health(tracker, 2 * MINUTE) is Health.REWIND
+    tracker.on_commit("g", ("t", 0), 30, 7 * MINUTE)
+    assert health(tracker, 7 * MINUTE) is Health.OK
+
+
+def test_a_partition_without_an_end_has_unknown_lag_not_zero() -> None:
+    tracker = LagTracker()
+    tracker.on_commit("g", ("t", 0), 40, 0)
+    lag = tracker.group_lag("g", 0)
+    assert lag is not None and lag.lag is None and lag.partitions[0].lag is None
+    tracker.on_end(("t", 0), 30, 1)
+    lag = tracker.group_lag("g", 1)
+    assert lag is not None and lag.lag == 0 and lag.partitions[0].ahead
