@@ -22,7 +22,7 @@ from operator import attrgetter
 from typing import NamedTuple, get_args
 from uuid import UUID
 
-from coordinator.checks import Checked as _Checked
+from coordinator.checks import Checked
 from coordinator.checks import check_fields, register_requests
 from coordinator.errors import Errors
 
@@ -35,7 +35,7 @@ INVALID_OFFSET = -1
 
 
 @dataclass(frozen=True, slots=True)
-class JoinGroupRequest(_Checked):
+class JoinGroupRequest(Checked):
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
@@ -75,7 +75,7 @@ class JoinGroupResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class SyncGroupRequest(_Checked):
+class SyncGroupRequest(Checked):
     group_id: str
     generation_id: int
     member_id: str
@@ -97,7 +97,7 @@ class SyncGroupResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatRequest(_Checked):
+class HeartbeatRequest(Checked):
     group_id: str
     generation_id: int
     member_id: str
@@ -113,14 +113,14 @@ class HeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class MemberIdentity(_Checked):
+class MemberIdentity(Checked):
     member_id: str = UNKNOWN_MEMBER_ID
     group_instance_id: str | None = None
     reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveGroupRequest(_Checked):
+class LeaveGroupRequest(Checked):
     group_id: str
     members: tuple[MemberIdentity, ...]
 
@@ -161,7 +161,7 @@ class OffsetCommitPartition(_OffsetCommitPartitionFields):
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitRequest(_Checked):
+class OffsetCommitRequest(Checked):
     group_id: str
     partitions: tuple[OffsetCommitPartition, ...]
     generation_id: int = NO_GENERATION
@@ -232,7 +232,7 @@ def commit_error_response(request: OffsetCommitRequest, error: Errors) -> Offset
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetFetchRequest(_Checked):
+class OffsetFetchRequest(Checked):
     group_id: str
     # None asks for every committed offset of the group.
     partitions: tuple[tuple[str, int], ...] | None = None
@@ -265,7 +265,7 @@ class OffsetFetchResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class DescribeGroupsRequest(_Checked):
+class DescribeGroupsRequest(Checked):
     group_ids: tuple[str, ...]
     # The DescribeGroups API version where it changes the answer: from v6 (KIP-1043) an
     # unknown group or one of another type is GROUP_ID_NOT_FOUND; before, "Dead" and no error.
@@ -304,7 +304,7 @@ GROUP_TYPE_CONSUMER = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
-class ListGroupsRequest(_Checked):
+class ListGroupsRequest(Checked):
     # Case-insensitive state names (KIP-518); empty means every state.
     states_filter: tuple[str, ...] = ()
     # Case-insensitive group types, "classic" or "consumer" (ListGroups v5, KIP-848); empty
@@ -327,7 +327,7 @@ class ListGroupsResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteGroupsRequest(_Checked):
+class DeleteGroupsRequest(Checked):
     group_ids: tuple[str, ...]
 
 
@@ -340,7 +340,7 @@ class DeleteGroupsResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetDeleteRequest(_Checked):
+class OffsetDeleteRequest(Checked):
     group_id: str
     partitions: tuple[tuple[str, int], ...]
 
@@ -362,7 +362,7 @@ class ConsumerGroupTopicPartitions(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupHeartbeatRequest(_Checked):
+class ConsumerGroupHeartbeatRequest(Checked):
     """ConsumerGroupHeartbeat v0-1 (KIP-848). A None field means "unchanged since the last heartbeat".
 
     `version` is the request's API version (v1 adds the regex and makes the
@@ -401,7 +401,7 @@ class ConsumerGroupHeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupDescribeRequest(_Checked):
+class ConsumerGroupDescribeRequest(Checked):
     """ConsumerGroupDescribe v0-1 (KIP-848): describe consumer groups of this partition."""
 
     group_ids: tuple[str, ...]
@@ -461,7 +461,7 @@ class ConsumerGroupDescribeResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class AssignmentWatchRequest(_Checked):
+class AssignmentWatchRequest(Checked):
     """Not Kafka's: a consumer-protocol Ray member idle between heartbeats asks to be
     answered as soon as its next heartbeat would change its partitions, or after
     `timeout_ms` (coordinator/consumer/watch.py)."""
