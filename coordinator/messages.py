@@ -22,8 +22,7 @@ from operator import attrgetter
 from typing import NamedTuple, get_args
 from uuid import UUID
 
-from coordinator.checks import Checked
-from coordinator.checks import check_fields, register_requests
+from coordinator.checks import Checked, check_fields, register_requests
 from coordinator.errors import Errors
 
 UNKNOWN_MEMBER_ID = ""
