@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from actors.client.coalesce import MAX_BATCH, MAX_IN_FLIGHT, Coalescer, Sender
+from actors.client.coalesce import MAX_BATCH, MAX_IN_FLIGHT, Coalescer, Sender, coalescer_for
 from actors.client.retry import UNREACHABLE, AnswersLostError
 from actors.core.wire import dumps_response
 from coordinator import Errors
@@ -49,6 +49,8 @@ class Leader:
         self.collecting = 0
         self.most_collecting = 0
         self.lost_mailbox = False
+        self.generation = 1  # of the caller's mailbox; a lost one is replaced by the next
+        self.callers: set[int] = set()
         self.unpark = asyncio.Event()
         self.handle_wire = _Method(self._one)
         self.handle_batch = _Method(self._many)
@@ -66,6 +68,7 @@ class Leader:
     async def _many(self, caller: int, batch: int, requests: list[Any]) -> bytes:
         release = asyncio.Event()
         self.calls.append((requests, release))
+        self.callers.add(caller)
         call = len(self.calls) - 1
         if not all(isinstance(r, JoinGroupRequest) for r in requests):
             await release.wait()
@@ -73,7 +76,8 @@ class Leader:
             raise ConnectionError("the leader died")
         answered = [(i, answer(r)) for i, r in enumerate(requests) if not isinstance(r, JoinGroupRequest)]
         self.parked += [(batch, i) for i, r in enumerate(requests) if isinstance(r, JoinGroupRequest)]
-        return dumps_response((answered, len(requests) - len(answered)))
+        parked = len(requests) - len(answered)
+        return dumps_response((answered, parked, self.generation if parked else 0))
 
     async def _collect(self, caller: int) -> bytes:
         self.collects += 1
@@ -82,10 +86,12 @@ class Leader:
         try:
             await self.unpark.wait()
             if self.lost_mailbox:
-                return dumps_response(None)
+                self.lost_mailbox, self.parked = False, []
+                self.generation += 1
+                return dumps_response((self.generation, []))
             answers, self.parked = [(b, i, "joined") for b, i in self.parked], []
             self.unpark.clear()
-            return dumps_response(answers)
+            return dumps_response((self.generation, answers))
         finally:
             self.collecting -= 1
 
@@ -228,6 +234,7 @@ def test_the_process_sender_answers_each_thread_and_shares_one_coalescer_per_lea
             thread.join(timeout=20)
         assert sorted(results) == list(range(50)) and {r.error for r in results.values()} == {Errors.NONE}
         assert len(leader.calls) < 50, "every thread's request went alone"
-        assert list(sender._coalescers) == [leader]
+        # Every batch came from the registry's one coalescer of this leader on the sender's loop.
+        assert leader.callers == {coalescer_for(leader, sender.loop).caller}
     finally:
         sender.loop.call_soon_threadsafe(sender.loop.stop)

@@ -89,7 +89,7 @@ class Batch:
         self.calls.append(requests)
         if isinstance(self.entry, RayActorError):
             return Ref(self.entry)
-        return Ref(dumps_response(([(i, self.entry) for i in range(len(requests))], 0)))
+        return Ref(dumps_response(([(i, self.entry) for i in range(len(requests))], 0, 0)))
 
 
 class Leader:
