@@ -186,7 +186,8 @@ class Coalescer:
         """Parked requests' answers, while any of this coalescer's batches waits for one."""
         try:
             while self._collecting:
-                floor, answers = loads_response(await self.leader.collect.remote(self.caller))
+                oldest = min(self._collecting.values())
+                floor, answers = loads_response(await self.leader.collect.remote(self.caller, oldest))
                 for number, index, response in answers:
                     futures = self._open.get(number, {})
                     if _deliver_to(futures, index, response) and not futures:

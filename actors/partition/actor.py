@@ -378,14 +378,15 @@ class OffsetPartition(
         parked, generation = answers.park_rest(self.mailboxes, caller, batch, len(requests))
         return dumps_response((answers.answered, parked, generation))
 
-    async def collect(self, caller: Any) -> bytes:
+    async def collect(self, caller: Any, oldest: Any) -> bytes:
         """The pickled `(floor, answers)`: the next answers of `caller`'s parked requests,
         `(batch, index, response)` triples, once there is one, and the generation below
-        which its mailboxes are gone with their answers; at once, with no answers, when
-        this leader holds no mailbox for it (`actors.partition.batches`)."""
-        if type(caller) is not int:
-            raise InvalidRequestError(f"collect takes the caller's id, an int, got {type(caller).__name__}")
-        return dumps_response(await self.mailboxes.collect(caller))
+        which its mailboxes are gone with their answers; at once when the mailbox of
+        generation `oldest` (the oldest `caller` waits on) is gone (`actors.partition.batches`)."""
+        for name, value in (("caller's id", caller), ("oldest generation", oldest)):
+            if type(value) is not int:
+                raise InvalidRequestError(f"collect takes the {name}, an int, got {type(value).__name__}")
+        return dumps_response(await self.mailboxes.collect(caller, oldest))
 
     def _submit(self, request: Any, deliver: Callable[[Any], None], now_ms: int, started: float) -> None:
         """Hand a request that arrived at `now_ms` (`started` on the perf counter) to the

@@ -22,7 +22,9 @@ it may never come back. A loss is never silent. Each mailbox has a GENERATION,
 increasing per leader: `handle_batch` returns the generation its parked
 requests went to, and every `collect` answers `(floor, answers)`, where every
 mailbox of the caller below `floor` is gone (the caller's mailbox's own
-generation, or the next one to be issued when it has none). The client fails
+generation, or the next one to be issued when it has none). A collect names
+the oldest generation its caller waits on and returns at once if that one is
+gone; else it waits for answers. The client fails
 exactly the requests parked in a generation below the floor with
 `AnswersLostError`, which its retry loop sends again, as after a lost call; so
 a caller that sends a new batch (a new mailbox) before collecting still learns
@@ -69,6 +71,11 @@ class Mailbox:
             self.answers.append((batch, index, response))
             self._wake.set()
 
+    def take_ready(self) -> list[Answer]:
+        """Every answer waiting, maybe none."""
+        answers, self.answers = self.answers, []
+        return answers
+
     async def take(self) -> list[Answer]:
         """Every answer waiting, once there is one."""
         self.collecting += 1
@@ -78,8 +85,7 @@ class Mailbox:
                 await self._wake.wait()
         finally:
             self.collecting -= 1
-        answers, self.answers = self.answers, []
-        return answers
+        return self.take_ready()
 
     def idle(self) -> bool:
         return not (self.outstanding or self.answers or self.collecting)
@@ -110,15 +116,16 @@ class Mailboxes:
         box.touched = now
         return box
 
-    async def collect(self, caller: int) -> Collected:
+    async def collect(self, caller: int, oldest: int) -> Collected:
         """The caller's next answers, with the floor below which its mailboxes are
-        gone; at once, with none, when it has no mailbox (never had one waiting,
-        or lost it to the TTL)."""
+        gone. At once, with those ready (maybe none), when the mailbox of generation
+        `oldest`, the oldest its caller waits on, is gone: the caller has no mailbox
+        (never had one waiting, or lost it to the TTL) or a newer one."""
         self._sweep()
         box = self._boxes.get(caller)
         if box is None:
             return self._next_generation, []
-        answers = await box.take()
+        answers = box.take_ready() if box.generation > oldest else await box.take()
         box.touched = self._clock()
         if box.idle() and self._boxes.get(caller) is box:
             del self._boxes[caller]  # everything it waited for is collected
@@ -193,7 +200,7 @@ async def answer_in_process(partition: Any, requests: list[Any]) -> list[Any]:
     answers, parked, generation = loads_response(await partition.handle_batch(caller, 0, requests))
     got = dict(answers)
     while parked:
-        floor, collected = loads_response(await partition.collect(caller))
+        floor, collected = loads_response(await partition.collect(caller, generation))
         if floor > generation:
             raise AssertionError(f"the mailbox of {parked} parked answers was dropped")
         for batch, index, response in collected:

@@ -77,7 +77,7 @@ def test_a_parked_join_holds_back_none_of_the_500_heartbeats_in_its_batch(tmp_pa
         assert {response.error for _, response in answered} == {Errors.REBALANCE_IN_PROGRESS}
         rejoined = await batch(partition, [join(group, m) for m in members])
         assert {r.error for r in rejoined} == {Errors.NONE}
-        floor, ((number, index, newcomer_joined),) = loads_response(await partition.collect(caller))
+        floor, ((number, index, newcomer_joined),) = loads_response(await partition.collect(caller, mailbox))
         assert (floor, number, index) == (mailbox, 3, 0)  # the join, once, from its mailbox
         assert newcomer_joined.error is Errors.NONE
         assert newcomer_joined.generation_id == rejoined[0].generation_id == generation + 1
@@ -108,7 +108,7 @@ def test_answers_no_one_collects_hold_back_no_one_and_go_after_the_ttl(tmp_path:
         (committed,) = await batch(partition, [commit("other", 5)])
         assert committed.errors() == {("t", 0): Errors.NONE}
         now[0] += MAILBOX_TTL_S + 1
-        floor, answers = loads_response(await partition.collect(silent))
+        floor, answers = loads_response(await partition.collect(silent, mailbox))
         assert floor > mailbox and answers == []
         await partition.unload(partition.epoch)
 
@@ -122,9 +122,9 @@ def test_a_step_down_answers_parked_requests_through_collect(tmp_path: Path) -> 
         (first,), _ = await stable_group(partition, group, 1)
         (newcomer,) = await batch(partition, [join(group)])
         requests = [join(group, newcomer.member_id)]
-        _, parked, _ = loads_response(await partition.handle_batch(caller, 0, requests))
+        _, parked, mailbox = loads_response(await partition.handle_batch(caller, 0, requests))
         assert parked == 1
-        waiting = asyncio.ensure_future(partition.collect(caller))
+        waiting = asyncio.ensure_future(partition.collect(caller, mailbox))
         await partition.unload(partition.epoch)
         _, ((_, _, answer),) = loads_response(await asyncio.wait_for(waiting, WAIT_S))
         assert answer.error is Errors.NOT_COORDINATOR

@@ -120,7 +120,7 @@ def test_garbage_gets_a_clear_error_and_the_group_next_door_is_served(
     with pytest.raises(InvalidRequestError, match="caller must be an int"):
         ray.get(leader.handle_batch.remote("me", 0, []), timeout=TIMEOUT_S)
     # A stranger's collect: this leader holds nothing for it (no mailbox, no answers).
-    floor, answers = loads_response(ray.get(leader.collect.remote(12345), timeout=TIMEOUT_S))
+    floor, answers = loads_response(ray.get(leader.collect.remote(12345, 1), timeout=TIMEOUT_S))
     assert floor >= 1 and answers == []
 
     # Well-formed nonsense gets Kafka's answer, and writes nothing.
