@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from actors.partition.batches import Mailboxes
+from actors.partition.batches import Mailbox, Mailboxes
 
 from tests.actors.support import run
 
@@ -22,6 +22,15 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def reopened_after_the_ttl() -> tuple[Mailboxes, Mailbox, Mailbox]:
+    """The caller's mailbox, dropped while it was paused, and the one its next batch opened."""
+    clock = Clock()
+    boxes = Mailboxes(clock, ttl_s=TTL_S)
+    old = boxes.open(CALLER, parked=1)
+    clock.now += TTL_S + 1
+    return boxes, old, boxes.open(CALLER, parked=1)
 
 
 def test_a_mailbox_with_answers_outstanding_goes_after_the_ttl_and_its_caller_learns_it() -> None:
@@ -44,11 +53,7 @@ def test_a_new_batch_before_the_collect_opens_a_new_generation_and_the_collect_r
     collect names the old generation it waits on: it is answered at once with the new
     mailbox's generation as the floor, and the new mailbox's answers are not lost."""
     async def scenario() -> None:
-        clock = Clock()
-        boxes = Mailboxes(clock, ttl_s=TTL_S)
-        old = boxes.open(CALLER, parked=1)
-        clock.now += TTL_S + 1
-        new = boxes.open(CALLER, parked=1)
+        boxes, old, new = reopened_after_the_ttl()
         assert new is not old and new.generation > old.generation
         # Returns at once although the new mailbox has no answer yet.
         assert await asyncio.wait_for(boxes.collect(CALLER, old.generation), 1) == (new.generation, [])
@@ -61,11 +66,7 @@ def test_a_new_batch_before_the_collect_opens_a_new_generation_and_the_collect_r
 
 def test_an_answer_for_a_dropped_mailbox_is_discarded() -> None:
     async def scenario() -> None:
-        clock = Clock()
-        boxes = Mailboxes(clock, ttl_s=TTL_S)
-        old = boxes.open(CALLER, parked=1)
-        clock.now += TTL_S + 1
-        new = boxes.open(CALLER, parked=1)
+        boxes, old, new = reopened_after_the_ttl()
         old.put(0, 0, "late")  # the forwarder of the old batch
         assert old.answers == [] and new.answers == []
         waiting = asyncio.ensure_future(boxes.collect(CALLER, new.generation))
