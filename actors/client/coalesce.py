@@ -317,9 +317,6 @@ class _Registry:
             with self._lock:
                 self._coalescers = {k: c for k, c in self._coalescers.items() if k[0] not in gone}
 
-    def __len__(self) -> int:
-        return len(self._coalescers)
-
 
 def _actor_key(leader: Any) -> Any:
     """Every handle of one actor shares its coalescers; anything else is its own."""
