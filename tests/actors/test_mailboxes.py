@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from actors.core.settings import ServiceSettings
 from actors.partition.batches import Mailbox, Mailboxes
 
 from tests.actors.support import run
@@ -101,3 +104,10 @@ def test_a_caller_without_a_mailbox_gets_a_floor_above_every_generation_issued()
         assert floor > other.generation and answers == []
 
     run(scenario())
+
+
+def test_the_ttl_setting_is_a_positive_number() -> None:
+    assert ServiceSettings(data_dir="/data", mailbox_ttl_s=0.5).mailbox_ttl_s == 0.5
+    for wrong in (0, -1.0, "60", True, None):
+        with pytest.raises(ValueError, match="mailbox_ttl_s"):
+            ServiceSettings(data_dir="/data", mailbox_ttl_s=wrong)  # type: ignore[arg-type]
