@@ -16,20 +16,20 @@ debugger, a swapped-out host) with answers unread would stop the partition
 for every caller and its controller probe. A unary call's reply leaves on
 Ray's own threads, read or not.
 
-A caller silent for the TTL (`MAILBOX_TTL_S` by default; no batch, no collect
-in flight) loses its mailbox, answers outstanding or not: a caller paused past
-it may never come back. A loss is never silent. Each mailbox has a GENERATION,
-increasing per leader: `handle_batch` returns the generation its parked
-requests went to, and every `collect` answers `(floor, answers)`, where every
-mailbox of the caller below `floor` is gone (the caller's mailbox's own
-generation, or the next one to be issued when it has none). A collect names
-the oldest generation its caller waits on and returns at once if that one is
-gone; else it waits for answers. The client fails
-exactly the requests parked in a generation below the floor with
-`AnswersLostError`, which its retry loop sends again, as after a lost call; so
-a caller that sends a new batch (a new mailbox) before collecting still learns
-its older answers were lost. An answer for a dropped mailbox is discarded,
-never written into it. Pure asyncio, no Ray."""
+A caller silent for the TTL (`MAILBOX_TTL_S` by default,
+`ServiceSettings.mailbox_ttl_s`; no batch, no collect in flight) loses its
+mailbox, answers outstanding or not: a caller paused past it may never come
+back. A loss is never silent. Each mailbox has a GENERATION, increasing per
+leader: `handle_batch` returns the generation its parked requests went to, and
+every `collect` answers `(floor, answers)`, where every mailbox of the caller
+below `floor` is gone (the caller's mailbox's own generation, or the next one
+to be issued when it has none). A collect names the oldest generation its
+caller waits on and returns at once if that one is gone; else it waits for
+answers. The client fails exactly the requests parked in a generation below
+the floor with `AnswersLostError`, which its retry loop sends again, as after
+a lost call; so a caller that sends a new batch (a new mailbox) before
+collecting still learns its older answers were lost. An answer for a dropped
+mailbox is discarded, never written into it. Pure asyncio, no Ray."""
 
 from __future__ import annotations
 
