@@ -29,7 +29,7 @@ from uuid import UUID
 
 import ray
 
-from actors.client.coalesce import Coalescer, process_sender
+from actors.client.coalesce import coalescer_for, process_sender, retire
 from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
@@ -73,9 +73,9 @@ ROUTING_WAIT_S = 1.0
 
 class Client:
     """`coalesce`: requests travel to their leader together (actors/client/coalesce.py):
-    the sync methods, from any thread, through the process's sender, shared by every
-    client of the process; the async methods through a coalescer on the caller's
-    event loop. False: one Ray call per request."""
+    the sync methods, from any thread, through the process's sender; the async methods
+    through a coalescer on the caller's event loop; both from the process's one
+    registry, shared by every client. False: one Ray call per request."""
 
     def __init__(
         self,
@@ -91,7 +91,6 @@ class Client:
         self.num_partitions = 0
         self._leaders: list[Any] = []
         self._epochs: list[int] = []
-        self._coalescers: dict[int, Coalescer] = {}
         # Bumped by every new routing table; see the module docstring.
         self._version = 0
         self._refresh_lock = threading.Lock()
@@ -142,8 +141,9 @@ class Client:
         self._set_routing(await fetch())
 
     def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
+        replaced = self._leaders
         self.num_partitions, self._leaders, self._epochs = routing
-        self._coalescers = {}
+        retire(replaced, keep=self._leaders)
         self._version += 1
 
     def partition_for(self, group_id: str) -> int:
@@ -215,19 +215,12 @@ class Client:
     async def _attempt_async(self, request: Request, route: _Route) -> Any:
         leader = route.take()
         if self.coalesce:
-            return await self._coalescer(route.partition, leader).submit(request)
+            return await coalescer_for(leader, asyncio.get_running_loop()).submit(request)
         return _answer(loads_response(await leader.handle_wire.remote(request)))
 
     def _retry(self, request: Request, timeout_s: float | None) -> Retry:
         what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"
         return Retry(timeout_s or self.timeout_s, self.backoff, what)
-
-    def _coalescer(self, partition: int, leader: Any) -> Coalescer:
-        loop = asyncio.get_running_loop()
-        coalescer = self._coalescers.get(partition)
-        if coalescer is None or coalescer.leader is not leader or coalescer.loop is not loop:
-            coalescer = self._coalescers[partition] = Coalescer(leader, loop)
-        return coalescer
 
     def _partition(self, request: Request, partition: int | None) -> int:
         if partition is not None:

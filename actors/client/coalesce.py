@@ -26,9 +26,19 @@ of its leader, on the process's one `Sender` loop. Rules:
   unread answers would stop the leader (see that module).
 - If the call fails (the leader died), every request it carried that is still
   unanswered gets the exception, and only those; the client's retry loop
-  takes each from there.
-- Coalescers are keyed by the leader's actor, so every client of the process
-  shares them (each `GroupMember` connects its own client).
+  takes each from there. Parked answers the leader lost (a mailbox dropped
+  after its TTL: this process paused past it) fail exactly the requests
+  parked in that mailbox's generation, with `AnswersLostError`, which the
+  retry loop sends again; a request another attempt replaced is safe to send
+  again (a JoinGroup is a rejoin with the same member id).
+- A request its caller gave up on (an attempt timed out, a coroutine
+  cancelled) is forgotten at once: nothing of it stays, and a batch with
+  nothing left to wait for stops its collect.
+- One registry (`coalescer_for`) for the process: a coalescer per leader actor
+  and event loop, shared by every client (each `GroupMember` connects its
+  own), the process's sender included. A coalescer goes when its loop is
+  closed or a client learns its leader was replaced (`retire`); calls in
+  flight finish on the coalescer they started on.
 """
 
 from __future__ import annotations
@@ -40,6 +50,8 @@ import os
 import random
 import threading
 from collections import deque
+from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import ray
@@ -80,7 +92,8 @@ class Coalescer:
         self.caller = random.getrandbits(63)
         self._numbers = itertools.count()
         self._open: dict[int, dict[int, asyncio.Future[Any]]] = {}  # unanswered requests by batch
-        self._collecting: set[int] = set()  # batches the leader answered in part, the rest parked
+        # Batches the leader answered in part, the rest parked: the generation of their mailbox.
+        self._collecting: dict[int, int] = {}
         self._collector: asyncio.Task[None] | None = None
 
     def submit(self, request: Request) -> asyncio.Future[Any]:
@@ -139,21 +152,31 @@ class Coalescer:
         # Registered before the call: a collect may bring this batch's parked answers
         # before its own call's answer arrives.
         futures = self._open[number] = {index: future for index, (_, future) in enumerate(batch)}
+        for index, future in futures.items():
+            future.add_done_callback(partial(self._forget, number, index))
         try:
             call = self._batch.remote(self.caller, number, [request for request, _ in batch])
-            answers, parked = loads_response(await call)
+            answers, parked, generation = loads_response(await call)
         except Exception as exc:
             self._close(number, exc)
             return
         finally:
             place.free()
         for index, response in answers:
-            _deliver(futures.pop(index), response)
+            _deliver_to(futures, index, response)
         if parked and futures:
-            self._collecting.add(number)
+            self._collecting[number] = generation
             self._start_collector()
         else:
             self._close(number)
+
+    def _forget(self, number: int, index: int, future: asyncio.Future[Any]) -> None:
+        """A request its caller gave up on (cancelled) leaves its batch; an empty batch closes."""
+        futures = self._open.get(number)
+        if future.cancelled() and futures is not None and futures.get(index) is future:
+            del futures[index]
+            if not futures:
+                self._close(number)
 
     def _start_collector(self) -> None:
         if self._collector is None or self._collector.done():
@@ -163,22 +186,26 @@ class Coalescer:
         """Parked requests' answers, while any of this coalescer's batches waits for one."""
         try:
             while self._collecting:
-                answers = loads_response(await self.leader.collect.remote(self.caller))
-                if answers is None:
-                    raise AnswersLostError("the leader dropped this process's parked answers")
+                oldest = min(self._collecting.values())
+                floor, answers = loads_response(await self.leader.collect.remote(self.caller, oldest))
                 for number, index, response in answers:
                     futures = self._open.get(number, {})
-                    if index in futures:
-                        _deliver(futures.pop(index), response)
-                        if not futures:
-                            self._close(number)
+                    if _deliver_to(futures, index, response) and not futures:
+                        self._close(number)
+                self._close_lost(floor)
         except Exception as exc:
             for number in list(self._collecting):
                 self._close(number, exc)
 
+    def _close_lost(self, floor: int) -> None:
+        """Fails the requests parked in the leader's mailboxes below `floor`, which it dropped."""
+        for number, generation in list(self._collecting.items()):
+            if generation < floor:
+                self._close(number, AnswersLostError(f"the leader dropped mailbox {generation}"))
+
     def _close(self, number: int, error: BaseException | None = None) -> None:
         """Batch `number` is done: any request it still carries fails with `error`."""
-        self._collecting.discard(number)
+        self._collecting.pop(number, None)
         for future in self._open.pop(number, {}).values():
             _fail(future, error or RuntimeError("the leader ended a batch without answering this request"))
 
@@ -200,20 +227,19 @@ class _Place:
 
 
 class Sender:
-    """The process's sending thread: an event loop that owns a `Coalescer` per leader
-    actor, for every client, thread and event loop of the process."""
+    """The process's sending thread: an event loop whose coalescers (one per leader
+    actor, `coalescer_for`) serve every client, thread and event loop of the process."""
 
     def __init__(self) -> None:
         self.loop = loops.new_event_loop()
-        self._coalescers: dict[Any, Coalescer] = {}
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self.loop.run_forever, name="raygroups-sender", daemon=True)
         self._thread.start()
 
     def submit(self, leader: Any, request: Request) -> concurrent.futures.Future[Any]:
-        """`request` to `leader` (an actor handle); its response, or the error, in a future."""
+        """`request` to `leader` (an actor handle); its response, or the error, in a future.
+        Cancelling the future forgets the request (module rules)."""
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        coalescer = self._coalescer(leader)
+        coalescer = coalescer_for(leader, self.loop)
         self.loop.call_soon_threadsafe(self._submit, coalescer, request, answer)
         return answer
 
@@ -221,9 +247,14 @@ class Sender:
         """`request`'s response (or the error), waited for in the calling thread. A lone
         request, to a leader with nothing waiting or in flight, is the caller's own Ray
         call: no hop through the sender's loop, whose batches it holds back meanwhile."""
-        coalescer = self._coalescer(leader)
+        coalescer = coalescer_for(leader, self.loop)
         if isinstance(request, MAY_PARK) or not coalescer.take_idle_place():
-            return self.submit(leader, request).result(timeout=timeout_s)
+            answer = self.submit(leader, request)
+            try:
+                return answer.result(timeout=timeout_s)
+            except concurrent.futures.TimeoutError:
+                answer.cancel()  # the attempt is over: nothing of it stays
+                raise
         try:
             response = loads_response(ray.get(coalescer.single.remote(request), timeout=timeout_s))
         finally:
@@ -232,26 +263,78 @@ class Sender:
             raise response
         return response
 
-    def _coalescer(self, leader: Any) -> Coalescer:
-        # Every handle of one actor shares its coalescer; anything else is its own.
-        key = leader._actor_id if isinstance(leader, ActorHandle) else leader
-        coalescer = self._coalescers.get(key)
-        if coalescer is None:
-            with self._lock:
-                coalescer = self._coalescers.setdefault(key, Coalescer(leader, self.loop))
-        return coalescer
+    def _submit(self, coalescer: Coalescer, request: Request, answer: concurrent.futures.Future[Any]) -> None:
+        future = coalescer.submit(request)
+        future.add_done_callback(partial(_settle, answer))
+        # Runs at once if the caller gave up already; else in the thread that cancels.
+        answer.add_done_callback(partial(self._given_up, future))
 
-    @staticmethod
-    def _submit(coalescer: Coalescer, request: Request, answer: concurrent.futures.Future[Any]) -> None:
-        coalescer.submit(request).add_done_callback(lambda done: _settle(answer, done))
+    def _given_up(self, future: asyncio.Future[Any], answer: concurrent.futures.Future[Any]) -> None:
+        if answer.cancelled():
+            self.loop.call_soon_threadsafe(future.cancel)
 
 
 def _settle(answer: concurrent.futures.Future[Any], done: asyncio.Future[Any]) -> None:
+    if answer.done():
+        return  # cancelled by its caller
+    if done.cancelled():
+        answer.cancel()
+        return
     exc = done.exception()
-    if exc is not None:
-        answer.set_exception(exc)
-    else:
-        answer.set_result(done.result())
+    try:
+        if exc is not None:
+            answer.set_exception(exc)
+        else:
+            answer.set_result(done.result())
+    except concurrent.futures.InvalidStateError:
+        pass  # cancelled by its caller meanwhile, from its thread
+
+
+class _Registry:
+    """The process's coalescers, by leader actor and event loop (module rules)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._coalescers: dict[tuple[Any, asyncio.AbstractEventLoop], Coalescer] = {}
+
+    def get(self, leader: Any, loop: asyncio.AbstractEventLoop) -> Coalescer:
+        key = (_actor_key(leader), loop)
+        coalescer = self._coalescers.get(key)
+        if coalescer is None:
+            with self._lock:
+                coalescer = self._coalescers.get(key)
+                if coalescer is None:
+                    # Rare (a new leader or loop): the time to drop those of closed loops.
+                    live = {k: c for k, c in self._coalescers.items() if not k[1].is_closed()}
+                    coalescer = live[key] = Coalescer(leader, loop)
+                    self._coalescers = live
+        return coalescer
+
+    def retire(self, leaders: Iterable[Any], keep: Iterable[Any]) -> None:
+        gone = {_actor_key(leader) for leader in leaders if leader is not None}
+        gone -= {_actor_key(leader) for leader in keep if leader is not None}
+        if gone:
+            with self._lock:
+                self._coalescers = {k: c for k, c in self._coalescers.items() if k[0] not in gone}
+
+
+def _actor_key(leader: Any) -> Any:
+    """Every handle of one actor shares its coalescers; anything else is its own."""
+    return leader._actor_id if isinstance(leader, ActorHandle) else leader
+
+
+_registry = _Registry()
+
+
+def coalescer_for(leader: Any, loop: asyncio.AbstractEventLoop) -> Coalescer:
+    """The process's coalescer of `leader` (an actor handle) on `loop`."""
+    return _registry.get(leader, loop)
+
+
+def retire(leaders: Iterable[Any], keep: Iterable[Any]) -> None:
+    """A client's routing replaced `leaders` by `keep`: the coalescers of leaders not
+    kept go (their calls in flight finish); a later call makes a new one."""
+    _registry.retire(leaders, keep)
 
 
 _sender: tuple[int, Sender] | None = None
@@ -265,6 +348,16 @@ def process_sender() -> Sender:
         if _sender is None or _sender[0] != os.getpid():
             _sender = (os.getpid(), Sender())
         return _sender[1]
+
+
+def _deliver_to(futures: dict[int, asyncio.Future[Any]], index: int, response: Any) -> bool:
+    """Request `index`'s response, if it still waits in `futures` (its caller may have
+    given up); whether it did."""
+    future = futures.pop(index, None)
+    if future is None:
+        return False
+    _deliver(future, response)
+    return True
 
 
 def _deliver(future: asyncio.Future[Any], response: Any) -> None:

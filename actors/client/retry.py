@@ -46,7 +46,8 @@ class NoLeaderError(RuntimeError):
 
 class AnswersLostError(RuntimeError):
     """The leader no longer holds a parked request's answer for this process (it
-    was silent longer than `actors.partition.batches.MAILBOX_TTL_S`): sent again."""
+    was silent longer than its mailbox TTL, `ServiceSettings.mailbox_ttl_s`; see
+    actors/partition/batches.py): sent again, as after a lost call."""
 
 
 UNREACHABLE = (RayActorError, ActorUnavailableError, NoLeaderError, AnswersLostError)

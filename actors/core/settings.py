@@ -89,6 +89,9 @@ class ServiceSettings:
     # Concurrent calls one partition actor accepts: parked JoinGroups of a
     # large group all wait inside it at once.
     partition_max_concurrency: int = 10_000
+    # A caller of coalesced batches silent this long (no batch, no collect) loses its
+    # mailbox of parked answers at a leader; it then retries them (actors/partition/batches.py).
+    mailbox_ttl_s: float = 60.0
     # Started, idle partition actors kept ready to take over a failed one.
     standby_actors: int = 1
     # A leader LOADING (or FAILED and reloading) whose load shows no progress
@@ -161,6 +164,8 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if type(self.mailbox_ttl_s) not in (int, float) or not self.mailbox_ttl_s > 0:
+            raise ValueError(f"mailbox_ttl_s must be a number > 0, got {self.mailbox_ttl_s!r}")
         for flag in ("replication_link", "shared_data_dir", "confirm_reads"):
             if type(getattr(self, flag)) is not bool:
                 raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")

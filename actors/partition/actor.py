@@ -127,7 +127,8 @@ class OffsetPartition(
         self._loop = _running_loop()
         self.clock = SystemClock()
         self.runtime = PartitionRuntime(self.partition)
-        self.mailboxes = Mailboxes()  # parked requests' answers of coalesced batches
+        # Parked requests' answers of coalesced batches.
+        self.mailboxes = Mailboxes(ttl_s=settings.mailbox_ttl_s)
         self.log: PartitionLog | None = None
         self.known_end = -1
         self.load_ms = 0.0
@@ -362,9 +363,10 @@ class OffsetPartition(
     async def handle_batch(self, caller: Any, batch: Any, requests: Any) -> bytes:
         """Many requests in one Ray call (the client's coalescing, `actors.partition.batches`):
         answers once every request that cannot park is answered, with the pickled
-        `(answers, parked)`: `(index, response)` pairs and how many requests stay parked,
-        whose answers the caller (`caller`, its id; `batch`, its number for this batch)
-        then `collect`s. A malformed request's entry is an InvalidRequestError."""
+        `(answers, parked, generation)`: `(index, response)` pairs, how many requests stay
+        parked, whose answers the caller (`caller`, its id; `batch`, its number for this
+        batch) then `collect`s, and the generation of the mailbox they wait in (0 when none
+        waits). A malformed request's entry is an InvalidRequestError."""
         check_batch_call(caller, batch, requests)
         answers = BatchAnswers(requests)
         # One clock read for the batch: its requests arrived together.
@@ -373,15 +375,18 @@ class OffsetPartition(
             self._submit(request, partial(answers.deliver, index), now_ms, started)
         self._after_requests()
         await answers.wait()
-        parked = answers.park_rest(self.mailboxes, caller, batch, len(requests))
-        return dumps_response((answers.answered, parked))
+        parked, generation = answers.park_rest(self.mailboxes, caller, batch, len(requests))
+        return dumps_response((answers.answered, parked, generation))
 
-    async def collect(self, caller: Any) -> bytes:
-        """The pickled next answers of `caller`'s parked requests, `(batch, index, response)`
-        triples, once there is one; None when this leader holds nothing for it."""
-        if type(caller) is not int:
-            raise InvalidRequestError(f"collect takes the caller's id, an int, got {type(caller).__name__}")
-        return dumps_response(await self.mailboxes.collect(caller))
+    async def collect(self, caller: Any, oldest: Any) -> bytes:
+        """The pickled `(floor, answers)`: the next answers of `caller`'s parked requests,
+        `(batch, index, response)` triples, once there is one, and the generation below
+        which its mailboxes are gone with their answers; at once when the mailbox of
+        generation `oldest` (the oldest `caller` waits on) is gone (`actors.partition.batches`)."""
+        for name, value in (("caller's id", caller), ("oldest generation", oldest)):
+            if type(value) is not int:
+                raise InvalidRequestError(f"collect takes the {name}, an int, got {type(value).__name__}")
+        return dumps_response(await self.mailboxes.collect(caller, oldest))
 
     def _submit(self, request: Any, deliver: Callable[[Any], None], now_ms: int, started: float) -> None:
         """Hand a request that arrived at `now_ms` (`started` on the perf counter) to the

@@ -16,9 +16,20 @@ debugger, a swapped-out host) with answers unread would stop the partition
 for every caller and its controller probe. A unary call's reply leaves on
 Ray's own threads, read or not.
 
-A caller silent for `MAILBOX_TTL_S` (no batch, no collect in flight) loses
-its mailbox; its next `collect` answers None and the client retries what it
-had waiting, as after a lost call. Pure asyncio, no Ray."""
+A caller silent for the TTL (`MAILBOX_TTL_S` by default,
+`ServiceSettings.mailbox_ttl_s`; no batch, no collect in flight) loses its
+mailbox, answers outstanding or not: a caller paused past it may never come
+back. A loss is never silent. Each mailbox has a GENERATION, increasing per
+leader: `handle_batch` returns the generation its parked requests went to, and
+every `collect` answers `(floor, answers)`, where every mailbox of the caller
+below `floor` is gone (the caller's mailbox's own generation, or the next one
+to be issued when it has none). A collect names the oldest generation its
+caller waits on and returns at once if that one is gone; else it waits for
+answers. The client fails exactly the requests parked in a generation below
+the floor with `AnswersLostError`, which its retry loop sends again, as after
+a lost call; so a caller that sends a new batch (a new mailbox) before
+collecting still learns its older answers were lost. An answer for a dropped
+mailbox is discarded, never written into it. Pure asyncio, no Ray."""
 
 from __future__ import annotations
 
@@ -36,24 +47,34 @@ MAILBOX_TTL_S = 60.0
 
 # (batch, index, response): an answer of request `index` of the caller's batch `batch`.
 Answer = tuple[int, int, Any]
+# A collect's answer: (floor, answers); every mailbox of the caller below `floor` is gone.
+Collected = tuple[int, list[Answer]]
 
 
 class Mailbox:
     """The parked requests' answers for one caller, until it collects them."""
 
-    __slots__ = ("answers", "outstanding", "collecting", "touched", "_wake")
+    __slots__ = ("generation", "answers", "outstanding", "collecting", "touched", "dropped", "_wake")
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, generation: int, now: float) -> None:
+        self.generation = generation
         self.answers: list[Answer] = []
         self.outstanding = 0  # parked requests not answered yet
         self.collecting = 0  # collect calls waiting
         self.touched = now
+        self.dropped = False  # swept: no one will collect what comes now
         self._wake = asyncio.Event()
 
     def put(self, batch: int, index: int, response: Any) -> None:
         self.outstanding -= 1
-        self.answers.append((batch, index, response))
-        self._wake.set()
+        if not self.dropped:
+            self.answers.append((batch, index, response))
+            self._wake.set()
+
+    def take_ready(self) -> list[Answer]:
+        """Every answer waiting, maybe none."""
+        answers, self.answers = self.answers, []
+        return answers
 
     async def take(self) -> list[Answer]:
         """Every answer waiting, once there is one."""
@@ -64,20 +85,22 @@ class Mailbox:
                 await self._wake.wait()
         finally:
             self.collecting -= 1
-        answers, self.answers = self.answers, []
-        return answers
+        return self.take_ready()
 
     def idle(self) -> bool:
         return not (self.outstanding or self.answers or self.collecting)
 
 
 class Mailboxes:
-    """Every caller's mailbox, by the caller's id (`Coalescer.caller`)."""
+    """Every caller's mailbox, by the caller's id (`Coalescer.caller`); a mailbox
+    goes once collected empty, or after `ttl_s` of its caller's silence."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl_s: float = MAILBOX_TTL_S) -> None:
         self._clock = clock
+        self._ttl_s = ttl_s
         self._boxes: dict[int, Mailbox] = {}
         self._swept = clock()
+        self._next_generation = 1
 
     def __len__(self) -> int:
         return len(self._boxes)
@@ -87,31 +110,36 @@ class Mailboxes:
         now = self._sweep()
         box = self._boxes.get(caller)
         if box is None:
-            box = self._boxes[caller] = Mailbox(now)
+            box = self._boxes[caller] = Mailbox(self._next_generation, now)
+            self._next_generation += 1
         box.outstanding += parked
         box.touched = now
         return box
 
-    async def collect(self, caller: int) -> list[Answer] | None:
-        """The caller's next answers; None when it has no mailbox (never had one
-        waiting, or lost it to the TTL)."""
+    async def collect(self, caller: int, oldest: int) -> Collected:
+        """The caller's next answers, with the floor below which its mailboxes are
+        gone. At once, with those ready (maybe none), when the mailbox of generation
+        `oldest`, the oldest its caller waits on, is gone: the caller has no mailbox
+        (never had one waiting, or lost it to the TTL) or a newer one."""
         self._sweep()
         box = self._boxes.get(caller)
         if box is None:
-            return None
-        answers = await box.take()
+            return self._next_generation, []
+        answers = box.take_ready() if box.generation > oldest else await box.take()
         box.touched = self._clock()
         if box.idle() and self._boxes.get(caller) is box:
             del self._boxes[caller]  # everything it waited for is collected
-        return answers
+        return box.generation, answers
 
     def _sweep(self) -> float:
-        """Drops the mailboxes of callers silent for the TTL (checked every half TTL); the time."""
+        """Drops the mailboxes of callers silent for the TTL (checked every half TTL),
+        answers outstanding or not (module docstring); the time."""
         now = self._clock()
-        if now - self._swept > MAILBOX_TTL_S / 2:
+        if now - self._swept > self._ttl_s / 2:
             self._swept = now
             for caller, box in list(self._boxes.items()):
-                if not box.collecting and now - box.touched > MAILBOX_TTL_S:
+                if not box.collecting and now - box.touched > self._ttl_s:
+                    box.dropped = True
                     del self._boxes[caller]
         return now
 
@@ -145,13 +173,15 @@ class BatchAnswers:
         """Until every request that cannot park is answered (parkable ones may be too)."""
         await self._done.wait()
 
-    def park_rest(self, mailboxes: Mailboxes, caller: int, batch: int, size: int) -> int:
-        """From now on, answers go to the caller's mailbox: how many still wait."""
+    def park_rest(self, mailboxes: Mailboxes, caller: int, batch: int, size: int) -> tuple[int, int]:
+        """From now on, answers go to the caller's mailbox: how many still wait, and
+        the mailbox's generation (0 when none waits)."""
         parked = size - len(self.answered)
-        if parked:
-            box = mailboxes.open(caller, parked)
-            self._forward = lambda index, response: box.put(batch, index, response)
-        return parked
+        if not parked:
+            return 0, 0
+        box = mailboxes.open(caller, parked)
+        self._forward = lambda index, response: box.put(batch, index, response)
+        return parked, box.generation
 
 
 def check_batch_call(caller: Any, batch: Any, requests: Any) -> None:
@@ -167,10 +197,13 @@ async def answer_in_process(partition: Any, requests: list[Any]) -> list[Any]:
     """Each request's one answer, in order, from a partition actor's object in this
     process (benchmarks and tests): `handle_batch`, then `collect` what parked."""
     caller = random.getrandbits(63)
-    answers, parked = loads_response(await partition.handle_batch(caller, 0, requests))
+    answers, parked, generation = loads_response(await partition.handle_batch(caller, 0, requests))
     got = dict(answers)
     while parked:
-        for batch, index, response in loads_response(await partition.collect(caller)):
+        floor, collected = loads_response(await partition.collect(caller, generation))
+        if floor > generation:
+            raise AssertionError(f"the mailbox of {parked} parked answers was dropped")
+        for batch, index, response in collected:
             if batch != 0 or index in got:
                 raise AssertionError(f"request {index} of batch {batch} answered again")
             got[index] = response

@@ -109,4 +109,4 @@ class PartitionInspection:
 
     async def noop_batch(self, caller: int, batch: int, requests: list[Any]) -> bytes:
         """`noop` for a coalesced batch: the baseline of coalesced calls."""
-        return dumps_response(([(index, None) for index in range(len(requests))], 0))
+        return dumps_response(([(index, None) for index in range(len(requests))], 0, 0))

@@ -69,7 +69,7 @@ def test_a_parked_join_holds_back_none_of_the_500_heartbeats_in_its_batch(tmp_pa
         requests: list[Any] = [join(group, newcomer.member_id)]
         requests += [HeartbeatRequest(group, generation, m) for m in members]
 
-        answered, parked = loads_response(await partition.handle_batch(caller, 3, requests))
+        answered, parked, mailbox = loads_response(await partition.handle_batch(caller, 3, requests))
         # The newcomer's join started a rebalance and waits for the 500 to rejoin; their
         # heartbeats are answered by the call, and tell them to rejoin.
         assert parked == 1
@@ -77,8 +77,8 @@ def test_a_parked_join_holds_back_none_of_the_500_heartbeats_in_its_batch(tmp_pa
         assert {response.error for _, response in answered} == {Errors.REBALANCE_IN_PROGRESS}
         rejoined = await batch(partition, [join(group, m) for m in members])
         assert {r.error for r in rejoined} == {Errors.NONE}
-        ((number, index, newcomer_joined),) = loads_response(await partition.collect(caller))
-        assert (number, index) == (3, 0)  # the join, once
+        floor, ((number, index, newcomer_joined),) = loads_response(await partition.collect(caller, mailbox))
+        assert (floor, number, index) == (mailbox, 3, 0)  # the join, once, from its mailbox
         assert newcomer_joined.error is Errors.NONE
         assert newcomer_joined.generation_id == rejoined[0].generation_id == generation + 1
         assert len(partition.mailboxes) == 0, "a mailbox whose answers were all collected stays"
@@ -90,8 +90,8 @@ def test_a_parked_join_holds_back_none_of_the_500_heartbeats_in_its_batch(tmp_pa
 def test_answers_no_one_collects_hold_back_no_one_and_go_after_the_ttl(tmp_path: Path) -> None:
     """A caller that stopped reading (paused, gone) with a parked join: its answer
     waits in its mailbox while the partition serves everyone; after the TTL with no
-    call of the caller's, the mailbox goes and the caller's collect answers None
-    (the client then retries)."""
+    call of the caller's, the mailbox goes and the caller's collect answers a floor
+    above its generation (the client then retries what was parked there)."""
     async def scenario() -> None:
         partition = await active(settings_for(tmp_path))
         now = [0.0]
@@ -100,14 +100,16 @@ def test_answers_no_one_collects_hold_back_no_one_and_go_after_the_ttl(tmp_path:
         (first,), generation = await stable_group(partition, group, 1)
         (newcomer,) = await batch(partition, [join(group)])
         parked_join = [join(group, newcomer.member_id)]
-        assert loads_response(await partition.handle_batch(silent, 0, parked_join)) == ([], 1)
+        answered, parked, mailbox = loads_response(await partition.handle_batch(silent, 0, parked_join))
+        assert (answered, parked) == ([], 1) and mailbox >= 1
         (rejoined,) = await batch(partition, [join(group, first)])  # completes the rebalance
         assert rejoined.error is Errors.NONE and rejoined.generation_id == generation + 1
         assert len(partition.mailboxes) == 1  # the newcomer's answer, uncollected
         (committed,) = await batch(partition, [commit("other", 5)])
         assert committed.errors() == {("t", 0): Errors.NONE}
         now[0] += MAILBOX_TTL_S + 1
-        assert loads_response(await partition.collect(silent)) is None
+        floor, answers = loads_response(await partition.collect(silent, mailbox))
+        assert floor > mailbox and answers == []
         await partition.unload(partition.epoch)
 
     run(scenario())
@@ -119,11 +121,12 @@ def test_a_step_down_answers_parked_requests_through_collect(tmp_path: Path) -> 
         group, caller = "g", 5
         (first,), _ = await stable_group(partition, group, 1)
         (newcomer,) = await batch(partition, [join(group)])
-        _, parked = loads_response(await partition.handle_batch(caller, 0, [join(group, newcomer.member_id)]))
+        requests = [join(group, newcomer.member_id)]
+        _, parked, mailbox = loads_response(await partition.handle_batch(caller, 0, requests))
         assert parked == 1
-        waiting = asyncio.ensure_future(partition.collect(caller))
+        waiting = asyncio.ensure_future(partition.collect(caller, mailbox))
         await partition.unload(partition.epoch)
-        ((_, _, answer),) = loads_response(await asyncio.wait_for(waiting, WAIT_S))
+        _, ((_, _, answer),) = loads_response(await asyncio.wait_for(waiting, WAIT_S))
         assert answer.error is Errors.NOT_COORDINATOR
 
     run(scenario())

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from actors.client.coalesce import MAX_BATCH, MAX_IN_FLIGHT, Coalescer, Sender
+from actors.client.coalesce import MAX_BATCH, MAX_IN_FLIGHT, Coalescer, Sender, coalescer_for
 from actors.client.retry import UNREACHABLE, AnswersLostError
 from actors.core.wire import dumps_response
 from coordinator import Errors
 from coordinator.messages import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
 
-from tests.actors.support import run
+from tests.actors.support import WAIT_S, run, until
 
 
 def beat(member: str) -> HeartbeatRequest:
@@ -39,7 +39,8 @@ def join() -> JoinGroupRequest:
 class Leader:
     """A leader handle whose calls the test answers: `calls` holds each call's requests
     and the event that lets it answer. JoinGroups park: a batch of only joins returns at
-    once; the joins' answers come through `collect` once the test sets `unpark`."""
+    once; the joins' answers come through `collect` once the test sets `unpark`, or at
+    once when the mailbox the collect waits on is gone (`drop_mailbox`)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[Any], asyncio.Event]] = []
@@ -48,7 +49,8 @@ class Leader:
         self.collects = 0
         self.collecting = 0
         self.most_collecting = 0
-        self.lost_mailbox = False
+        self.generation = 1  # of the caller's mailbox; a dropped one is replaced by the next
+        self.callers: set[int] = set()
         self.unpark = asyncio.Event()
         self.handle_wire = _Method(self._one)
         self.handle_batch = _Method(self._many)
@@ -66,6 +68,7 @@ class Leader:
     async def _many(self, caller: int, batch: int, requests: list[Any]) -> bytes:
         release = asyncio.Event()
         self.calls.append((requests, release))
+        self.callers.add(caller)
         call = len(self.calls) - 1
         if not all(isinstance(r, JoinGroupRequest) for r in requests):
             await release.wait()
@@ -73,21 +76,26 @@ class Leader:
             raise ConnectionError("the leader died")
         answered = [(i, answer(r)) for i, r in enumerate(requests) if not isinstance(r, JoinGroupRequest)]
         self.parked += [(batch, i) for i, r in enumerate(requests) if isinstance(r, JoinGroupRequest)]
-        return dumps_response((answered, len(requests) - len(answered)))
+        parked = len(requests) - len(answered)
+        return dumps_response((answered, parked, self.generation if parked else 0))
 
-    async def _collect(self, caller: int) -> bytes:
+    async def _collect(self, caller: int, oldest: int) -> bytes:
         self.collects += 1
         self.collecting += 1
         self.most_collecting = max(self.most_collecting, self.collecting)
         try:
-            await self.unpark.wait()
-            if self.lost_mailbox:
-                return dumps_response(None)
+            if oldest >= self.generation:
+                await self.unpark.wait()
+                self.unpark.clear()
             answers, self.parked = [(b, i, "joined") for b, i in self.parked], []
-            self.unpark.clear()
-            return dumps_response(answers)
+            return dumps_response((self.generation, answers))
         finally:
             self.collecting -= 1
+
+    def drop_mailbox(self) -> None:
+        """The caller's mailbox goes with its parked answers (its TTL passed)."""
+        self.parked = []
+        self.generation += 1
 
     def release(self, call: int, dead: bool = False) -> None:
         if dead:
@@ -98,6 +106,10 @@ class Leader:
 class _Method:
     def __init__(self, fn: Any) -> None:
         self.remote = fn
+
+
+def collector_done(coalescer: Coalescer) -> bool:
+    return coalescer._collector is not None and coalescer._collector.done()
 
 
 async def turns(n: int = 5) -> None:
@@ -173,13 +185,78 @@ def test_a_lost_mailbox_fails_what_was_parked_with_an_error_the_client_retries()
         coalescer = Coalescer(leader, asyncio.get_running_loop())
         parked = coalescer.submit(join())
         await turns()
-        leader.lost_mailbox = True
+        leader.drop_mailbox()
         leader.unpark.set()
         with pytest.raises(AnswersLostError):
             await parked
         assert isinstance(AnswersLostError(), UNREACHABLE)
 
     run(scenario())
+
+
+def test_a_caller_paused_past_the_ttl_that_sends_a_new_batch_learns_which_answers_were_lost() -> None:
+    """The mailbox of the first join goes while its caller is paused; its next batch opens
+    a new one before it collects: the first join fails (to be retried), the second is
+    answered, and nothing stays waiting."""
+    async def scenario() -> None:
+        leader = Leader()
+        coalescer = Coalescer(leader, asyncio.get_running_loop())
+        lost = coalescer.submit(join())
+        await turns()
+        leader.drop_mailbox()
+        kept = coalescer.submit(join())
+        await turns()
+        leader.unpark.set()
+        with pytest.raises(AnswersLostError):
+            await lost
+        assert await kept == "joined"
+        await until(lambda: collector_done(coalescer), "the collector ends")
+        assert (coalescer._open, coalescer._collecting) == ({}, {})
+
+    run(scenario())
+
+
+def test_a_request_its_caller_gave_up_on_leaves_nothing_behind() -> None:
+    """Cancelled while parked or while its call is in flight: its batch forgets it, and a
+    collect stops once nothing waits."""
+    async def scenario() -> None:
+        leader = Leader()
+        coalescer = Coalescer(leader, asyncio.get_running_loop())
+        parked = coalescer.submit(join())
+        await turns()
+        assert coalescer._collecting
+        parked.cancel()
+        await turns()
+        assert (coalescer._open, coalescer._collecting) == ({}, {})
+        leader.unpark.set()
+        await until(lambda: collector_done(coalescer), "the collector ends")
+        in_flight = [coalescer.submit(beat(f"m{i}")) for i in range(3)]
+        await turns()
+        for future in in_flight:
+            future.cancel()
+        await turns()
+        assert coalescer._open == {}
+        leader.release(len(leader.calls) - 1)  # the beats' call returns, answering no one
+        await until(lambda: not coalescer._tasks, "the beats' call ends")
+        assert coalescer._open == {}
+
+    run(scenario())
+
+
+def test_a_sync_attempt_that_timed_out_leaves_nothing_behind() -> None:
+    sender = Sender()
+    try:
+        leader = Leader()
+        with pytest.raises(TimeoutError):
+            sender.call(leader, join(), timeout_s=0.01)
+        coalescer = coalescer_for(leader, sender.loop)
+
+        async def forgotten() -> None:
+            await until(lambda: not coalescer._open and not coalescer._collecting, "the attempt forgotten")
+
+        asyncio.run_coroutine_threadsafe(forgotten(), sender.loop).result(timeout=WAIT_S)
+    finally:
+        sender.loop.call_soon_threadsafe(sender.loop.stop)
 
 
 def test_a_failed_call_fails_only_what_it_carried() -> None:
@@ -228,6 +305,7 @@ def test_the_process_sender_answers_each_thread_and_shares_one_coalescer_per_lea
             thread.join(timeout=20)
         assert sorted(results) == list(range(50)) and {r.error for r in results.values()} == {Errors.NONE}
         assert len(leader.calls) < 50, "every thread's request went alone"
-        assert list(sender._coalescers) == [leader]
+        # Every batch came from the registry's one coalescer of this leader on the sender's loop.
+        assert leader.callers == {coalescer_for(leader, sender.loop).caller}
     finally:
         sender.loop.call_soon_threadsafe(sender.loop.stop)

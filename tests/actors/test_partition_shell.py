@@ -208,8 +208,10 @@ def test_malformed_input_to_the_entry_points_is_refused_to_that_caller(tmp_path:
             with pytest.raises(InvalidRequestError):
                 await partition.handle_batch(caller, batch, requests)
         with pytest.raises(InvalidRequestError):
-            await partition.collect("not an id")
-        answers, parked = loads_response(await partition.handle_batch(1, 0, [None, commit("g", 1)]))
+            await partition.collect("not an id", 1)
+        with pytest.raises(InvalidRequestError):
+            await partition.collect(1, None)
+        answers, parked, _ = loads_response(await partition.handle_batch(1, 0, [None, commit("g", 1)]))
         answered = dict(answers)
         assert parked == 0 and isinstance(answered[0], InvalidRequestError)
         assert answered[1].errors() == {("t", 0): Errors.NONE}

@@ -164,7 +164,7 @@ class RecordingLeader:
         self.answered.extend(index for index, _ in loads_response(payload)[0])
 
     def _collected(self, payload: bytes) -> None:
-        self.answered.extend(index for _, index, _ in loads_response(payload) or ())
+        self.answered.extend(index for _, index, _ in loads_response(payload)[1])
 
 
 class _Recorded:

@@ -18,6 +18,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 import actors.client.client
 import actors.client.coalesce
 from actors.client.client import ROUTING_WAIT_S, Client
+from actors.client.coalesce import Coalescer, coalescer_for, process_sender
 from actors.client.retry import (
     Backoff,
     CoordinatorUnavailableError,
@@ -28,7 +29,14 @@ from actors.client.retry import (
 )
 from actors.core.wire import dumps_response
 from coordinator import Errors, InvalidRequestError
-from coordinator.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitResponse, PartitionResult
+from coordinator.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitResponse,
+    PartitionResult,
+)
 
 OK = HeartbeatResponse(Errors.NONE)
 QUICK = Backoff(initial_s=0.001, max_s=0.002)
@@ -89,7 +97,7 @@ class Batch:
         self.calls.append(requests)
         if isinstance(self.entry, RayActorError):
             return Ref(self.entry)
-        return Ref(dumps_response(([(i, self.entry) for i in range(len(requests))], 0)))
+        return Ref(dumps_response(([(i, self.entry) for i in range(len(requests))], 0, 0)))
 
 
 class Leader:
@@ -328,3 +336,63 @@ def test_an_attempt_that_never_answers_ends_at_the_call_deadline() -> None:
 
     with pytest.raises(CoordinatorUnavailableError):
         asyncio.run(call_with_retry_async(hang, Retry(timeout_s=0.2, backoff=QUICK, what="a call")))
+
+
+# ------------------------------------------------- parked answers the leader lost
+
+
+class Call:
+    def __init__(self, fn: Any) -> None:
+        self.remote = fn
+
+
+class ForgetfulLeader:
+    """Parks every request of a batch; the caller's first mailbox is dropped (its TTL
+    passed while it was paused), so the first collect reports it gone; what is sent
+    again is answered `answer` through the next mailbox."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+        self.batches: list[list[object]] = []
+        self.generation = 1
+        self.parked: list[tuple[int, int]] = []
+        self.handle_wire = Call(self._never)
+        self.handle_batch = Call(self._batch)
+        self.collect = Call(self._collect)
+
+    def _never(self, request: object) -> Ref:
+        raise AssertionError("a request that may park goes in a batch")
+
+    def _batch(self, caller: int, number: int, requests: list[object]) -> Ref:
+        self.batches.append(requests)
+        self.parked = [(number, index) for index in range(len(requests))]
+        return Ref(dumps_response(([], len(requests), self.generation)))
+
+    def _collect(self, caller: int, oldest: int) -> Ref:
+        if len(self.batches) == 1:
+            self.generation, self.parked = self.generation + 1, []
+            return Ref(dumps_response((self.generation, [])))
+        answers, self.parked = [(number, index, self.answer) for number, index in self.parked], []
+        return Ref(dumps_response((self.generation, answers)))
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_a_parked_join_whose_answer_the_leader_lost_is_sent_again(synchronous: bool) -> None:
+    """The same JoinGroup (same member id: a rejoin, safe in Kafka) goes again and is
+    answered; nothing of the lost attempt stays in the coalescer."""
+    joined = JoinGroupResponse(Errors.NONE, "m-1", 2)
+    leader = ForgetfulLeader(joined)
+    client = Client(Controller(leader, leader), timeout_s=5, backoff=QUICK)  # type: ignore[arg-type]
+    request = JoinGroupRequest("g", 30_000, 30_000, "consumer", (), member_id="m-1")
+    if synchronous:
+        assert client.join_group(request) == joined
+        coalescer = coalescer_for(leader, process_sender().loop)
+    else:
+
+        async def join() -> tuple[JoinGroupResponse, Coalescer]:
+            return await client.join_group_async(request), coalescer_for(leader, asyncio.get_running_loop())
+
+        answer, coalescer = asyncio.run(join())
+        assert answer == joined
+    assert leader.batches == [[request], [request]]
+    assert (coalescer._open, coalescer._collecting) == ({}, {})
