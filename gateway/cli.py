@@ -22,8 +22,9 @@ import json
 from typing import Any
 
 from actors.core.settings import KafkaListenerSettings
+from gateway.connection import DEFAULT_HOST, Limits
 from gateway.security import USERS_ENV, SecurityError
-from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
+from gateway.server import DEFAULT_PORT
 
 _LIMITS = Limits()
 _PORTS = "-".join(map(str, KafkaListenerSettings().ports))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
-from gateway.server import REFUSALS_PER_LOG_LINE, Limits
+from gateway.connection import REFUSALS_PER_LOG_LINE, Limits
 
 from tests.gateway import stub_apis
 from tests.gateway.gateway_support import (
