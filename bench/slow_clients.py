@@ -45,7 +45,8 @@ class SlowCounts:
 
 class SlowClients:
     """`count` slow connections to host:port in a thread of their own (module docstring);
-    `replace`: each one the server closes is replaced by a new one."""
+    while `replace` is true, each one the server closes is replaced by a new one.
+    `counts.connected` counts the connections opened or due to be."""
 
     def __init__(self, host: str, port: int, count: int, promised_bytes: int, replace: bool = False) -> None:
         self.address = (host, port)
@@ -56,6 +57,7 @@ class SlowClients:
         self._selector = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self.counts.connected = count
         for n in range(count):
             self._open(trickle=n % 2 == 1)
         self._thread = threading.Thread(target=self._run, name="slow-clients", daemon=True)
@@ -78,8 +80,6 @@ class SlowClients:
         sock.sendall(self.header)
         sock.setblocking(False)
         self._selector.register(sock, selectors.EVENT_READ, (trickle, time.monotonic()))
-        with self._lock:
-            self.counts.connected += 1
 
     def _run(self) -> None:
         next_byte = time.monotonic() + TRICKLE_INTERVAL_S
@@ -106,10 +106,13 @@ class SlowClients:
             return
         self._selector.unregister(sock)
         sock.close()
+        # Counted with its close, so `closed == connected` never shows while a replacement is due.
         with self._lock:
+            replace = self.replace and not self._stop.is_set()
             self.counts.closed += 1
+            self.counts.connected += replace
             self.counts.closed_after_s.append(time.monotonic() - key.data[1])
-        if self.replace and not self._stop.is_set():
+        if replace:
             self._open(trickle=key.data[0])
 
     def _send_byte(self, key: selectors.SelectorKey) -> None:
@@ -164,7 +167,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="of each way, alternating")
     parser.add_argument("--deadline-ms", type=int, default=5000, help="the listener's frame_deadline_ms")
     args = parser.parse_args()
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    for noisy in ("kafka", "gateway", "actors"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from tests.gateway.direct_support import PartitionThread, free_port_range, group_of
 
     with tempfile.TemporaryDirectory() as data_dir:

@@ -170,6 +170,7 @@ class ConnectionCore:
             "connections": len(self.connections),
             "refused": self.refused,
             "pool_bytes_in_use": self.pool.in_use,
+            "pool_bytes_in_use_unauthenticated": self.pool.unauthenticated_in_use,
             "pool_bytes": self.pool.capacity,
             "pool_waiting": self.pool.waiting,
         }

@@ -8,13 +8,19 @@ listener alike (`gateway.connection`). Rules:
   bytes are still arriving, parsed, or being handled.
 - A reservation that does not fit waits, as a callback; the connection stops
   reading meanwhile (TCP backpressure). A release grants the waiters that
-  fit, in arrival order, each its whole size, and wakes those alone: a head
-  that does not fit does not hold back smaller ones behind it, and nobody is
-  woken to find there is no room. A waiter too big for the room left waits
-  on (as with Kafka's pool, which serves whoever asks when the bytes fit).
+  fit, smallest first (arrival order among equals), each its whole size, and
+  wakes those alone: a large frame that does not fit holds back no smaller
+  one, and nobody is woken to find there is no room. Smallest first, so a
+  client's login or heartbeat (tens of bytes) is never queued behind
+  strangers' frames promising the largest size, each of which would take
+  all the room a closed one gives back. A waiter too big for the room left
+  waits on (Kafka's pool, too, serves whoever asks when the bytes fit).
 - Frames of connections that have not logged in yet (SASL on) share at most
   `unauthenticated_capacity` of the pool, so strangers holding frames, slow
-  or not, never take the room of the clients that logged in.
+  or not, never take the room of the clients that logged in. Frames of up to
+  `SMALL_FRAME_BYTES` (a login: ApiVersions, SaslHandshake, a PLAIN token)
+  are outside that share, so a client can log in while strangers fill it;
+  they can hold no more than max_connections small frames that way.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 OnRoom = Callable[[], None]
+SMALL_FRAME_BYTES = 1024
 
 
 class MemoryPool:
@@ -32,7 +39,7 @@ class MemoryPool:
         self.unauthenticated_capacity = unauthenticated_capacity
         self.in_use = 0
         self.unauthenticated_in_use = 0
-        # on_room -> (size, authenticated), in arrival order.
+        # on_room -> (size, authenticated), in arrival order (a dict keeps it).
         self._waiters: dict[OnRoom, tuple[int, bool]] = {}
 
     @property
@@ -54,12 +61,13 @@ class MemoryPool:
     def release(self, size: int, authenticated: bool) -> None:
         """Return a reservation; grant and wake the waiters that now fit."""
         self.in_use -= size
-        if not authenticated:
+        if _shared(size, authenticated):
             self.unauthenticated_in_use -= size
         if not self._waiters:
             return
         granted: list[OnRoom] = []
-        for on_room, (wanted, waiter_authenticated) in list(self._waiters.items()):
+        # sorted() is stable: arrival order among frames of one size.
+        for on_room, (wanted, waiter_authenticated) in sorted(self._waiters.items(), key=_size):
             if self.in_use >= self.capacity:
                 break
             if self._fits(wanted, waiter_authenticated):
@@ -73,9 +81,20 @@ class MemoryPool:
     def _fits(self, size: int, authenticated: bool) -> bool:
         if self.in_use + size > self.capacity:
             return False
-        return authenticated or self.unauthenticated_in_use + size <= self.unauthenticated_capacity
+        return not _shared(size, authenticated) or (
+            self.unauthenticated_in_use + size <= self.unauthenticated_capacity
+        )
 
     def _take(self, size: int, authenticated: bool) -> None:
         self.in_use += size
-        if not authenticated:
+        if _shared(size, authenticated):
             self.unauthenticated_in_use += size
+
+
+def _size(waiter: tuple[OnRoom, tuple[int, bool]]) -> int:
+    return waiter[1][0]
+
+
+def _shared(size: int, authenticated: bool) -> bool:
+    """Whether a frame counts against the share of connections not logged in."""
+    return not authenticated and size > SMALL_FRAME_BYTES

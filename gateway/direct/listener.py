@@ -105,8 +105,7 @@ class DirectListener:
     def describe(self) -> dict[str, Any]:
         return {
             "host": self.bind_host, "port": self.port, "node_id": self.node_id, "ray_node": self.ray_node,
-            "protocol": self.security.protocol, "connections": len(self.core.connections),
-            "served": dict(self.core.served),
+            "protocol": self.security.protocol, **self.core.stats(), "served": dict(self.core.served),
         }
 
     def info(self) -> local.ListenerInfo:
