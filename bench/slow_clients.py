@@ -7,7 +7,7 @@ synchronously, `--committers` threads each committing to its own group. The
 commits' latency is measured in alternating rounds of one run: alone, and
 beside `--slow` slow connections (`SlowClients`): half send a header
 promising the largest frame allowed before a login, then nothing; half send
-that header, then a byte a second. Each slow connection closed at its frame's
+that header, then a byte a second (from a process of their own). Each slow connection closed at its frame's
 deadline is replaced at once, so the pressure lasts the whole round. Printed:
 p50 and p99 of each way (every commit of its `--seconds` rounds), the p99
 ratio (with / without; the target is under 2), and how many slow connections
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import selectors
 import socket
 import statistics
@@ -28,6 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +124,36 @@ class SlowClients:
             pass  # closed by the server: the selector reports it
 
 
+def _slow_process(host: str, port: int, count: int, promised_bytes: int, pipe: Connection) -> None:
+    """`SlowClients` (replaced when closed) until told to stop; sends back how many were closed."""
+    slow = SlowClients(host, port, count, promised_bytes, replace=True)
+    pipe.send("connected")
+    pipe.recv()
+    slow.replace = False
+    pipe.send(slow.snapshot().closed)
+    slow.close()
+
+
+class SlowProcess:
+    """`SlowClients` in a process of their own: their Python work shares no GIL with the
+    leader and the committers of this process, as real slow clients are elsewhere."""
+
+    def __init__(self, host: str, port: int, count: int, promised_bytes: int) -> None:
+        context = multiprocessing.get_context("spawn")  # this process has threads: no fork
+        self._pipe, child = context.Pipe()
+        self._process = context.Process(target=_slow_process, args=(host, port, count, promised_bytes, child),
+                                        daemon=True)
+        self._process.start()
+        assert self._pipe.recv() == "connected"
+
+    def stop(self) -> int:
+        """Stop; how many slow connections the leader closed."""
+        self._pipe.send("stop")
+        closed: int = self._pipe.recv()
+        self._process.join(30)
+        return closed
+
+
 def sasl_consumer(bootstrap: str, group: str) -> Any:
     """A kafka-python consumer logged in with SASL/PLAIN, no subscription (commits only)."""
     from kafka import KafkaConsumer
@@ -188,12 +220,11 @@ def main() -> None:
                 _latencies(consumers, 1.0, pool)  # logged in, coordinator found
                 for _ in range(args.rounds):
                     figures["alone"] += _latencies(consumers, args.seconds, pool)
-                    slow = SlowClients(host, port, args.slow, 524_288, replace=True)
+                    slow = SlowProcess(host, port, args.slow, 524_288)
                     try:
                         figures["beside slow clients"] += _latencies(consumers, args.seconds, pool)
                     finally:
-                        closed += slow.snapshot().closed
-                        slow.close()
+                        closed += slow.stop()
         finally:
             for consumer in consumers:
                 consumer.close()

@@ -8,13 +8,16 @@ listener alike (`gateway.connection`). Rules:
   bytes are still arriving, parsed, or being handled.
 - A reservation that does not fit waits, as a callback; the connection stops
   reading meanwhile (TCP backpressure). A release grants the waiters that
-  fit, smallest first (arrival order among equals), each its whole size, and
-  wakes those alone: a large frame that does not fit holds back no smaller
-  one, and nobody is woken to find there is no room. Smallest first, so a
-  client's login or heartbeat (tens of bytes) is never queued behind
-  strangers' frames promising the largest size, each of which would take
-  all the room a closed one gives back. A waiter too big for the room left
-  waits on (Kafka's pool, too, serves whoever asks when the bytes fit).
+  fit, each its whole size, and wakes those alone: a large frame that does
+  not fit holds back no smaller one, and nobody is woken to find there is no
+  room. The waiters outside the strangers' share (logged-in clients', and
+  logins') go first, then the strangers'; in each, smallest first (arrival
+  order among equals), so a client's login or heartbeat is never queued
+  behind strangers' frames promising the largest size, each of which would
+  take all the room a closed one gives back. A waiter too big for the room
+  left waits on (Kafka's pool, too, serves whoever asks when the bytes fit).
+  Each queue is kept sorted, so a release looks at the waiters it wakes and
+  one more per queue, however many wait (a release follows every answer).
 - Frames of connections that have not logged in yet (SASL on) share at most
   `unauthenticated_capacity` of the pool, so strangers holding frames, slow
   or not, never take the room of the clients that logged in. Frames of up to
@@ -25,10 +28,14 @@ listener alike (`gateway.connection`). Rules:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable
 
 OnRoom = Callable[[], None]
 SMALL_FRAME_BYTES = 1024
+# A waiter: (size, arrival number, on_room); the arrival number is unique, so on_room is never compared.
+_Waiter = tuple[int, int, OnRoom]
 
 
 class MemoryPool:
@@ -39,60 +46,64 @@ class MemoryPool:
         self.unauthenticated_capacity = unauthenticated_capacity
         self.in_use = 0
         self.unauthenticated_in_use = 0
-        # on_room -> (size, authenticated), in arrival order (a dict keeps it).
-        self._waiters: dict[OnRoom, tuple[int, bool]] = {}
+        # Waiters by whether they count against the strangers' share, each queue sorted.
+        self._queues: dict[bool, list[_Waiter]] = {False: [], True: []}
+        self._waiting: dict[OnRoom, tuple[_Waiter, bool]] = {}
+        self._arrivals = itertools.count()
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        return len(self._waiting)
 
     def reserve(self, size: int, authenticated: bool, on_room: OnRoom) -> bool:
         """True when `size` bytes are reserved now; else `on_room` is called once they are."""
-        if self._fits(size, authenticated):
-            self._take(size, authenticated)
+        shared = _shared(size, authenticated)
+        if self._fits(size, shared):
+            self._take(size, shared)
             return True
-        self._waiters[on_room] = (size, authenticated)
+        waiter = (size, next(self._arrivals), on_room)
+        bisect.insort(self._queues[shared], waiter)
+        self._waiting[on_room] = (waiter, shared)
         return False
 
     def cancel(self, on_room: OnRoom) -> None:
         """Forget a waiter (its connection closed before it got room)."""
-        self._waiters.pop(on_room, None)
+        found = self._waiting.pop(on_room, None)
+        if found is not None:
+            waiter, shared = found
+            self._queues[shared].remove(waiter)
 
     def release(self, size: int, authenticated: bool) -> None:
         """Return a reservation; grant and wake the waiters that now fit."""
         self.in_use -= size
         if _shared(size, authenticated):
             self.unauthenticated_in_use -= size
-        if not self._waiters:
+        if not self._waiting:
             return
-        granted: list[OnRoom] = []
-        # sorted() is stable: arrival order among frames of one size.
-        for on_room, (wanted, waiter_authenticated) in sorted(self._waiters.items(), key=_size):
-            if self.in_use >= self.capacity:
-                break
-            if self._fits(wanted, waiter_authenticated):
-                self._take(wanted, waiter_authenticated)
-                del self._waiters[on_room]
-                granted.append(on_room)
-        # Called once the table is settled: a woken connection may reserve or release again.
+        granted = self._grant(False) + self._grant(True)
+        # Called once the queues are settled: a woken connection may reserve or release again.
         for on_room in granted:
             on_room()
 
-    def _fits(self, size: int, authenticated: bool) -> bool:
+    def _grant(self, shared: bool) -> list[OnRoom]:
+        """Reserve for the smallest waiters of one queue while they fit (a larger one fits no better)."""
+        queue, granted = self._queues[shared], []
+        while queue and self._fits(queue[0][0], shared):
+            size, _, on_room = queue.pop(0)
+            self._take(size, shared)
+            del self._waiting[on_room]
+            granted.append(on_room)
+        return granted
+
+    def _fits(self, size: int, shared: bool) -> bool:
         if self.in_use + size > self.capacity:
             return False
-        return not _shared(size, authenticated) or (
-            self.unauthenticated_in_use + size <= self.unauthenticated_capacity
-        )
+        return not shared or self.unauthenticated_in_use + size <= self.unauthenticated_capacity
 
-    def _take(self, size: int, authenticated: bool) -> None:
+    def _take(self, size: int, shared: bool) -> None:
         self.in_use += size
-        if _shared(size, authenticated):
+        if shared:
             self.unauthenticated_in_use += size
-
-
-def _size(waiter: tuple[OnRoom, tuple[int, bool]]) -> int:
-    return waiter[1][0]
 
 
 def _shared(size: int, authenticated: bool) -> bool:
