@@ -33,6 +33,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench.table import print_figures
+
 TRICKLE_INTERVAL_S = 1.0  # a byte a second
 USER, PASSWORD = "bench", "bench-password"
 
@@ -177,7 +179,8 @@ def _latencies(consumers: list[Any], seconds: float, pool: ThreadPoolExecutor) -
     until = time.monotonic() + seconds
 
     def one(index: int) -> list[float]:
-        consumer, taken = consumers[index], []
+        consumer = consumers[index]
+        taken: list[float] = []
         while time.monotonic() < until:
             started = time.perf_counter()
             commit(consumer, "bench", len(taken))
@@ -229,11 +232,21 @@ def main() -> None:
             for consumer in consumers:
                 consumer.close()
             leader.close()
-    for way, taken in figures.items():
-        print(f"{way:>22}: {len(taken)} commits, p50 {_p(taken, 50):.2f} ms, p99 {_p(taken, 99):.2f} ms")
-    ratio = _p(figures["beside slow clients"], 99) / _p(figures["alone"], 99)
-    print(f"p99 ratio (beside {args.slow} slow connections / alone): {ratio:.2f} (target < 2); "
-          f"slow connections closed at their deadline: {closed}")
+    alone_p99 = _p(figures["alone"], 99)
+    rows = [_row(way, taken, alone_p99) for way, taken in figures.items()]
+    print_figures(
+        f"OffsetCommit through a SASL leader's listener, {args.committers} kafka-python committers, "
+        f"alone and beside {args.slow} slow connections ({args.rounds} rounds of {args.seconds:g} s each, "
+        f"frame deadline {args.deadline_ms} ms)",
+        ("way", "commits", "p50 ms", "p99 ms", "p99 x alone (target < 2)"),
+        rows,
+        notes=[f"slow connections the leader closed at their frame's deadline: {closed:,}"],
+    )
+
+
+def _row(way: str, taken: list[float], alone_p99: float) -> tuple[str, ...]:
+    p99 = _p(taken, 99)
+    return way, f"{len(taken):,}", f"{_p(taken, 50):.2f}", f"{p99:.2f}", f"{p99 / alone_p99:.2f}"
 
 
 if __name__ == "__main__":
