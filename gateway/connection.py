@@ -22,7 +22,8 @@ Rules (Kafka's broker defaults where Kafka has one, all in `Limits`):
   pool as soon as its size prefix arrives and held until its answer is
   written. A frame that does not fit waits and its connection stops reading;
   a release wakes the waiters that fit. Connections not logged in share at
-  most half the pool (`Limits.unauthenticated_pool_bytes`).
+  most half the pool (`Limits.unauthenticated_pool_bytes`), a login's small
+  frames aside.
 - Frame deadline: a frame whose first byte has arrived must be whole within
   `frame_deadline_ms` (default 5 s), else its connection is closed and its
   reservation returned. Without it a client trickling a byte a second, or
@@ -217,8 +218,6 @@ class KafkaConnection(asyncio.Protocol):
         self._read_from = self.active_at  # the last read, or resumed reading: when buffered bytes count from
         self._deadline: asyncio.TimerHandle | None = None
 
-    # ------------------------------------------------------------ transport
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # An asyncio.Transport in all but class: uvloop's (the loop Ray runs actors on) is its own.
         self._transport = cast(asyncio.Transport, transport)
@@ -270,8 +269,6 @@ class KafkaConnection(asyncio.Protocol):
         elif not self._in_flight and now - self.active_at > idle_s:
             self.core.log.debug("Kafka connection from %s closed: idle for %.0f s", self.peer, idle_s)
             self.abort()
-
-    # ------------------------------------------------------------- requests
 
     def data_received(self, data: bytes) -> None:
         self.active_at = self._read_from = self._loop.time()
@@ -436,8 +433,6 @@ class KafkaConnection(asyncio.Protocol):
         assert transport is not None
         self._loop.call_later(self.core.limits.failed_authentication_delay_ms / 1000, transport.close)
 
-    # ------------------------------------------------------ deadline, memory
-
     def _arm_deadline(self) -> None:
         """A frame partly here while reading: it must be whole by its deadline."""
         if self._buffer and self._reading and not self._closing:
@@ -469,8 +464,6 @@ class KafkaConnection(asyncio.Protocol):
         """The pool granted the reservation this connection waited for."""
         self._reserved, self._waiting_for = self._waiting_for, None
         self._maybe_resume_reading()
-
-    # --------------------------------------------------------- backpressure
 
     def _pause_reading(self) -> None:
         # The client is not read meanwhile: its frame's deadline waits too.
