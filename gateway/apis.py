@@ -35,11 +35,12 @@ Kafka does with a request it cannot process.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from actors.client.client import Client
+from gateway.context import GatewayInfo, RequestContext
 from gateway.handlers import admin, consumer, data, membership, metadata, offsets
+
+__all__ = ["HANDLERS", "SUPPORTED", "GatewayInfo", "RequestContext", "handle"]
 
 # api key -> (min, max) version advertised.
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -64,44 +65,6 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
     69: (0, 1),  # ConsumerGroupDescribe (KIP-848)
 }
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayInfo:
-    """This gateway and every gateway of the service, as Metadata's brokers.
-
-    `brokers` holds (node_id, host, port) of every gateway, this one
-    included; empty means this gateway alone."""
-
-    node_id: int
-    host: str
-    port: int
-    brokers: tuple[tuple[int, str, int], ...] = ()
-    cluster_id: str = "raygroups"
-
-    @property
-    def data_node_id(self) -> int:
-        """The broker Metadata names as every topic partition's leader: this gateway."""
-        return self.node_id
-
-    def all_brokers(self) -> tuple[tuple[int, str, int], ...]:
-        mine = (self.node_id, self.host, self.port)
-        others = tuple(b for b in self.brokers if b[0] != self.node_id)
-        return tuple(sorted((mine, *others)))
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    client_id: str | None
-    client_host: str
-    api_version: int
-    correlation_id: int
-    principal: str | None
-    gateway: GatewayInfo
-    client: Client
-    # FindCoordinator's direct answers and Metadata's other brokers (gateway.direct.routing.LeaderRouting,
-    # or a listener); None: the gateway itself, and the gateways only.
-    direct: Any = None
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

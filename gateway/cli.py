@@ -22,8 +22,9 @@ import json
 from typing import Any
 
 from actors.core.settings import KafkaListenerSettings
+from gateway.connection import DEFAULT_HOST, Limits
 from gateway.security import USERS_ENV, SecurityError
-from gateway.server import DEFAULT_HOST, DEFAULT_PORT, Limits
+from gateway.server import DEFAULT_PORT
 
 _LIMITS = Limits()
 _PORTS = "-".join(map(str, KafkaListenerSettings().ports))
@@ -65,6 +66,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser, start: argparse.
                         help="request bytes held across connections (default: %(default)s)")
     limits.add_argument("--idle-timeout-ms", type=int, default=_LIMITS.idle_timeout_ms,
                         help="connections.max.idle.ms (default: %(default)s)")
+    limits.add_argument("--frame-deadline-ms", type=int, default=_LIMITS.frame_deadline_ms,
+                        help="a frame whose first byte arrived must be whole within this "
+                             "(default: %(default)s)")
     start.add_argument("--gateway-port", type=int, help="also start a Kafka gateway per node on this port")
     start.add_argument("--kafka-ports", default=_PORTS, metavar="LOW-HIGH",
                        help="each node's port range for the partition leaders' Kafka listeners "
@@ -93,7 +97,8 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
 
 def _limits(args: argparse.Namespace) -> Limits:
     return Limits(max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
-                  memory_pool_bytes=args.memory_pool_bytes, idle_timeout_ms=args.idle_timeout_ms)
+                  memory_pool_bytes=args.memory_pool_bytes, idle_timeout_ms=args.idle_timeout_ms,
+                  frame_deadline_ms=args.frame_deadline_ms)
 
 
 def listener_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -32,9 +32,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.client.client import Client, controller_handle
 from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
+from gateway.connection import Limits
 from gateway.direct.routing import is_listener, listener_partition
 from gateway.security import SecurityConfig, load_plain_users
-from gateway.server import DEFAULT_PORT, Gateway, Limits
+from gateway.server import DEFAULT_PORT, Gateway
 
 ACTOR_PREFIX = "raygroups-gateway-"
 Address = tuple[int, str, int]

@@ -47,6 +47,7 @@ from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest
 from coordinator.routing import partition_for
 from gateway import apis
+from gateway.context import RequestContext
 from gateway.direct.routing import is_listener
 from gateway.handlers.calls import failed
 
@@ -103,7 +104,7 @@ class ListenerInfo:
         return ((self.node_id, self.host, self.port),)
 
 
-async def handle(ctx: apis.RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     """The kio response to a request of a `SUPPORTED` key and version."""
     api_key = int(request.__api_key__)
     if api_key in NAMES_LEADERS:

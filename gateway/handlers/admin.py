@@ -47,7 +47,7 @@ from gateway.handlers.calls import send
 from gateway.handlers.entities import respond
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 # Kafka's AclOperation codes of the operations it supports on a group, as its 32-bit field.
 GROUP_OPERATIONS = (3, 6, 8, 10, 11)  # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS

@@ -29,7 +29,7 @@ from gateway.handlers.calls import send
 from gateway.handlers.entities import ms, respond
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 ZERO_UUID = uuid.UUID(int=0)
 

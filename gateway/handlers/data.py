@@ -55,7 +55,7 @@ from gateway.handlers.offsets import by_topic
 from gateway.handlers.topics import offset_bounds, partition_error
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 NO_DATA = "raygroups holds no topic data: the Kafka gateway serves consumer groups and accepts no records"
 NO_ACKS = 0

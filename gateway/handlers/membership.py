@@ -29,7 +29,7 @@ from gateway.handlers.calls import answer, send
 from gateway.handlers.entities import RepeatedResponses, ms, respond
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 # Heartbeat answers, by their error.
 _HEARTBEAT_ANSWERS = RepeatedResponses()

@@ -41,7 +41,7 @@ from gateway.handlers.entities import respond
 from gateway.handlers.topics import LEADER_EPOCH, topics_with_ids
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 GROUP_KEY_TYPE = 0
 ZERO_UUID = uuid.UUID(int=0)

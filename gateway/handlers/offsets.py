@@ -73,7 +73,7 @@ from gateway.handlers.entities import RepeatedResponses, ms, respond
 from gateway.handlers.topics import LEADER_EPOCH, TopicIds, offset_bounds, partition_error, topic_ids
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
 # OffsetCommit and OffsetFetch v10 (KIP-848, stable in Kafka 4.2) name topics by id only.

@@ -25,7 +25,7 @@ from actors.client import topics as registry
 from coordinator.errors import Errors
 
 if TYPE_CHECKING:
-    from gateway.apis import RequestContext
+    from gateway.context import RequestContext
 
 LEADER_EPOCH = 0
 

@@ -3,8 +3,9 @@
 
 Metadata answers the gateway as the only broker and no topics (enough for a
 Kafka client to bootstrap). Heartbeat answers NONE, except group "raise"
-(the handler raises), "slow" (answered after `SLOW_S`) and "silent" (no
-answer, as Kafka gives none to a Produce with acks=0). Every context
+(the handler raises), "slow" (answered after `SLOW_S`), "parked" (answered
+when the test resolves its future in `parked`) and "silent" (no answer, as
+Kafka gives none to a Produce with acks=0). Every context
 handled is kept in `seen`, so tests can check what the server passed.
 """
 
@@ -21,7 +22,7 @@ from kio.static.constants import EntityType
 
 from gateway.apis import GatewayInfo, RequestContext
 
-__all__ = ["SUPPORTED", "GatewayInfo", "RequestContext", "handle", "seen"]
+__all__ = ["SUPPORTED", "GatewayInfo", "RequestContext", "handle", "parked", "seen"]
 
 METADATA = 3
 HEARTBEAT = 12
@@ -30,6 +31,8 @@ SLOW_S = 0.3
 
 
 seen: list[tuple[RequestContext, Any]] = []
+# The futures "parked" heartbeats wait on, in arrival order.
+parked: list[asyncio.Future[None]] = []
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -47,6 +50,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return None
     if request.group_id == "slow":
         await asyncio.sleep(SLOW_S)
+    if request.group_id == "parked":
+        future = asyncio.get_running_loop().create_future()
+        parked.append(future)
+        await future
     return _build(module.HeartbeatResponse, error_code=ErrorCode.none)
 
 

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v1.request import HeartbeatRequest as HeartbeatV1
 from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatV4
 
-from gateway.server import Limits
+from gateway.connection import Limits
 
 from tests.gateway import stub_apis
 from tests.gateway.gateway_support import (

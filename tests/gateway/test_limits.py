@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
-from gateway.server import REFUSALS_PER_LOG_LINE, Limits
+from gateway.connection import REFUSALS_PER_LOG_LINE, Limits
 
 from tests.gateway import stub_apis
 from tests.gateway.gateway_support import (
@@ -113,5 +113,57 @@ def test_an_idle_connection_is_closed(sent: bytes) -> None:
             idle.sendall(sent)
             assert closed_without_answer(idle)
         assert_served(gateway.port)
+    finally:
+        gateway.close()
+
+
+async def _unpark() -> None:
+    for future in stub_apis.parked:
+        future.set_result(None)
+    stub_apis.parked.clear()
+
+
+def test_a_request_holds_its_frame_in_the_pool_until_its_answer_is_written() -> None:
+    gateway = GatewayThread(None, dispatch=stub_apis)
+    try:
+        frame = heartbeat_frame("parked", 1)
+        with connect(gateway.port) as sock:
+            sock.sendall(frame)
+            # Parsed and being handled: its bytes still count against the pool.
+            wait_until(lambda: len(stub_apis.parked) == 1, "the request handled")
+            assert gateway.stats()["pool_bytes_in_use"] == len(frame) - 4
+            gateway.call(_unpark())
+            assert read_response(sock, 12, 4)[0] == 1
+            wait_until(lambda: gateway.stats()["pool_bytes_in_use"] == 0, "the reservation returned")
+    finally:
+        gateway.close()
+
+
+@pytest.mark.parametrize("sent", ["header only", "a byte at a time"])
+def test_a_frame_not_whole_by_its_deadline_closes_its_connection_and_returns_its_bytes(
+    sent: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An idle timeout far beyond the test: only the frame's deadline can close the connection.
+    limits = Limits(frame_deadline_ms=300, idle_timeout_ms=600_000)
+    gateway = GatewayThread(None, dispatch=stub_apis, limits=limits)
+    frame = heartbeat_frame("g", 1)
+    try:
+        with connect(gateway.port) as slow, connect(gateway.port) as other, \
+                caplog.at_level(logging.INFO, logger="gateway.server"):
+            slow.sendall(frame[:4])
+            wait_until(lambda: gateway.stats()["pool_bytes_in_use"] == len(frame) - 4, "the reservation")
+            if sent == "a byte at a time":
+                # Each byte is activity, which used to keep the connection (and its bytes) for ever.
+                for byte in frame[4:-1]:
+                    try:
+                        slow.sendall(bytes([byte]))
+                    except OSError:
+                        break  # closed at the deadline while trickling
+                    time.sleep(0.05)
+            assert closed_without_answer(slow)
+            assert_served(gateway.port, other)
+            wait_until(lambda: gateway.stats()["pool_bytes_in_use"] == 0, "the reservation returned")
+        lines = [r.getMessage() for r in caplog.records if r.name == "gateway.server"]
+        assert any("frame not whole 300 ms after its first byte" in line for line in lines), lines
     finally:
         gateway.close()
