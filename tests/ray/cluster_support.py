@@ -5,13 +5,17 @@ directory, removed afterwards; and `run_scenario`, how a test runs one."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
+import actors
 from actors.demo.sim_cluster import simulated_cluster
 
-__all__ = ["run_scenario", "simulated_cluster"]
+__all__ = ["run_case", "run_scenario", "simulated_cluster"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,3 +34,17 @@ def run_scenario(module: str, *args: str, timeout_s: float, note: str = "") -> s
     )
     assert done.returncode == 0, note + done.stdout[-4000:] + done.stderr[-4000:]
     return done.stdout
+
+
+def run_case(
+    cases: dict[str, Callable[[Any, str], None]], namespace: str, prefix: str, workers: int = 3
+) -> int:
+    """A scenario script's main: the case named on the command line, on a new simulated
+    cluster of `workers` workers, the service stopped after it."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(cases))
+    args = parser.parse_args()
+    with simulated_cluster(workers=workers, namespace=namespace, prefix=prefix) as (cluster, data_dir):
+        cases[args.case](cluster, data_dir)
+        actors.stop(namespace)
+    return 0

@@ -16,7 +16,6 @@ Exits non-zero if a check fails.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ from actors.demo.sim_cluster import (
 )
 from actors.demo.sim_cluster import status_rows as rows
 
-from tests.ray.cluster_support import simulated_cluster
+from tests.ray.cluster_support import run_case
 from tests.ray.replication_scenario import check_nothing_lost, groups_on, start_load
 
 NAMESPACE = "raygroups-replication"  # replication_scenario's load helpers connect there
@@ -161,14 +160,7 @@ CASES = {"registry-node": registry_node, "killed-mid-write": killed_mid_write}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=sorted(CASES))
-    args = parser.parse_args()
-    nodes = simulated_cluster(workers=3, namespace=NAMESPACE, prefix="raygroups-registry-")
-    with nodes as (cluster, data_dir):
-        CASES[args.case](cluster, data_dir)
-        actors.stop(NAMESPACE)
-    return 0
+    return run_case(CASES, NAMESPACE, "raygroups-registry-")
 
 
 if __name__ == "__main__":

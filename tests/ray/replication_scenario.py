@@ -30,7 +30,6 @@ Exits non-zero if a check fails.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
@@ -55,7 +54,7 @@ from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 from log import LogReader, replica_dir
 
-from tests.ray.cluster_support import simulated_cluster
+from tests.ray.cluster_support import run_case
 from tests.ray.fault_scenario import GroupLoad, longest_gap, run_load
 
 NAMESPACE = "raygroups-replication"
@@ -491,14 +490,7 @@ CASES = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=sorted(CASES))
-    args = parser.parse_args()
-    nodes = simulated_cluster(workers=3, namespace=NAMESPACE, prefix="raygroups-replication-")
-    with nodes as (cluster, data_dir):
-        CASES[args.case](cluster, data_dir)
-        actors.stop(NAMESPACE)
-    return 0
+    return run_case(CASES, NAMESPACE, "raygroups-replication-")
 
 
 if __name__ == "__main__":
