@@ -45,7 +45,7 @@ from log import service_codec
 
 # PayloadError is re-exported: the batch layer and the readers catch it from here.
 from log.columns import PayloadError as PayloadError
-from log.columns import array, int_column, ints, string_column, strings
+from log.columns import array, int_column, ints, run_count, string_column, strings
 from log.consumer_codec import CONSUMER_GROUP_KEY_VERSIONS, RUN_DECODERS, RUN_ENCODERS
 from log.errors import UnsupportedVersionError
 
@@ -308,9 +308,7 @@ OFFSET_TOMBSTONE_RUNS = frozenset({(KEY_VERSION_OFFSET_COMMIT_V0, None), (KEY_VE
 
 def _decode_run(run: list[Any]) -> list[Record] | None:
     """The records of one run, or None for a run of an unknown key version."""
-    count = run[2]
-    if type(count) is not int or count < 0:
-        raise PayloadError(f"bad record count {count!r}")
+    count = run_count(run)
     decoder = _RUN_DECODERS.get((run[0], run[1]))
     if decoder is not None:
         return decoder(run, count)

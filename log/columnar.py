@@ -44,6 +44,7 @@ from coordinator.records import Record
 from log.batch import RawBatch
 from log.codec import OFFSET_COMMIT_RUNS, OFFSET_TOMBSTONE_RUNS, PayloadError, decode_run, unpack_body
 from log.column_runs import IntArray, IntRuns, StringRuns, as_int32
+from log.columns import run_count
 from log.errors import CorruptLogError
 from log.gcpause import gc_paused
 from log.reader import decode_batch
@@ -177,9 +178,7 @@ def _add_runs(chunk: _Chunk, partition: int, batch: RawBatch, model: RowModel) -
     base, position = batch.base_offset, 0
     for index in range(1, len(body)):
         run = body[index]
-        count = run[2]
-        if type(count) is not int or count < 0:
-            raise PayloadError(f"bad record count {count!r}")
+        count = run_count(run)
         kind = (run[0], run[1])
         if kind in OFFSET_COMMIT_RUNS or kind in OFFSET_TOMBSTONE_RUNS:
             _add_offset_run(chunk, run, count, kind in OFFSET_TOMBSTONE_RUNS)

@@ -17,6 +17,18 @@ class PayloadError(ValueError):
     """A payload that is not a valid record payload."""
 
 
+# Kafka's record count of a batch is an int32: no run holds more.
+MAX_RUN_RECORDS = 2**31 - 1
+
+
+def run_count(run: list[Any]) -> int:
+    """A run's record count (its third field), checked: a damaged count is a PayloadError."""
+    count = run[2]
+    if type(count) is not int or not 0 <= count <= MAX_RUN_RECORDS:
+        raise PayloadError(f"bad record count {count!r}")
+    return count
+
+
 def strings(values: Sequence[Any], one_index: bool = True) -> list[Any]:
     """A dictionary-encoded string column. `one_index`: a column of one
     distinct string may be written with the single index 0 (never for a

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import ray
@@ -114,7 +115,9 @@ def _call(controller: Any, method: str, *args: Any) -> Any:
     """One registry call, retried with backoff while Ray restarts the registry."""
 
     def attempt(timeout_s: float) -> Any:
-        return ray.get(getattr(registry_for(controller), method).remote(*args), timeout=timeout_s)
+        registry = registry_for(controller)
+        with _forget_if_dead(controller, registry):
+            return ray.get(getattr(registry, method).remote(*args), timeout=timeout_s)
 
     return call_with_retry(attempt, _retry(method))
 
@@ -122,9 +125,22 @@ def _call(controller: Any, method: str, *args: Any) -> Any:
 async def _call_async(controller: Any, method: str, *args: Any) -> Any:
     async def attempt() -> Any:
         registry = _registries.get(controller) or await asyncio.to_thread(registry_for, controller)
-        return await getattr(registry, method).remote(*args)
+        with _forget_if_dead(controller, registry):
+            return await getattr(registry, method).remote(*args)
 
     return await call_with_retry_async(attempt, _retry(method))
+
+
+@contextmanager
+def _forget_if_dead(controller: Any, registry: Any) -> Iterator[None]:
+    """A registry that died for good (removed and started anew: a new actor) is looked up
+    again at the next attempt; one Ray restarts keeps its handle."""
+    try:
+        yield
+    except ray.exceptions.ActorDiedError:
+        if _registries.get(controller) is registry:
+            del _registries[controller]
+        raise
 
 
 def _check(error: Errors, topic: str, detail: str = "") -> None:

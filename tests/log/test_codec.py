@@ -202,3 +202,13 @@ def test_encoding_refuses_what_is_not_a_record_key() -> None:
     with pytest.raises(ValueError):
         encode_payload([group_tombstone("g")], offset_deltas=[1, 2])
     assert decode_records(encode_payload([Record(GroupMetadataKey("g"), None)])) == [group_tombstone("g")]
+
+
+@pytest.mark.parametrize("count", [2**31, 10_561_401_165_231_198_865, -1, 1.5])
+def test_a_damaged_record_count_is_a_payload_error(count: object) -> None:
+    """Found by the fuzz test above: a count past what Python can repeat raised OverflowError."""
+    body = msgpack.unpackb(encode_payload([commit("g", "t", 0, 1)]))
+    body[1][2] = count
+    body[1][6] = 0  # a constant column stands for `count` copies
+    with pytest.raises(PayloadError):
+        decode_records(msgpack.packb(body))

@@ -94,11 +94,9 @@ def check_registry(client: actors.Client, ids: dict[str, object], reporter: Repo
 def registry_node(cluster: Cluster, data_dir: str) -> None:
     client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
-    workers = {w.node_id for w in cluster.worker_nodes}
-    if rows(client)[0]["leader_node"] not in workers:
-        client.reassign(0, sorted(workers & set(rows(client)[0]["isr"]))[0])
-    victim = rows(client)[0]["leader_node"]
-    place_registry(victim, data_dir)
+    victim = registry_on_a_worker(cluster, client, data_dir)
+    if victim in rows(client)[0]["isr"] and rows(client)[0]["leader_node"] != victim:
+        client.reassign(0, victim)  # the registry's node leads partition 0 too: the worst case
     client.create_topic(TOPIC, PARTITIONS)
     ids = client.topic_ids()
     reporter = Reporter()
@@ -142,18 +140,21 @@ def settings_for(data_dir: str) -> ServiceSettings:
     return quick_failover_settings(data_dir, NAMESPACE, 4)
 
 
-def place_registry(node_id: str, data_dir: str) -> None:
-    """Start the registry again on `node_id`, as Ray would after a restart there: created
-    from a task on that node, so Ray's default scheduling places it beside its creator."""
-    stop_topic_registry(NAMESPACE)
-
-    @ray.remote(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
-    def create() -> str:
-        handle = detached_singleton(TopicRegistry, TOPIC_REGISTRY_NAME, settings_for(data_dir))
-        return str(ray.get(handle.node_id.remote()))
-
-    placed = ray.get(create.remote())
-    assert placed == node_id, (placed, node_id)
+def registry_on_a_worker(cluster: Cluster, client: actors.Client, data_dir: str) -> str:
+    """The worker node the registry runs on, after starting it again until Ray places it on
+    one (Ray places it where it likes; a head node cannot be removed from the cluster)."""
+    workers = sorted(w.node_id for w in cluster.worker_nodes)
+    for attempt in range(20):
+        registry = ray.get_actor(TOPIC_REGISTRY_NAME, namespace=NAMESPACE)
+        node = str(ray.get(registry.node_id.remote()))
+        if node in workers:
+            return node
+        stop_topic_registry(NAMESPACE)
+        strategy = NodeAffinitySchedulingStrategy(workers[attempt % len(workers)], soft=True)
+        handle = detached_singleton(TopicRegistry, TOPIC_REGISTRY_NAME, settings_for(data_dir),
+                                    scheduling_strategy=strategy)
+        ray.get(handle.node_id.remote())
+    raise AssertionError("Ray never placed the topic registry on a worker node")
 
 
 CASES = {"registry-node": registry_node, "killed-mid-write": killed_mid_write}
