@@ -1,4 +1,5 @@
-"""`partition-state.json`: the partition's state as a replicated leader knew it, beside its log.
+"""`partition-state.json`: the partition's state as a replicated leader knew it, beside its log;
+and `epoch-replicas.json`: the replica set of the newest epoch a replica was told to follow.
 
 A leader of a replicated offsets partition records here the controller's
 committed state it leads with (replicas, ISR, itself, leader and partition
@@ -12,6 +13,15 @@ reader sees the old state or the new one, never a torn one. A missing file
 is None (no leader wrote here); an unreadable one is refused rather than
 guessed, as the leader-epoch file is. When and why a leader writes it is the
 leader's business (`actors/partition/leader.py`).
+
+`epoch-replicas.json` (`{"version": 1, "leader_epoch": N, "replicas": [...]}`,
+written the same way) is a follower's: the replica set of the leader epoch the
+controller told it to follow, written before it answers that role (a leader's
+state file holds its own). So after a full restart any surviving replica of
+an epoch says which replicas that epoch had, even when the leader's disk is
+gone (KIP-966's eligible leader replicas persist the same fact), and a
+replica that only lagged is told from one that was removed
+(`actors/controller/forgotten_logs.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from log.fsutil import atomic_write_json, read_versioned_json
 
 STATE_FILE = "partition-state.json"
 STATE_FILE_VERSION = 1
+EPOCH_REPLICAS_FILE = "epoch-replicas.json"
+EPOCH_REPLICAS_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,22 @@ def read_replica_state(directory: str) -> ReplicaState | None:
     if not consistent:
         raise CorruptLogError(path, 0, None, f"inconsistent partition state: {state}")
     return state
+
+
+def write_epoch_replicas(
+    directory: str, leader_epoch: int, replicas: tuple[str, ...], fsync: bool = True
+) -> None:
+    data = {"version": EPOCH_REPLICAS_VERSION, "leader_epoch": leader_epoch, "replicas": list(replicas)}
+    atomic_write_json(os.path.join(directory, EPOCH_REPLICAS_FILE), data, fsync)
+
+
+def read_epoch_replicas(directory: str) -> tuple[int, tuple[str, ...]] | None:
+    """(leader epoch, its replica set) as last recorded here; None when never recorded."""
+    path = os.path.join(directory, EPOCH_REPLICAS_FILE)
+    return read_versioned_json(
+        path, EPOCH_REPLICAS_VERSION, "epoch replicas file",
+        lambda data: (_int(data["leader_epoch"]), tuple(_names(data["replicas"]))),
+    )
 
 
 def _parse(data: dict[str, Any]) -> ReplicaState:

@@ -32,10 +32,15 @@ scans every live node's disk (one task per node) and:
   leader epoch than the newest state file (that leader's file is missing: its
   disk is). Nothing says which replica holds what was acknowledged, so the
   controller elects no one (`ReplicatedPlane`); `raygroups status` shows the
-  reason and `raygroups elect-leader --unclean [--node NODE] PARTITION` lets
-  an operator choose, as Kafka's unclean leader election does. Its replicas
-  are the live nodes that hold a directory of it, the one that saw the newest
-  epoch first (the default choice), and its epoch is above every epoch seen.
+  reason (with each surviving log's last epoch and end) and `raygroups
+  elect-leader --unclean [--node NODE] PARTITION` lets an operator choose, as
+  Kafka's unclean leader election does. Its replicas are the live nodes that
+  hold a directory of it, the best log first (the default choice: last batch's
+  epoch, then log end), and its epoch is above every epoch seen.
+- A partition whose newest leader's state file went with its disk is elected
+  without an operator where that is safe: fewer than min.insync.replicas of
+  the newest epoch's replicas (as its followers recorded them in
+  `epoch-replicas.json`) are missing (`_elect_survivor`).
 The controller then starts new actors for the replicas on their named
 nodes, which open their existing directories.
 """
@@ -62,7 +67,7 @@ from actors.core.settings import ServiceSettings
 from log.epoch import NO_EPOCH, read_leader_epoch
 from log.errors import LogError
 from log.reader import LogReader
-from log.replica_state import ReplicaState, read_replica_state
+from log.replica_state import ReplicaState, read_epoch_replicas, read_replica_state
 
 logger = logging.getLogger(__name__)
 # How long to wait for every live node's scan, and how often to say which are pending.
@@ -93,6 +98,8 @@ class ReplicaFinding:
     # Where its log ends and the leader epoch of its last batch (an election's ranking);
     # None when it has no log or the log cannot be read.
     tail: tuple[int, int] | None = None
+    # The replica set of the newest epoch it was told to follow (epoch, replicas), if recorded.
+    epoch_replicas: tuple[int, tuple[str, ...]] | None = None
 
 
 def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
@@ -106,12 +113,13 @@ def scan_replicas(data_dir: str) -> list[ReplicaFinding]:
         has_log = bool(glob.glob(os.path.join(path, "*.log")))
         try:
             state, epoch = read_replica_state(path), read_leader_epoch(path)
+            members = read_epoch_replicas(path)
         except LogError as exc:
             found.append(ReplicaFinding(path, node, partition, has_log, None, NO_EPOCH, str(exc)))
             continue
         if has_log or state is not None:
             tail = _tail(path, has_log)
-            found.append(ReplicaFinding(path, node, partition, has_log, state, epoch, tail=tail))
+            found.append(ReplicaFinding(path, node, partition, has_log, state, epoch, None, tail, members))
     return found
 
 
@@ -200,33 +208,41 @@ def _elect_survivor(
 
     Every acknowledged commit is on at least min.insync.replicas replicas (the ISR of
     its time), so while fewer replicas than that are missing, one that holds it is
-    live. A replica that followed the newest leader epoch is one of that epoch's
-    replicas (a removed replica's epoch is older: a removal starts an epoch), so the
-    missing ones number at most the replication factor (or the newest state's replica
-    count, if larger) less the live directories that followed it. The elected replica
-    is then the live log ranking highest by (last batch's epoch, log end), Raft's
-    rule: logs of one epoch are prefixes of its leader's, and a leader of a newer epoch
-    held every commit acknowledged before its election, so the highest holds every
-    acknowledged commit. It is the ISR alone; the others rejoin once caught up, and
-    a replica whose node no state file names is placed on a live node, empty.
-    Not sound only if a move's new replica lost its disk together with the leader
-    (two disks gone), which the scan cannot tell from one."""
+    live. Which replicas there were: the replica set of the newest epoch any live
+    directory followed, as its followers recorded it (`epoch-replicas.json`) or its
+    leader (a state file of that epoch); a member whose directory is on a live node
+    is present, even if it lagged behind that epoch (a removed replica is no member:
+    a removal starts an epoch), the others are missing. Without such a record (logs
+    of an older raygroups), only the live directories that followed the newest epoch
+    count as present, of the replication factor (or the newest state's replica count,
+    if larger). The elected replica is the live member's log ranking highest by (last
+    batch's epoch, log end), Raft's rule: logs of one epoch are prefixes of its
+    leader's, and a leader of a newer epoch held every commit acknowledged before its
+    election, so the highest holds every acknowledged commit. It is the ISR alone;
+    the others rejoin once caught up, and a replica whose node no record names is
+    placed on a live node, empty. Not sound only if two disks are gone."""
     if not found or any(f.error is not None for f in found):
         return False  # nothing found, or an unreadable file: an operator reads it first
     newest_epoch = max(f.leader_epoch for f in found)
     states = [f.state for f in found if f.state is not None]
-    expected = max([settings.replication_factor] + [len(s.replicas) for s in states])
-    followed = {f.node for f in found if f.node in live and f.leader_epoch == newest_epoch and f.tail}
-    missing = expected - len(followed)
-    if not followed or missing >= settings.min_insync_replicas:
+    members = _members_of(found, newest_epoch)
+    if members is not None:
+        expected = len(members)
+        present = {f.node for f in found if f.node in live and f.node in members}
+        missing = expected - len(present)
+        eligible = present
+    else:
+        expected = max([settings.replication_factor] + [len(s.replicas) for s in states])
+        present = {f.node for f in found if f.node in live and f.leader_epoch == newest_epoch and f.tail}
+        missing = expected - len(present)
+        eligible = {f.node for f in found if f.node in live}
+    ranked = _ranked([f for f in found if f.node in eligible])
+    if not ranked or not present or missing >= settings.min_insync_replicas:
         return False
-    ranked = sorted(
-        (f for f in found if f.node in live and f.tail is not None),
-        key=lambda f: (f.tail, f.leader_epoch), reverse=True,
-    )
     best, (last_epoch, log_end) = ranked[0], ranked[0].tail or (NO_EPOCH, 0)
-    named = [n for s in sorted(states, key=lambda s: s.version, reverse=True) for n in s.replicas]
-    # The lost replicas' nodes are unknown where no state file names them: live nodes stand in.
+    by_version = sorted(states, key=lambda s: s.version, reverse=True)
+    named = [*sorted(members or ()), *(n for s in by_version for n in s.replicas)]
+    # The lost replicas' nodes are unknown where no record names them: live nodes stand in.
     meta.replicas = list(dict.fromkeys([*(f.node for f in ranked), *named, *sorted(live)]))[:expected]
     meta.isr = [best.node]
     meta.epoch = max([newest_epoch] + [s.leader_epoch for s in states])
@@ -242,6 +258,28 @@ def _elect_survivor(
     return True
 
 
+def _members_of(found: list[ReplicaFinding], epoch: int) -> set[str] | None:
+    """The replica set of leader epoch `epoch` as any directory recorded it, or None."""
+    sets = [set(f.epoch_replicas[1]) for f in found if f.epoch_replicas and f.epoch_replicas[0] == epoch]
+    sets += [set(f.state.replicas) for f in found if f.state is not None and f.state.leader_epoch == epoch]
+    return set().union(*sets) if sets else None
+
+
+def _ranked(found: list[ReplicaFinding]) -> list[ReplicaFinding]:
+    """The readable logs, best first: (last batch's epoch, log end), then the epoch followed."""
+    readable = (f for f in found if f.tail is not None)
+    return sorted(readable, key=lambda f: (f.tail, f.leader_epoch), reverse=True)
+
+
+def _surviving_logs(found: list[ReplicaFinding], live: set[str]) -> str:
+    """What an operator choosing a replica needs: each live log's last epoch and end."""
+    logs = [
+        f"{f.node} (last epoch {f.tail[0]}, end {f.tail[1]}, followed epoch {f.leader_epoch})"
+        for f in _ranked([f for f in found if f.node in live]) if f.tail is not None
+    ]
+    return "surviving logs, best first: " + (", ".join(logs) or "none")
+
+
 def _hold(
     meta: PartitionMeta, partition: int, found: list[ReplicaFinding], reason: str,
     settings: ServiceSettings, live: set[str],
@@ -249,7 +287,9 @@ def _hold(
     """An ambiguous partition: offline until an operator's unclean election (module docstring)."""
     states = [f.state for f in found if f.state is not None]
     newest = max(states, key=lambda s: s.version) if states else None
-    holders = [f.node for f in sorted(found, key=lambda f: -f.leader_epoch) if f.node in live]
+    # The default choice of an unclean election is the first live replica: the best log.
+    holders = [f.node for f in _ranked([f for f in found if f.node in live])]
+    holders += [f.node for f in sorted(found, key=lambda f: -f.leader_epoch) if f.node in live]
     named = list(newest.replicas) if newest is not None else []
     candidates = [*holders, *named, *sorted(live)]
     meta.replicas = list(dict.fromkeys(candidates))[: settings.replication_factor]
@@ -257,11 +297,11 @@ def _hold(
     meta.epoch = max([f.leader_epoch for f in found] + [s.leader_epoch for s in states] + [0])
     meta.partition_epoch = max([s.partition_epoch for s in states] + [0])
     meta.known_end = 0
-    meta.held = reason
+    meta.held = f"{reason}; {_surviving_logs(found, live)}"
     logger.error(
         "partition %d is HELD after a full restart, offline until an operator chooses a replica "
         "(raygroups elect-leader --unclean [--node NODE] %d): %s",
-        partition, partition, reason,
+        partition, partition, meta.held,
     )
 
 

@@ -114,7 +114,7 @@ class RoleSending:
             # An ISR member must hold the partition's log: never a hot follower from an empty one.
             must_exist = node in meta.isr and meta.known_end >= 0
             await self.cluster.call(
-                handle, "become_follower", meta.epoch, meta.leader, must_exist,
+                handle, "become_follower", meta.epoch, meta.leader, must_exist, meta.replicas,
                 timeout_s=self.settings.actor_start_timeout_s,
             )
         except ClusterError as exc:

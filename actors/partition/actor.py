@@ -147,6 +147,7 @@ class OffsetPartition(
         self.metrics = PartitionMetrics(self.partition)
         self._node_id = node_id
         self._state_written: ReplicaState | None = None
+        self._epoch_replicas_written: tuple[int, tuple[str, ...]] | None = None
         # The leader role (every serving leader) or the follower role; neither
         # while loading, and after stepping down until the controller decides.
         self.leader: LeaderReplication | None = None

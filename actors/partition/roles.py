@@ -10,9 +10,10 @@ no one and leads nothing: `become_follower` is remembered for when the disk
 works again, `become_leader` raises, and pushes are answered
 KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
 
-- `become_follower(leader_epoch, leader, must_exist=False)`: follow replica
-  `leader`. The log is opened (or kept, with the new epoch recorded in its
-  directory) and replayed once into a hot shard; client requests are
+- `become_follower(leader_epoch, leader, must_exist=False, replicas=())`: follow
+  replica `leader`. The log is opened (or kept, with the new epoch recorded in its
+  directory, and the epoch's `replicas` beside it: `epoch-replicas.json`, for a full
+  restart's recovery) and replayed once into a hot shard; client requests are
   answered NOT_COORDINATOR. A leader told this steps down first
   (`_on_deposed`). A missing directory is created empty (a new replica
   catching up), except with `must_exist` (an ISR member of a partition
@@ -73,7 +74,7 @@ from log import replica_dir
 from log.errors import is_storage_error
 from log.loader import load_into
 from log.partition import PartitionLog
-from log.replica_state import ReplicaState, write_replica_state
+from log.replica_state import ReplicaState, write_epoch_replicas, write_replica_state
 
 logger = logging.getLogger(__name__)
 # The task that loads a leader's log (`OffsetPartition._load`).
@@ -109,12 +110,14 @@ class ReplicaRoles:
     _storage_refusal: Callable[[], PushAnswer]
     # The state file last written (read and written on the I/O thread only).
     _state_written: ReplicaState | None
+    # The epoch replicas file last written (I/O thread only).
+    _epoch_replicas_written: tuple[int, tuple[str, ...]] | None
     phases: RejoinPhases
 
     # ------------------------------------------------------------ contract
 
     async def become_follower(
-        self, leader_epoch: int, leader: str, must_exist: bool = False
+        self, leader_epoch: int, leader: str, must_exist: bool = False, replicas: Sequence[str] = ()
     ) -> dict[str, Any]:
         async with self._role_lock:
             if self.disk.failed:
@@ -122,6 +125,8 @@ class ReplicaRoles:
             else:
                 try:
                     await self._follow(leader_epoch, leader, must_exist)
+                    if replicas and self.follower is not None and self.epoch == leader_epoch:
+                        await self._on_io(self._record_epoch_replicas, leader_epoch, tuple(replicas))
                 except Exception as exc:
                     if not is_storage_error(exc):
                         raise
@@ -286,6 +291,12 @@ class ReplicaRoles:
             return
         write_replica_state(self._directory(), state, self.settings.log.fsync)
         self._state_written = state
+
+    def _record_epoch_replicas(self, leader_epoch: int, replicas: tuple[str, ...]) -> None:
+        """On the I/O thread: the replica set of the epoch this follower follows (log/replica_state.py)."""
+        if self._epoch_replicas_written != (leader_epoch, replicas):
+            write_epoch_replicas(self._directory(), leader_epoch, replicas, self.settings.log.fsync)
+            self._epoch_replicas_written = (leader_epoch, replicas)
 
     def _record_leadership(self, create: bool = True) -> None:
         """On the I/O thread: the state the next load leads with, in the replica's

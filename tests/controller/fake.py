@@ -143,7 +143,7 @@ class FakeActor:
         return await self.probe()
 
     async def become_follower(
-        self, leader_epoch: int, leader: str, must_exist: bool = False
+        self, leader_epoch: int, leader: str, must_exist: bool = False, replicas: Any = ()
     ) -> dict[str, Any]:
         if must_exist and self.role == "none" and self.partition not in self.cluster.disk(self.node):
             raise RuntimeError(f"offsets-{self.partition} on {self.node}: no log to follow with")
