@@ -116,7 +116,7 @@ class Cluster:
         )
         state = self.controller.state
         for name in followers:
-            await self.replicas[name].become_follower(state.leader_epoch, leader)
+            await self.replicas[name].become_follower(state.leader_epoch, leader, False, NAMES)
         others = {name: handle for name, handle in self.handles.items() if name != leader}
         return await self.replicas[leader].become_leader(
             state.leader_epoch, state.partition_epoch, NAMES, isr, others, self.controller_handle
@@ -139,7 +139,7 @@ class Cluster:
         )
         assert await replica.wait_active(WAIT_S) == "ACTIVE"
         for name in followers:
-            await self.replicas[name].become_follower(state.leader_epoch, leader)
+            await self.replicas[name].become_follower(state.leader_epoch, leader, False, NAMES)
         return replica
 
     async def start(self) -> OffsetPartition:

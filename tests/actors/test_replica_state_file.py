@@ -14,7 +14,7 @@ import pytest
 
 from coordinator import Errors
 from log.errors import LogError
-from log.replica_state import ReplicaState, read_replica_state
+from log.replica_state import ReplicaState, read_epoch_replicas, read_replica_state
 
 from tests.actors.replication_support import NAMES, Cluster
 from tests.actors.support import Answers, commit, run, until
@@ -109,5 +109,20 @@ def test_a_fresh_replica_refuses_to_lead_from_a_missing_log_when_the_committed_e
             assert await fresh.wait_active(5.0) == "ACTIVE"
         finally:
             await cluster.close()
+
+    run(scenario())
+
+
+def test_each_follower_records_the_replica_set_of_the_epoch_it_follows(tmp_path: Path) -> None:
+    """What a full restart's recovery reads when a leader's disk is gone (epoch-replicas.json)."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        await cluster.start()
+        assert read_epoch_replicas(cluster.directory("b")) == (1, NAMES)
+        assert read_epoch_replicas(cluster.directory("a")) is None, "a leader's state file holds its own"
+        await cluster.elect("b", ("b", "c"), ("c", "a"))
+        assert read_epoch_replicas(cluster.directory("c")) == (2, NAMES)
+        assert read_epoch_replicas(cluster.directory("a")) == (2, NAMES)
+        await cluster.close()
 
     run(scenario())

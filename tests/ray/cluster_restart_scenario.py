@@ -13,7 +13,9 @@ there (OffsetFetch). With `--lose-disk` the node that led the most partitions
 comes back without its disk (its directory deleted between the two lives):
 the partitions it led, whose newest state file went with it, elect from the
 other replicas (`actors/controller/forgotten_logs.py`), none is held, and its
-replicas are rebuilt empty and catch up. Exits non-zero if a check fails.
+replicas are rebuilt empty and catch up. The topic registry's topics, ids and
+end offsets (offsets partition 0's log) come back too, wherever Ray starts it.
+Exits non-zero if a check fails.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any
 
 import actors
 from actors.controller.ray_store import GcsKvStore
@@ -45,11 +48,17 @@ WORKERS = 3
 NAMES = {HEAD_NAME, *(worker_name(i) for i in range(1, WORKERS + 1))}
 
 
-def first_life(data_dir: str) -> tuple[list[GroupLoad], dict[int, dict[str, object]]]:
+TOPIC = "orders"
+
+
+def first_life(data_dir: str) -> tuple[list[GroupLoad], dict[int, dict[str, object]], Any]:
     """Serve and commit on the first cluster; it is shut down under the service on return."""
     with simulated_cluster(WORKERS, NAMESPACE, "unused-", data_dir=data_dir, named=True) as (cluster, path):
         client = actors.start(settings=settings_for(path), namespace=NAMESPACE, address=cluster.address)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
+        client.create_topic(TOPIC, 3)
+        client.set_end_offsets({(TOPIC, p): 100 + p for p in range(3)})
+        topics = (client.describe_topics(), client.topic_ids(), client.end_offsets())
         before = rows(client)
         assert all(set(row["replicas"]) <= NAMES for row in before.values()), before  # replicas by name
         loads, stop, thread = start_load([g for p in range(PARTITIONS) for g in groups_on(client, p)])
@@ -57,7 +66,7 @@ def first_life(data_dir: str) -> tuple[list[GroupLoad], dict[int, dict[str, obje
         stop.set()
         thread.join(timeout=30)
         assert all(load.acked > 0 for load in loads), [(load.group, load.acked) for load in loads]
-        return loads, before
+        return loads, before, topics
 
 
 def lose_disk(data_dir: str, before: dict[int, dict[str, object]]) -> str:
@@ -70,7 +79,7 @@ def lose_disk(data_dir: str, before: dict[int, dict[str, object]]) -> str:
 
 
 def second_life(
-    data_dir: str, loads: list[GroupLoad], before: dict[int, dict[str, object]], lost: str | None
+    data_dir: str, loads: list[GroupLoad], before: dict[int, dict[str, object]], lost: str | None, topics: Any
 ) -> None:
     with simulated_cluster(WORKERS, NAMESPACE, "unused-", data_dir=data_dir, named=True) as (cluster, path):
         assert GcsKvStore(NAMESPACE, path).load() is None, "the new cluster's GCS is not new"
@@ -83,6 +92,7 @@ def second_life(
             assert same(row["replicas"]) == same(before[p]["replicas"]), (p, before[p], row)
             assert row["epoch"] > before[p]["epoch"] and not row.get("held"), (p, before[p], row)
         total = check_nothing_lost(loads)
+        assert (client.describe_topics(), client.topic_ids(), client.end_offsets()) == topics
         actors.stop(NAMESPACE)
     print(f"Ray cluster restarted (GCS lost): {PARTITIONS} partitions recovered from the replicas' "
           f"disks under their node names; {total} commits acknowledged, none lost", flush=True)
@@ -94,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data_dir = tempfile.mkdtemp(prefix="raygroups-cluster-restart-")
     try:
-        loads, before = first_life(data_dir)
+        loads, before, topics = first_life(data_dir)
         lost = lose_disk(data_dir, before) if args.lose_disk else None
-        second_life(data_dir, loads, before, lost)
+        second_life(data_dir, loads, before, lost, topics)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     return 0
