@@ -444,10 +444,7 @@ class OffsetPartition(
         """After a failure: stop the tasks, close the log on the I/O thread, reload."""
         self._failures_seen = self.runtime.failures
         self.metrics.failed()
-        current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        self._cancel_tasks_but_recovery()
         log, self.log = self.log, None
         if log is not None:
             if log.failed:

@@ -58,16 +58,18 @@ class PartitionInspection:
     # The partition's own event loop (None: built outside one, as in tests).
     _loop: asyncio.AbstractEventLoop | None
     _role_view: Callable[[], dict[str, Any]]
+    _ensure_disk_recovery: Callable[[], None]
 
     @ray.method(concurrency_group=PROBE_GROUP)
     async def probe(self) -> dict[str, Any]:
         """The controller's liveness check (module docstring)."""
         loop = self._loop
         if loop is None or loop is asyncio.get_running_loop():
-            return self._probe_view()
+            return await self._probe_here()
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._probe_here(), loop))
 
     async def _probe_here(self) -> dict[str, Any]:
+        self._ensure_disk_recovery()
         return self._probe_view()
 
     def _probe_view(self) -> dict[str, Any]:

@@ -13,7 +13,10 @@ A mixin of `OffsetPartition`. Rules:
   which error, since when and the next retry; the controller never elects
   such a replica, removes it from the ISR and sends it no role until it
   recovered.
-- One task (`disk-recovery`) retries with backoff: a write and an fsync in
+- One task (`disk-recovery`) retries with backoff (at most `RETRY_MAX_MS`,
+  whether or not anyone writes): no role change or reload cancels it, and
+  the controller's probe starts it again should it have ended anyway
+  (`_ensure_disk_recovery`). Each try is a write and an fsync in
   the replica's directory (`log.fsutil.check_disk`), then the log reopened
   and cut at the durable end the failed writer had reached (after a failed
   fsync the page cache may hold bytes the disk never got), and replayed
@@ -132,10 +135,28 @@ class DiskRecovery:
         if log is not None:
             self._durable_after_failure = log.high_watermark
             self._io.submit(close_quietly, log, self.partition)
+        self._cancel_tasks_but_recovery()
+        self._spawn(self._recover_disk(), RECOVERY_TASK)
+
+    def _cancel_tasks_but_recovery(self) -> None:
+        """Cancel every task but the caller's and the disk's recovery: a role change or a
+        reload while the disk is failed must never end the only task that brings it back."""
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current and task.get_name() != RECOVERY_TASK:
                 task.cancel()
+
+    def _ensure_disk_recovery(self) -> None:
+        """Restart the recovery of a failed disk if no task runs it (on every probe of the
+        controller, so a failed replica is retried on its own, whatever ended the task)."""
+        if not (self.replicated and self.disk.failed):
+            return
+        if any(t.get_name() == RECOVERY_TASK and not t.done() for t in self._tasks):
+            return
+        logger.warning(
+            "partition %d: replica %s has a failed disk and no recovery running: recovery restarted",
+            self.partition, self.replica_id,
+        )
         self._spawn(self._recover_disk(), RECOVERY_TASK)
 
     def _storage_refusal(self) -> PushAnswer:

@@ -106,6 +106,7 @@ class ReplicaRoles:
     _link_server: LinkServer | None
     disk: DiskHealth
     _on_disk_failure: Callable[[BaseException, str], None]
+    _cancel_tasks_but_recovery: Callable[[], None]
     _note_follow_while_failed: Callable[[int, str], None]
     _storage_refusal: Callable[[], PushAnswer]
     # The state file last written (read and written on the I/O thread only).
@@ -490,10 +491,7 @@ class ReplicaRoles:
         if leader is not None:
             leader.stopped = True
         self._deliver(self.runtime.step_down(self.clock.now_ms()))
-        current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        self._cancel_tasks_but_recovery()
 
 
 _ROLE_KEYS = ("role", "leader_epoch", "partition_epoch", "isr", "high_watermark", "log_end", "followers")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.partition.recovery import RECOVERY_TASK
 from coordinator import Errors
 from coordinator.messages import OffsetFetchRequest
 
@@ -128,3 +129,41 @@ def test_a_replica_told_to_follow_while_its_disk_is_broken_follows_that_leader_o
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_failed_replica_is_retried_on_its_own_whatever_ended_its_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: a replica failed by a full disk stayed out after the heal, with no commits
+    to wake it. A deposition while failed (a leader's late push answer) or a reload no longer
+    cancels its recovery, and should the recovery end anyway, the controller's next probe
+    starts it again: the follower rejoins the ISR with nothing written after the heal."""
+
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path, replica_lag_time_max_ms=60_000)
+        a = await cluster.start()
+        b = cluster.replicas["b"]
+        disk = node_disk(cluster, "b", monkeypatch)
+        answers = Answers()
+        disk.full()
+        await committed(answers, a, "g", 1)
+        await until(lambda: b.disk.failed, "b's disk failure")
+        b._on_deposed(b.epoch + 1)  # what a late fenced push answer does to a former leader
+        assert recovering(b), "a deposition does not end the disk's recovery"
+        for task in list(b._tasks):
+            if task.get_name() == RECOVERY_TASK:
+                task.cancel()  # ended anyway
+        await until(lambda: not recovering(b), "the recovery to end")
+        disk.heal()
+        await b.probe()  # the controller's probe, every probe_interval_s
+        assert recovering(b) or not b.disk.failed
+        await until(lambda: not b.disk.failed, "b's disk to recover")
+        await cluster.until_isr("a", NAMES)  # no commit since the heal
+        answers.all_once()
+        await cluster.close()
+
+    run(scenario())
+
+
+def recovering(replica: object) -> bool:
+    return any(t.get_name() == RECOVERY_TASK and not t.done() for t in replica._tasks)  # type: ignore[attr-defined]

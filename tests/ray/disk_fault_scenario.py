@@ -18,6 +18,9 @@ Cases:
   `REJOIN_S` of the heal; the groups commit throughout (the longest gap is
   printed: a figure that grows with the machine's load, not a check); no
   acknowledged commit lost.
+- `follower-full-idle`: `follower-full` with the commits stopped before the
+  heal: nothing written wakes the replica, it rejoins the ISR by itself all the
+  same (issue 45: a failed replica is retried on its own).
 - `leader-full`: the leader's disk full for 4 s: another replica leads, the
   commits go on (the longest gap printed), nothing acknowledged is lost, and
   the old leader rejoins the ISR after the heal.
@@ -157,7 +160,10 @@ def hold_until(started: float, seconds: float) -> None:
 # ------------------------------------------------------------------ cases
 
 
-def one_replica_fault(cluster: Cluster, disks: NodeDisks, fault: str, leader: bool, checks: Checks) -> str:
+def one_replica_fault(
+    cluster: Cluster, disks: NodeDisks, fault: str, leader: bool, checks: Checks, idle: bool = False
+) -> str:
+    """`idle`: the commits stop before the heal, so nothing written wakes the replica."""
     client = fresh_service(cluster, disks)
     old_leader, followers = roles(client)
     victim = old_leader if leader else followers[0]
@@ -178,20 +184,26 @@ def one_replica_fault(cluster: Cluster, disks: NodeDisks, fault: str, leader: bo
             checks.wait(f"commits with {victim}'s disk broken", lambda: load.advanced_since(before), 10)
         show_disk_failure(checks, client, disks, victim)
         hold_until(started, HOLD_S)
+        summary = load.finish(checks, started) if idle else ""
     finally:
         disks.heal(victim)
     rejoined = checks.wait(f"{victim} back in the ISR by itself after the heal",
                            lambda: in_sync(client, victim), REJOIN_S)
     checks.wait(f"{victim}'s disk failure cleared", lambda: disk_failure_missing(
         client, disks.data_dir, 0, victim) is not None, 10)
-    time.sleep(1.0)
-    summary = load.finish(checks, started)
+    if not idle:
+        time.sleep(1.0)
+        summary = load.finish(checks, started)
     where = "rejoined" if rejoined is None else f"rejoined {rejoined:.1f} s after the heal"
-    return f"{victim} {where}; {summary}"
+    return f"{victim} {where}{' with no commit after it' if idle else ''}; {summary}"
 
 
 def follower_full(cluster: Cluster, disks: NodeDisks, checks: Checks) -> str:
     return one_replica_fault(cluster, disks, "full", leader=False, checks=checks)
+
+
+def follower_full_idle(cluster: Cluster, disks: NodeDisks, checks: Checks) -> str:
+    return one_replica_fault(cluster, disks, "full", leader=False, checks=checks, idle=True)
 
 
 def leader_full(cluster: Cluster, disks: NodeDisks, checks: Checks) -> str:
@@ -304,6 +316,7 @@ def moved(cluster: Cluster, disks: NodeDisks, checks: Checks) -> str:
 
 CASES: dict[str, Callable[[Cluster, NodeDisks, Checks], str]] = {
     "follower-full": follower_full,
+    "follower-full-idle": follower_full_idle,
     "leader-full": leader_full,
     "follower-read-only": follower_read_only,
     "two-followers": two_followers,
