@@ -210,7 +210,7 @@ def _elect_survivor(
     its time), so while fewer replicas than that are missing, one that holds it is
     live. Which replicas there were: the replica set of the newest epoch any live
     directory followed, as its followers recorded it (`epoch-replicas.json`) or its
-    leader (a state file of that epoch); a member whose directory is on a live node
+    leader (a state file of that epoch); a member whose readable log is on a live node
     is present, even if it lagged behind that epoch (a removed replica is no member:
     a removal starts an epoch), the others are missing. Without such a record (logs
     of an older raygroups), only the live directories that followed the newest epoch
@@ -228,7 +228,8 @@ def _elect_survivor(
     members = _members_of(found, newest_epoch)
     if members is not None:
         expected = len(members)
-        present = {f.node for f in found if f.node in live and f.node in members}
+        # Present: a live member's readable log (one without, or unreadable, holds nothing usable).
+        present = {f.node for f in found if f.node in live and f.node in members and f.tail is not None}
         missing = expected - len(present)
         eligible = present
     else:

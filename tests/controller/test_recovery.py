@@ -323,3 +323,16 @@ def test_an_unclean_election_of_a_held_partition_defaults_to_the_best_log(tmp_pa
     default, the first, is the log ranking highest, not the first in node order."""
     zero = lost_leader_case(tmp_path, n1_followed=1, members=None)
     assert zero.held is not None and zero.replicas[0] == "n2"
+
+
+def test_a_member_without_a_readable_log_counts_as_missing(tmp_path: Path) -> None:
+    """n1's directory is there but holds no log (only its state file of epoch 1): with n3
+    lost, two of epoch 2's replicas may hold what n2 lacks."""
+    n1 = replica_dir(str(tmp_path), "n1", 0)
+    Path(n1).mkdir(parents=True)
+    write_replica_state(n1, state(NODES, "n1", 1, 1))
+    n2 = logged_replica(tmp_path, "n2", 0, [1, 1, 2], followed=2)
+    write_epoch_replicas(n2, 2, NODES)
+    replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and recovered.partitions[0].held is not None
