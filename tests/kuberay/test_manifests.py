@@ -162,3 +162,16 @@ def test_operations_doc_names_files_that_exist() -> None:
             "deploy/kuberay/services.yaml", "deploy/kuberay/start.sh"} <= named
     for path in named:
         assert (ROOT / path).is_file(), path
+
+
+# Kubernetes' label syntax (IsQualifiedName, IsValidLabelValue), which KubeRay 1.5 checks
+# on a group's Ray labels (ray-operator/controllers/ray/utils/validation.go).
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}")
+
+
+def test_node_labels_pass_kuberay_validation() -> None:
+    for group in groups(raycluster()):
+        assert "labels" not in group.get("rayStartParams", {})  # KubeRay 1.5 refuses it there
+        for key, value in group["labels"].items():
+            assert _LABEL_KEY.fullmatch(key) and re.fullmatch(_NAME, value), (key, value)
