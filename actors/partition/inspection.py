@@ -80,7 +80,8 @@ class PartitionInspection:
             "state": runtime.state.name,
             "durable_end": runtime.durable_end,
             "progress": self.progress,
-            "failure": runtime.failure,
+            # A failed disk is a failure the runtime never saw (it stepped down): show its text.
+            "failure": runtime.failure or (self.disk.error if self.disk.failed else None),
             "refused": runtime.refused,
             "disk": self.disk.describe(),
             "kafka": self.kafka.describe(),

@@ -148,6 +148,8 @@ def test_a_failed_replica_is_retried_on_its_own_whatever_ended_its_recovery(
         disk.full()
         await committed(answers, a, "g", 1)
         await until(lambda: b.disk.failed, "b's disk failure")
+        failure = (await b.probe())["failure"]
+        assert failure is not None and os.strerror(errno.ENOSPC) in failure, "the probe says why"
         b._on_deposed(b.epoch + 1)  # what a late fenced push answer does to a former leader
         assert recovering(b), "a deposition does not end the disk's recovery"
         for task in list(b._tasks):
