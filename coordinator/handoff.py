@@ -39,13 +39,14 @@ timers start afresh.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from coordinator.classic import rebalance
 from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchResponse
-from coordinator.records import GroupMetadataKey, Record
+from coordinator.records import GroupMetadataKey, OffsetCommitKey, Record, ServiceStateKey, ServiceStateValue
 from coordinator.routing import Routing
 
 if TYPE_CHECKING:
@@ -125,11 +126,35 @@ def group_records(shard: Shard, group_id: str) -> list[Record]:
 
 
 def admit_groups(shard: Shard, admitted: list[Record]) -> None:
-    """Write another partition's groups as this shard's own and start their timers (step 3)."""
+    """Write another partition's groups as this shard's own and start their timers (step 3).
+
+    Whatever this shard held of an admitted group before (an earlier handoff that was
+    abandoned) is deleted first, so the group is exactly what its source exported."""
+    ids = list(dict.fromkeys(record.key.group_id for record in admitted))
+    for group_id in ids:
+        _forget_durably(shard, group_id)
     for record in admitted:
-        shard.write(record)
-    for group_id in {record.key.group_id for record in admitted}:
+        key = record.key
+        if type(key) is OffsetCommitKey:
+            shard.write_offset(key, record.value)  # type: ignore[arg-type]
+        else:
+            shard.write(record)
+    for group_id in ids:
         _start_timers(shard, group_id)
+
+
+def _forget_durably(shard: Shard, group_id: str) -> None:
+    consumer = shard.consumer_groups.get(group_id)
+    if consumer is not None:
+        for record in records.group_tombstone_records(consumer):
+            shard.write(record)
+    group = shard.groups.get(group_id)
+    if group is not None:
+        for key in list(group.offsets):
+            shard.write_offset(key, None)
+        if group.generation_id > 0:
+            shard.write(Record(GroupMetadataKey(group_id), None))
+        shard.groups.pop(group_id, None)
 
 
 def _start_timers(shard: Shard, group_id: str) -> None:
@@ -158,3 +183,106 @@ def abort_handoff(shard: Shard, routing: Routing | None) -> None:
     shard.owner = routing
     for group_id in frozen:
         _start_timers(shard, group_id)
+
+
+# ------------------------------------------------ the driver's steps, with their answers
+#
+# The partition actor runs these for the controller (`actors/partition/handoff.py`); each
+# answers through the shard's Result, so the runtime releases the answer only once every
+# record written before it (and its own) is durable at the high watermark.
+
+# A partition's own entry (in its own log, whatever the partition): the routing under
+# which it switched its groups to their new partitions. Replayed, it fences the moved
+# groups on every replica and after every reload; it is the handoff's commit point.
+ROUTING_KIND = "routing"
+ROUTING_KEY = ServiceStateKey(ROUTING_KIND, "")
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffAnswer:
+    """`error` NONE, or why the step was refused (nothing changed then). `exported`:
+    the moving groups' records by the partition that takes them over."""
+
+    error: Errors
+    detail: str = ""
+    exported: dict[int, list[Record]] = field(default_factory=dict)
+    groups: int = 0
+
+
+def export_step(shard: Shard, routing: Routing, token: Any) -> None:
+    """Freeze the groups `routing` moves away from here and answer their records.
+
+    `routing` is the repartition with this partition switched. Idempotent: a second
+    export under the same routing answers the same state (the groups are frozen)."""
+    if (refused := _stale(shard, routing)) is not None:
+        shard.reply(token, refused)
+        return
+    begin_handoff(shard, routing)
+    shard.frozen = routing
+    exported: dict[int, list[Record]] = {}
+    moved = moving(shard, routing)
+    for group_id in moved:
+        exported.setdefault(routing.partition_for(group_id), []).extend(group_records(shard, group_id))
+    shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=len(moved)))
+
+
+def admit_step(shard: Shard, admitted: list[Record], token: Any) -> None:
+    admit_groups(shard, admitted)
+    groups = len({record.key.group_id for record in admitted})
+    shard.reply(token, HandoffAnswer(Errors.NONE, groups=groups))
+
+
+def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
+    """The commit point: record that this partition's moved groups are the targets'.
+
+    Only the leader that froze and exported them under `routing` may (a new leader
+    after a failover has served them since: the driver exports again)."""
+    current = shard.switched
+    if current is not None and current.version == routing.version and shard.partition in current.switched:
+        shard.reply(token, HandoffAnswer(Errors.NONE))  # a retried switch: done already
+        return
+    if shard.frozen != routing:
+        shard.reply(token, HandoffAnswer(
+            Errors.REBALANCE_IN_PROGRESS, "the groups were not exported under this routing by this leader",
+        ))
+        return
+    shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))
+    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(release_moved(shard))))
+
+
+def abort_step(shard: Shard, token: Any) -> None:
+    """Serve the frozen groups again (an export the driver abandons)."""
+    if shard.frozen is not None:
+        abort_handoff(shard, shard.switched.merged(shard.pushed) if shard.switched else shard.pushed)
+        shard.frozen = None
+    shard.reply(token, HandoffAnswer(Errors.NONE))
+
+
+def route_step(shard: Shard, routing: Routing) -> None:
+    """The controller's current routing (volatile): which groups this shard owns, merged
+    with the switch its own log records. A frozen export keeps its groups frozen."""
+    shard.pushed = routing
+    owner = routing.merged(shard.switched)
+    if shard.frozen is not None:
+        owner = owner.merged(shard.frozen)
+    shard.owner = owner
+
+
+def replay_switch(shard: Shard, value: ServiceStateValue | None) -> None:
+    """A switch record replayed (a load, a follower, or just written): own by it."""
+    if value is None:
+        return
+    switched = Routing.decode(value.data)
+    shard.switched = switched
+    shard.owner = switched.merged(shard.owner)
+    release_moved(shard)
+
+
+def _stale(shard: Shard, routing: Routing) -> HandoffAnswer | None:
+    if shard.partition not in routing.switched or routing.previous is None:
+        return HandoffAnswer(Errors.INVALID_REQUEST, "the routing does not switch this partition")
+    known = shard.owner.merged(shard.switched) if shard.owner is not None else shard.switched
+    if known is not None and known.version > routing.version:
+        newer = f"a newer repartition ({known.version}) is known here"
+        return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, newer)
+    return None

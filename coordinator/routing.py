@@ -40,9 +40,43 @@ class Routing:
     count: int
     previous: int | None = None
     switched: frozenset[int] = frozenset()
+    # The repartition this routing belongs to (0: none ever ran); the controller numbers them.
+    version: int = 0
 
     def partition_for(self, group_id: str) -> int:
         if self.previous is None:
             return partition_for(group_id, self.count)
         old = partition_for(group_id, self.previous)
         return partition_for(group_id, self.count) if old in self.switched else old
+
+    @property
+    def partitions(self) -> int:
+        """How many partitions serve groups or take them over: the larger count."""
+        return max(self.count, self.previous or 0)
+
+    def with_switched(self, partition: int) -> Routing:
+        return Routing(self.count, self.previous, self.switched | {partition}, self.version)
+
+    def merged(self, other: Routing | None) -> Routing:
+        """What both routings know: the newer repartition, or for the same one every
+        partition either says has switched (a switch is never undone)."""
+        if other is None or other.version < self.version:
+            return self
+        if other.version > self.version:
+            return other
+        if self.previous is None or other.previous is None:  # the repartition is over
+            return self if self.previous is None else other
+        return Routing(self.count, self.previous, self.switched | other.switched, self.version)
+
+    def encode(self) -> bytes:
+        """The form a switch record holds (`coordinator/handoff.py`)."""
+        switched = ",".join(map(str, sorted(self.switched)))
+        return f"{self.version};{self.count};{self.previous or 0};{switched}".encode("ascii")
+
+    @classmethod
+    def decode(cls, data: bytes) -> Routing:
+        version, count, previous, switched = data.decode("ascii").split(";")
+        return cls(
+            int(count), int(previous) or None,
+            frozenset(int(p) for p in switched.split(",") if p), int(version),
+        )

@@ -80,6 +80,7 @@ from uuid import UUID
 from coordinator.checks import InvalidRequestError, validate_request
 from coordinator.committed import CommittedOffsets, offset_writes
 from coordinator.errors import Errors
+from coordinator.handoff import HandoffAnswer
 from coordinator.held import Held, HeldResponses
 from coordinator.messages import (
     AssignmentWatchRequest,
@@ -105,6 +106,10 @@ from coordinator.status import CoordinatorStatus, error_response, precheck
 Token = Hashable
 Released = list[tuple[Token, Any]]
 _MISSING = object()
+# The stand-in request of a driver's step (`PartitionRuntime.drive`) while its answer waits.
+_DRIVEN = object()
+NOT_SERVING = HandoffAnswer(Errors.NOT_COORDINATOR, "the partition is not serving as its leader")
+NOT_WRITABLE = HandoffAnswer(Errors.NOT_ENOUGH_REPLICAS, "the partition is below min.insync.replicas")
 
 # Requests whose handling may write records: refused while the ISR is below
 # min.insync.replicas (Kafka's appendRecordsToLeader check, before writing).
@@ -398,6 +403,18 @@ class PartitionRuntime:
             lambda: shard.update_topics(partition_counts, now_ms, topic_ids), "updating the topics", now_ms
         )
 
+    def drive(self, step: Any, token: Token, now_ms: int, writes: bool) -> Released:
+        """A driver's step on the shard (`Shard.drive`), answered to `token` once every
+        record before its answer is durable, as a request's. A step that `writes` is
+        refused below min ISR like a write request."""
+        shard = self.shard
+        if self.state is not RuntimeState.ACTIVE or shard is None:
+            return [(token, NOT_SERVING)]
+        if writes and not self.writable:
+            return [(token, NOT_WRITABLE)]
+        self._inflight[token] = _DRIVEN
+        return self._run(lambda: shard.drive(step, now_ms, token), "driving a handoff", now_ms)
+
     def _run(self, step: Any, what: str, now_ms: int) -> Released:
         try:
             result = step()
@@ -540,4 +557,6 @@ class PartitionRuntime:
 
 
 def _error_response(request: Request) -> Any:
+    if request is _DRIVEN:
+        return NOT_SERVING
     return error_response(request, Errors.NOT_COORDINATOR)

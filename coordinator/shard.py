@@ -161,6 +161,12 @@ class Shard:
         # The routing under which this shard owns its groups (coordinator/handoff.py);
         # None: every group sent here, as before any repartition.
         self.owner: Routing | None = None
+        # The routing of a repartition: as this partition's log records its switch (the
+        # commit point), as the controller last pushed it, and as an export froze groups
+        # under it (volatile: a new leader has served them since).
+        self.switched: Routing | None = None
+        self.pushed: Routing | None = None
+        self.frozen: Routing | None = None
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         self.timers = TimerQueue()
@@ -227,7 +233,10 @@ class Shard:
         elif type(key) in CONSUMER_GROUP_KEY_TYPES:
             replay_consumer_record(self.consumer_groups, record)
         elif type(key) is ServiceStateKey:
-            service_state.replay(self.service_state, key, record.value)  # type: ignore[arg-type]
+            if key.kind == handoff.ROUTING_KIND:
+                handoff.replay_switch(self, record.value)  # type: ignore[arg-type]
+            else:
+                service_state.replay(self.service_state, key, record.value)  # type: ignore[arg-type]
         else:
             raise TypeError(f"unknown record key {key!r}")
 
@@ -290,6 +299,13 @@ class Shard:
     def abort_handoff(self, routing: Routing | None, now_ms: int) -> Result:
         self._begin(now_ms)
         handoff.abort_handoff(self, routing)
+        return self._end()
+
+    def drive(self, step: Callable[[Shard, Token], None], now_ms: int, token: Token) -> Result:
+        """One of the driver's own steps (a handoff's, `coordinator/handoff.py`), answered
+        to `token` through the Result like a request."""
+        self._begin(now_ms)
+        step(self, token)
         return self._end()
 
     def unload(self, now_ms: int) -> Result:

@@ -1,0 +1,134 @@
+"""The driver's handoff steps through the runtime (coordinator/handoff.py, `PartitionRuntime.drive`):
+answers released at the durable end, the switch record as the commit point, and the fences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import handoff
+from coordinator.errors import Errors
+from coordinator.handoff import HandoffAnswer
+from coordinator.messages import DescribeGroupsRequest
+from coordinator.routing import Routing
+from coordinator.runtime import PartitionRuntime
+from coordinator.shard import Shard
+
+from tests.core.harness import Harness
+from tests.core.test_handoff import groups_on
+
+GROWN = Routing(4, previous=2, switched=frozenset({0}), version=1)
+
+
+class Driven:
+    """A runtime over a harness-built shard, answering driven steps into `answers`."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.runtime = PartitionRuntime(shard.partition)
+        self.runtime.begin_load()
+        self.runtime.on_loaded(shard, 0, 0)
+        self.shard = shard
+        self.log: list[Any] = []
+        self.answers: dict[str, Any] = {}
+
+    def drive(self, name: str, step: Any, writes: bool = False) -> None:
+        self._take(self.runtime.drive(step, name, 0, writes))
+
+    def durable(self) -> None:
+        self.log += self.runtime.take_batch()
+        self._take(self.runtime.on_durable(len(self.log), self.runtime.incarnation))
+
+    def _take(self, released: Any) -> None:
+        for token, answer in released:
+            self.answers[token] = answer
+
+
+def source_with(move: str, stay: str) -> Harness:
+    h = Harness()
+    members, generation = h.form_group(move, 2)
+    h.commit(move, {("t", 0): 5}, generation, members[0])
+    h.form_group(stay, 1)
+    return h
+
+
+def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() -> None:
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    # records the shard wrote but the log has not made durable: the export waits for them
+    source.runtime.written_end = len(h.log)
+    source.runtime._pending.extend(h.log)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    assert "export" not in source.answers, "answered before what it exports is durable"
+    source.durable()
+    exported = source.answers.pop("export")
+    assert exported.error is Errors.NONE and exported.groups == 1 and set(exported.exported) == {2}
+
+    target = Driven(Shard(h.shard.config, partition=2))
+    target.drive("admit", lambda shard, token: handoff.admit_step(shard, exported.exported[2], token), True)
+    assert "admit" not in target.answers
+    target.durable()
+    assert target.answers["admit"] == HandoffAnswer(Errors.NONE, groups=1)
+    assert target.shard.persistent_view()[move] == h.shard.persistent_view()[move]
+
+    source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    source.durable()
+    assert source.answers.pop("switch").error is Errors.NONE
+    assert move not in h.shard.groups and stay in h.shard.groups
+    source.drive("again", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    assert source.answers.pop("again").error is Errors.NONE, "a retried switch is done already"
+
+    # every replica and every reload of the source's log: the moved group is not served there
+    reloaded = Shard(h.shard.config)
+    reloaded.replay_many(h.log + source.log)
+    assert move not in reloaded.groups and stay in reloaded.groups
+    answer = reloaded.handle(DescribeGroupsRequest((move,)), 0).responses[0][1]
+    assert answer.groups[0].error is Errors.NOT_COORDINATOR
+    # a stale routing pushed later does not undo the switch
+    handoff.route_step(reloaded, Routing(4, previous=2, version=1))
+    assert reloaded.owner is not None and reloaded.owner.partition_for(move) == 2
+
+
+def test_a_switch_is_refused_unless_this_leader_froze_the_groups() -> None:
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    promoted = Driven(h.replayed())  # a follower promoted after the export: it never froze
+    promoted.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    answer = promoted.answers["switch"]
+    assert answer.error is Errors.REBALANCE_IN_PROGRESS and not promoted.runtime.has_pending
+    assert move in promoted.shard.groups
+
+
+def test_an_export_of_an_older_repartition_or_another_partition_is_refused() -> None:
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    handoff.route_step(h.shard, Routing(2, version=2))  # a later repartition, done
+    source.drive("old", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    assert source.answers["old"].error is Errors.FENCED_LEADER_EPOCH
+    other = Routing(4, previous=2, switched=frozenset({1}), version=3)
+    source.drive("other", lambda shard, token: handoff.export_step(shard, other, token))
+    assert source.answers["other"].error is Errors.INVALID_REQUEST
+    member = next(iter(h.shard.groups[move].members))
+    assert h.heartbeat(move, member, 1) is Errors.NONE, "nothing was frozen"
+
+
+def test_an_aborted_export_serves_the_group_again_and_a_readmission_replaces_stale_state() -> None:
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    first = source.answers.pop("export").exported[2]
+    member = next(iter(h.shard.groups[move].members))
+    assert h.heartbeat(move, member, 1) is Errors.NOT_COORDINATOR
+    source.drive("abort", lambda shard, token: handoff.abort_step(shard, token))
+    assert h.heartbeat(move, member, 1) is Errors.NONE
+    h.commit(move, {("t", 1): 7}, 1, member)
+
+    target = Driven(Shard(h.shard.config, partition=2))
+    target.drive("a1", lambda shard, token: handoff.admit_step(shard, first, token), True)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    second = source.answers.pop("export").exported[2]
+    h.shard.groups[move].offsets.clear()  # (the source's state is not the target's)
+    target.drive("a2", lambda shard, token: handoff.admit_step(shard, second, token), True)
+    offsets = {key.partition: value.offset for key, value in target.shard.groups[move].offsets.items()}
+    assert offsets == {0: 5, 1: 7}
