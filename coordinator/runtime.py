@@ -412,7 +412,7 @@ class PartitionRuntime:
             return [(token, NOT_SERVING)]
         if writes and not self.writable:
             return [(token, NOT_WRITABLE)]
-        self._inflight[token] = _DRIVEN
+        self._inflight[token] = _DRIVEN  # type: ignore[assignment]
         return self._run(lambda: shard.drive(step, now_ms, token), "driving a handoff", now_ms)
 
     def _run(self, step: Any, what: str, now_ms: int) -> Released:
