@@ -105,7 +105,7 @@ def cmd_capacity(client: Client, args: argparse.Namespace) -> int:
         print(
             f"partitions {over} serve more requests than planned (docs/capacity.md): their groups "
             "cannot be split; lengthen their members' heartbeat intervals, or, if many groups share "
-            "one, start the service with more partitions (raygroups start --partitions N)",
+            "one, grow the partition count (raygroups repartition --partitions N)",
             file=sys.stderr,
         )
     return 0
@@ -221,6 +221,18 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(cause).split())
 
 
+def cmd_repartition(client: Client, args: argparse.Namespace) -> int:
+    """Grow the offsets partition count online; waits until done unless --no-wait."""
+    try:
+        status = client.repartition(args.partitions, wait=not args.no_wait)
+    except Exception as exc:  # a refusal (RepartitionRefused) arrives wrapped in Ray's error
+        print(f"repartition refused: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    rows = [[status["partitions"], status["version"], "running" if status["running"] else "done"]]
+    print_table("repartition", ["PARTITIONS", "VERSION", "STATE"], rows, args.json)
+    return 0
+
+
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser("list", parents=[common], help="list consumer groups")
     p.add_argument("--state", action="append", help="only groups in this state (repeatable)")
@@ -258,6 +270,15 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--yes", action="store_true", help="confirm --unclean without asking")
     p.add_argument("--node", help="with --unclean: the replica (node name) that leads")
+    p = commands.add_parser(
+        "repartition", parents=[common],
+        help="change the offsets partition count while the service runs (a multiple of today's)",
+        description="Grow the offsets partitions to --partitions (a multiple of today's count) "
+        "under load: each old partition hands the groups that move to its new partitions, "
+        "whole, one fenced handoff each (docs/capacity.md).",
+    )
+    p.add_argument("--partitions", type=int, required=True, help="the new count")
+    p.add_argument("--no-wait", action="store_true", help="return once it has started")
 
 
 ADMIN_COMMANDS = {
@@ -269,4 +290,5 @@ ADMIN_COMMANDS = {
     "status": cmd_status,
     "capacity": cmd_capacity,
     "elect-leader": cmd_elect_leader,
+    "repartition": cmd_repartition,
 }

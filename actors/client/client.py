@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
@@ -63,7 +64,7 @@ from coordinator.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coordinator.routing import partition_for
+from coordinator.routing import Routing
 
 DEFAULT_TIMEOUT_S = 30.0
 # The longest one retry waits for the controller to name a new leader; a
@@ -89,6 +90,8 @@ class Client:
         self.backoff = backoff or Backoff()
         self.coalesce = coalesce
         self.num_partitions = 0
+        # Which partition serves each group (it changes while the count does).
+        self.routing = Routing(1)
         self._leaders: list[Any] = []
         self._epochs: list[int] = []
         # Bumped by every new routing table; see the module docstring.
@@ -140,14 +143,14 @@ class Client:
     async def _fetch_routing(self, fetch: Callable[[], Awaitable[Any]]) -> None:
         self._set_routing(await fetch())
 
-    def _set_routing(self, routing: tuple[int, list[Any], list[int]]) -> None:
+    def _set_routing(self, routing: tuple[int, list[Any], list[int], Routing]) -> None:
         replaced = self._leaders
-        self.num_partitions, self._leaders, self._epochs = routing
+        self.num_partitions, self._leaders, self._epochs, self.routing = routing
         retire(replaced, keep=self._leaders)
         self._version += 1
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        return self.routing.partition_for(group_id)
 
     def leader(self, partition: int) -> Any:
         return self._leaders[partition]
@@ -156,8 +159,7 @@ class Client:
 
     def send(self, request: Request, partition: int | None = None, timeout_s: float | None = None) -> Any:
         """Send one request to its group's coordinator; retried as described above."""
-        p = self._partition(request, partition)
-        route = _Route(self, p)
+        route = self._route(request, partition)
 
         def attempt(timeout_s: float) -> Any:
             leader = route.take()
@@ -174,7 +176,7 @@ class Client:
         """One attempt, not waited for (no retry): the response, or the error, in a future.
         For a request that may stay parked, such as an assignment watch. A cached
         routing without a leader (the partition was between two) is refreshed first."""
-        route = _Route(self, self._partition(request, None))
+        route = self._route(request, None)
         try:
             leader = route.take()
         except NoLeaderError:
@@ -197,8 +199,7 @@ class Client:
     async def send_async(
         self, request: Request, partition: int | None = None, timeout_s: float | None = None
     ) -> Any:
-        p = self._partition(request, partition)
-        route = _Route(self, p)
+        route = self._route(request, partition)
 
         async def attempt() -> Any:
             return await self._attempt_async(request, route)
@@ -210,7 +211,7 @@ class Client:
 
     async def send_once_async(self, request: Request) -> Any:
         """`send_later` for coroutines: one attempt, no retry."""
-        return await self._attempt_async(request, _Route(self, self._partition(request, None)))
+        return await self._attempt_async(request, self._route(request, None))
 
     async def _attempt_async(self, request: Request, route: _Route) -> Any:
         leader = route.take()
@@ -222,10 +223,13 @@ class Client:
         what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"
         return Retry(timeout_s or self.timeout_s, self.backoff, what)
 
-    def _partition(self, request: Request, partition: int | None) -> int:
+    def _route(self, request: Request, partition: int | None) -> _Route:
+        """To `partition`, or to the group's partition by the routing of each attempt (a
+        repartition moves groups: NOT_COORDINATOR, then the new routing sends it on)."""
         if partition is not None:
-            return partition
-        return self.partition_for(request.group_id)  # type: ignore[union-attr]
+            return _Route(self, partition)
+        group_id: str = request.group_id  # type: ignore[union-attr]
+        return _Route(self, self.partition_for(group_id), group_id)
 
     # ------------------------------------------------------ group requests
 
@@ -394,6 +398,24 @@ class Client:
         self.refresh()
         return epoch  # type: ignore[no-any-return]
 
+    def repartition(self, count: int, wait: bool = True, timeout_s: float = 600.0) -> dict[str, Any]:
+        """Change the offsets partition count to `count` (a multiple of today's) while the
+        service runs (`actors.controller.repartition`); raises RepartitionRefused with the
+        reason when it cannot start. With `wait`, returns once it is done (TimeoutError
+        after `timeout_s`: it goes on); the routing is refreshed after."""
+        status: dict[str, Any] = ray.get(self.controller.repartition.remote(count))
+        deadline = time.monotonic() + timeout_s
+        while wait and status["running"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the repartition to {count} partitions is still under way: {status}")
+            time.sleep(0.05)
+            status = self.repartition_status()
+        self.refresh()
+        return status
+
+    def repartition_status(self) -> dict[str, Any]:
+        return ray.get(self.controller.repartition_status.remote())  # type: ignore[no-any-return]
+
     # ------------------------------------------------- topic registry (actors.client.topics)
 
     def create_topic(self, name: str, partitions: int) -> None:
@@ -458,15 +480,19 @@ class _Route:
     """The routing one call's last attempt used: its version (to share the
     refresh) and the leader's epoch (to ask for the routing after it)."""
 
-    def __init__(self, client: Client, partition: int) -> None:
+    def __init__(self, client: Client, partition: int, group_id: str | None = None) -> None:
         self.client = client
         self.partition = partition
+        self.group_id = group_id
         self.version = client._version
         self.epoch = -1
 
     def take(self) -> Any:
         """The partition's leader now, noted as this attempt's routing."""
-        client, p = self.client, self.partition
+        client = self.client
+        if self.group_id is not None and self.version != client._version:
+            self.partition = client.partition_for(self.group_id)
+        p = self.partition
         self.version, self.epoch = client._version, client._epochs[p]
         leader = client._leaders[p]
         if leader is None:

@@ -373,8 +373,7 @@ def nudge_leaders(namespace: str) -> None:
     try:
         controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
         routing: Any = ray.get(controller.routing.remote(), timeout=NUDGE_TIMEOUT_S)
-        _, leaders, _ = routing
-        for leader in leaders:
+        for leader in routing[1]:
             if leader is not None:
                 leader.topics_changed.remote()
     except Exception as exc:  # the leaders' own reads catch up

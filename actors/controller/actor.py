@@ -116,6 +116,17 @@ class Controller:
             raise ValueError("the service runs with replication_factor 1: there is no election")
         return self.plane
 
+    async def repartition(self, count: int) -> dict[str, Any]:
+        """Begin changing the offsets partition count to `count` online (a multiple of
+        today's); returns the plan at once, or raises RepartitionRefused saying why not
+        (`actors.controller.repartition`). `repartition_status` follows it."""
+        await self._ready()
+        return await self.plane.repartition_to(count)
+
+    async def repartition_status(self) -> dict[str, Any]:
+        await self._ready()
+        return self.plane.repartition.status()
+
     async def status(self) -> list[dict[str, Any]]:
         await self._ready()
         return await self.plane.status()

@@ -63,16 +63,19 @@ from actors.controller.cluster_view import (
 from actors.controller.health import Observation, Verdict, judge
 from actors.controller.kafka_brokers import Broker, KafkaBrokers
 from actors.controller.publish import Publication
+from actors.controller.repartition import Repartitioner
 from actors.controller.standbys import Standbys
-from actors.controller.state import ControlState
+from actors.controller.state import ControlState, PartitionMeta
 from actors.controller.succession import Succession
 from actors.core.metrics import ControllerMetrics
 from actors.core.settings import ServiceSettings
 from coordinator.replication import disk_failed
+from coordinator.routing import Routing as GroupRouting
 
 logger = logging.getLogger(__name__)
-# What clients route by: (number of partitions, leader handles, leader epochs).
-Routing = tuple[int, list[Any], list[int]]
+# What clients route by: (number of partitions, leader handles, leader epochs, which
+# partition serves each group: `coordinator.routing.Routing`, which changes in a repartition).
+Routing = tuple[int, list[Any], list[int], GroupRouting]
 # How often a client's `routing_after` looks whether the partition has a new
 # leader: a local look, no call; the wait it adds to a failover.
 ROUTING_POLL_S = 0.005
@@ -110,6 +113,8 @@ class ControlPlane(Succession, Publication):
         self._version = self._saved_version = 0
         # The gateways and the leaders' Kafka listeners, for Kafka's Metadata.
         self.kafka = KafkaBrokers()
+        # Changes of the partition count (`actors.controller.repartition`).
+        self.repartition = Repartitioner(self)
 
     @property
     def num_partitions(self) -> int:
@@ -133,6 +138,26 @@ class ControlPlane(Succession, Publication):
             if isinstance(result, BaseException):
                 logger.error("partition %d: not recovered yet (%r); the watch retries", partition, result)
         await self._persist()
+        self.repartition.resume()
+
+    def add_partitions(self, count: int) -> None:
+        """Partitions `num_partitions`..`count`-1, with no leader yet: the checks create them."""
+        for partition in range(self.state.num_partitions, count):
+            self.state.partitions.setdefault(partition, PartitionMeta())
+            self._locks.setdefault(partition, asyncio.Lock())
+        self.state.num_partitions = count
+
+    def unfit_for_repartition(self) -> list[str]:
+        """Why a partition cannot take part in a repartition now (empty: every one can)."""
+        leaderless = [p for p in range(self.num_partitions) if self._routed(p) is None]
+        return [f"partition {p} has no leader serving" for p in leaderless]
+
+    async def repartition_to(self, count: int) -> dict[str, Any]:
+        return await self.repartition.start(count)
+
+    async def _push_routing_if_stale(self, partition: int, probe: dict[str, Any]) -> None:
+        if self._routed(partition) is not None and self.repartition.needs_push(partition, probe):
+            await self.repartition.push_routing([partition])
 
     async def _recover(self, partition: int) -> None:
         meta = self.state.partitions[partition]
@@ -170,6 +195,7 @@ class ControlPlane(Succession, Publication):
 
     async def watch_once(self) -> None:
         """Start a check of every partition that has none under way and no operation."""
+        self.repartition.resume()
         for partition in range(self.num_partitions):
             if not self._locks[partition].locked():
                 self._check_task(partition)
@@ -247,6 +273,7 @@ class ControlPlane(Succession, Publication):
                 await self._publish(partition, epoch, handle, probe)
             elif self.state.record_end(partition, int(probe.get("durable_end") or 0)):
                 await self._persist()
+            await self._push_routing_if_stale(partition, probe)
         elif judgement.verdict is Verdict.ACTIVATE:
             known_end = self.state.partitions[partition].known_end
             try:
@@ -296,6 +323,7 @@ class ControlPlane(Succession, Publication):
             self.num_partitions,
             [self._routed(p) for p in parts],
             [self.state.partitions[p].epoch for p in parts],
+            self.repartition.routing(),
         )
 
     def kafka_listeners(self) -> list[Broker]:
@@ -322,9 +350,9 @@ class ControlPlane(Succession, Publication):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while loop.time() < deadline:
-            if self._routed(partition) is not None and (
-                meta.epoch != epoch or leaderless or (check is not None and check.done())
-            ):
+            # A source handing its groups off: the routing once they are the targets'.
+            settled = check is not None and check.done() and partition not in self.repartition.handing_off
+            if self._routed(partition) is not None and (meta.epoch != epoch or leaderless or settled):
                 break
             await asyncio.sleep(ROUTING_POLL_S)
         return self.routing()
@@ -367,6 +395,7 @@ class ControlPlane(Succession, Publication):
             "orphans_reaped": self.metrics.reaped,
             "loop_errors": dict(self.metrics.loop_errors),
             "num_partitions": self.num_partitions,
+            "repartition": self.repartition.status(),
         }
 
     async def shutdown(self) -> None:

@@ -174,6 +174,18 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
         if meta.leader is None:  # a new partition, or one whose ISR just came back
             await self._elect(partition, probes)
         await self._send_roles(partition, probes)
+        leading = probes.get(meta.leader) if meta.leader is not None else None
+        if isinstance(leading, dict):
+            await self._push_routing_if_stale(partition, leading)
+
+    def unfit_for_repartition(self) -> list[str]:
+        unfit = super().unfit_for_repartition()
+        for partition, meta in sorted(self.state.partitions.items()):
+            if meta.held is not None:
+                unfit.append(f"partition {partition} is HELD ({meta.held})")
+            elif len(meta.isr) < self.settings.min_insync_replicas:
+                unfit.append(f"partition {partition} has {len(meta.isr)} in-sync replicas, below min ISR")
+        return unfit
 
     async def _record_end(self, partition: int, probe: Probe | None) -> None:
         """Remember the serving leader's high watermark: what the partition committed."""

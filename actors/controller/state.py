@@ -22,6 +22,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from actors.controller.repartition import Plan
+
 logger = logging.getLogger(__name__)
 # known_end of a partition never served: an empty new log is fine.
 NEVER_LOADED = -1
@@ -82,9 +84,14 @@ class PartitionMeta:
 
 @dataclass(slots=True)
 class ControlState:
+    # The partitions that exist (during a repartition: the larger count).
     num_partitions: int
     partitions: dict[int, PartitionMeta]
     standbys: list[str] = field(default_factory=list)
+    # The repartition under way (`actors.controller.repartition`), and the version of the
+    # last one begun (0: the count never changed).
+    plan: Plan | None = None
+    routing_version: int = 0
 
     @classmethod
     def fresh(cls, num_partitions: int) -> ControlState:
@@ -121,6 +128,8 @@ class ControlState:
             "log_nodes": {str(p): m.log_node for p, m in parts.items() if m.log_node is not None},
             "intents": {str(p): asdict(m.intent) for p, m in parts.items() if m.intent is not None},
             "standbys": list(self.standbys),
+            "routing_version": self.routing_version,
+            **({"repartition": self.plan.to_json()} if self.plan is not None else {}),
             "replication": {
                 str(p): {
                     "replicas": m.replicas,
@@ -138,7 +147,7 @@ class ControlState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], num_partitions: int) -> ControlState:
-        if data["num_partitions"] != num_partitions:
+        if data["num_partitions"] != num_partitions and data.get("routing_version", 0) == 0:
             logger.warning(
                 "data dir holds %d offsets partitions; ignoring num_partitions=%d",
                 data["num_partitions"],
@@ -167,5 +176,8 @@ class ControlState:
                 meta.moving = None if moving is None else (str(moving[0]), str(moving[1]))
                 meta.held = replication.get("held")
         state.standbys = list(data.get("standbys", []))
+        state.routing_version = int(data.get("routing_version", 0))
+        plan = data.get("repartition")
+        state.plan = None if plan is None else Plan.from_json(plan)
         return state
 

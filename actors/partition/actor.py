@@ -58,6 +58,7 @@ from actors.core.wire import dumps_response
 from actors.partition.batches import BatchAnswers, Mailboxes, check_batch_call
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
+from actors.partition.handoff import HandoffPart
 from actors.partition.inspection import PROBE_CONCURRENCY, PROBE_GROUP, PartitionInspection
 from actors.partition.kafka_plug import KafkaListening, KafkaPlug
 from actors.partition.leader import LeaderReplication, Leadership
@@ -167,6 +168,8 @@ class OffsetPartition(
         self.phases = RejoinPhases(self.partition, requested_at)
         # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
         self.kafka = KafkaPlug(self)
+        # Its steps in a repartition (`actors.partition.handoff`).
+        self.handoff = HandoffPart(lambda: self.runtime, self._deliver_driven, self.clock.now_ms)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -417,6 +420,27 @@ class OffsetPartition(
             self.runtime.rebalances.clear()
         if self.runtime.failures != self._failures_seen and self.runtime.state is RuntimeState.FAILED:
             self._recover()
+
+    # ------------------------------------------------------------ repartitioning
+
+    async def handoff_export(self, routing: bytes) -> dict[str, Any]:
+        return await self.handoff.export(routing)
+
+    async def handoff_admit(self, version: int, payload: bytes) -> dict[str, Any]:
+        return await self.handoff.admit(version, payload)
+
+    async def handoff_switch(self, routing: bytes) -> dict[str, Any]:
+        return await self.handoff.switch(routing)
+
+    async def handoff_abort(self) -> dict[str, Any]:
+        return await self.handoff.abort()
+
+    async def set_routing(self, routing: bytes) -> int:
+        return self.handoff.route(routing)
+
+    def _deliver_driven(self, released: Iterable[tuple[Any, Any]]) -> None:
+        self._deliver(released)
+        self._after_requests()
 
     # ------------------------------------------------------------ background
 

@@ -85,6 +85,10 @@ class PartitionInspection:
             "refused": runtime.refused,
             "disk": self.disk.describe(),
             "kafka": self.kafka.describe(),
+            # The routing this replica's shard owns groups by ("": every group sent here).
+            "routing": "" if runtime.shard is None or runtime.shard.owner is None else (
+                runtime.shard.owner.encode().decode("ascii")
+            ),
             **self._role_view(),
         }
 

@@ -65,7 +65,13 @@ class LocalClient:
         self.num_partitions = host.settings.num_partitions
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        """By the routing the partition owns groups by, once the controller pushed one
+        (a repartition ran), else Kafka's rule over the configured count."""
+        shard = self.host.runtime.shard
+        owner = shard.owner if shard is not None else None
+        if owner is None:
+            return partition_for(group_id, self.num_partitions)
+        return owner.partition_for(group_id)
 
     async def send_async(self, request: Request, partition: int | None = None) -> Any:
         if partition is None:

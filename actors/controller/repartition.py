@@ -1,0 +1,256 @@
+"""Changing the offsets partition count online: the controller's recorded plan and its driver.
+
+Which counts are allowed and how a group moves whole are `coordinator/handoff.py`'s rules;
+this drives them across actors (DESIGN section 10: a step that can crash midway is a
+recorded plan the controller finishes).
+
+The plan (`Plan`, in the controller's metadata): the repartition's version (numbered
+from 1, never reused), the count before and after, and the source partitions whose
+switch the controller has recorded. While it runs, the routing every client gets
+(`Routing(count, previous, switched, version)`) sends a group to its old partition until
+that partition switched, then to its new one: never to two, and only for the length of
+one source's handoff to neither.
+
+Growing N to kN:
+1. The plan and the new partitions' metadata are saved; the planes create, place and
+   publish the new partitions as any other (they own no group until a source switches:
+   no client is routed to them before).
+2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
+   the groups that move and exports them once durable (`handoff_export`); each target's
+   leader admits its share, durably (`handoff_admit`); p's leader writes its switch
+   record, the commit point, durably (`handoff_switch`); the controller records the
+   switch and pushes the routing to every leader (`set_routing`). A step refused or
+   failed (a leader moved, a replica below min ISR, a timeout) abandons the attempt
+   (`handoff_abort`, best effort: a new leader froze nothing) and retries it after a
+   backoff; the switch is refused to any leader but the one that froze and exported the
+   groups, so a group that changed after its export never switches.
+3. With every source switched the plan ends: the routing is `Routing(kN)` again.
+A controller restarted midway resumes the plan: a source that wrote its switch record
+but was not recorded exports nothing more and answers its switch as done.
+
+Shrinking is refused for now (docs/capacity.md): it needs the emptied partitions'
+actors and logs retired, which is the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actors.controller.cluster_view import ClusterError
+from coordinator.handoff import refusal
+from coordinator.routing import Routing
+
+if TYPE_CHECKING:
+    from actors.controller.plane import ControlPlane
+
+logger = logging.getLogger(__name__)
+MAX_CONCURRENT_SOURCES = 8
+# The most partitions a service may have (a bound on bad input; docs/capacity.md).
+MAX_PARTITIONS = 4096
+STEP_TIMEOUT_S = 60.0
+RETRY_INITIAL_S = 0.05
+RETRY_MAX_S = 2.0
+PUBLISH_POLL_S = 0.02
+
+
+class RepartitionRefused(ValueError):
+    """A repartition that cannot start; nothing changed."""
+
+
+@dataclass(slots=True)
+class Plan:
+    version: int
+    previous: int
+    count: int
+    switched: list[int] = field(default_factory=list)
+
+    def routing(self) -> Routing:
+        return Routing(self.count, self.previous, frozenset(self.switched), self.version)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "previous": self.previous, "count": self.count,
+                "switched": self.switched}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        return cls(int(data["version"]), int(data["previous"]), int(data["count"]), list(data["switched"]))
+
+
+class Repartitioner:
+    """The driver of the plan in `plane.state.plan` (one at a time)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self._task: asyncio.Task[None] | None = None
+        # The sources whose groups are frozen or about to be: a client told NOT_COORDINATOR
+        # there is answered the routing once they switched (`ControlPlane.routing_after`).
+        self.handing_off: set[int] = set()
+        self.attempts = 0
+
+    # ------------------------------------------------------------ routing
+
+    def routing(self) -> Routing:
+        state = self.plane.state
+        if state.plan is not None:
+            return state.plan.routing()
+        return Routing(state.num_partitions, version=state.routing_version)
+
+    # ------------------------------------------------------------ starting
+
+    async def start(self, count: int) -> dict[str, Any]:
+        """Begin growing to `count` partitions; returns at once with the plan (`status`)."""
+        self._check(count)
+        state = self.plane.state
+        plan = Plan(state.routing_version + 1, state.num_partitions, count)
+        state.plan, state.routing_version = plan, plan.version
+        self.plane.add_partitions(count)
+        await self.plane._persist()
+        logger.info("repartition %d: %d -> %d offsets partitions", plan.version, plan.previous, plan.count)
+        self.resume()
+        return self.status()
+
+    def _check(self, count: object) -> None:
+        if type(count) is not int:
+            raise RepartitionRefused(f"the partition count must be an int, got {type(count).__name__}")
+        state = self.plane.state
+        current = state.num_partitions
+        if state.plan is not None:
+            plan = state.plan
+            running = f"repartition {plan.version} ({plan.previous} -> {plan.count})"
+            raise RepartitionRefused(f"{running} is under way; it finishes by itself")
+        if (why := refusal(current, count)) is not None:
+            raise RepartitionRefused(why)
+        if count > MAX_PARTITIONS:
+            raise RepartitionRefused(f"at most {MAX_PARTITIONS} offsets partitions, asked for {count}")
+        if count < current:
+            raise RepartitionRefused(
+                f"shrinking ({current} -> {count}) is not supported yet: grow only (docs/capacity.md)"
+            )
+        if unfit := self.plane.unfit_for_repartition():
+            raise RepartitionRefused("not while a partition cannot take writes: " + "; ".join(unfit))
+
+    # ------------------------------------------------------------ driving
+
+    def resume(self) -> None:
+        """Drive the recorded plan, if any, unless already driving it."""
+        if self.plane.state.plan is None or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(self._drive())
+        self._task.add_done_callback(self._driven)
+
+    def _driven(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:  # never silent: logged, and the watch loop resumes it
+            logger.error("repartition driver failed; resumed at the next check", exc_info=task.exception())
+            self.plane.metrics.loop_error("repartition")
+
+    async def _drive(self) -> None:
+        plan = self.plane.state.plan
+        assert plan is not None
+        await self._until_published(range(plan.count))
+        sources = [p for p in range(plan.previous) if p not in plan.switched]
+        gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
+
+        async def one(source: int) -> None:
+            async with gate:
+                await self._hand_off(plan, source)
+
+        await asyncio.gather(*(one(p) for p in sources))
+        self.plane.state.num_partitions = plan.count
+        self.plane.state.plan = None
+        await self.plane._persist()
+        logger.info("repartition %d done: %d offsets partitions", plan.version, plan.count)
+        await self.push_routing()
+
+    async def _until_published(self, partitions: range) -> None:
+        while missing := [p for p in partitions if self.plane._routed(p) is None]:
+            logger.debug("repartition: waiting for partitions %s to be served", missing[:8])
+            await asyncio.sleep(PUBLISH_POLL_S)
+
+    async def _hand_off(self, plan: Plan, source: int) -> None:
+        """Move `source`'s leaving groups to their new partitions; retried until done."""
+        delay = RETRY_INITIAL_S
+        self.handing_off.add(source)
+        try:
+            while (why := await self._try(plan, source)) is not None:
+                logger.warning("repartition %d: partition %d handoff retried: %s", plan.version, source, why)
+                await self._call(source, "handoff_abort", quiet=True)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(2 * delay, RETRY_MAX_S)
+        finally:
+            self.handing_off.discard(source)
+
+    async def _try(self, plan: Plan, source: int) -> str | None:
+        self.attempts += 1
+        try:
+            return await self._attempt(plan, source)
+        except ClusterError as exc:
+            return f"{exc!r}"
+
+
+    async def _attempt(self, plan: Plan, source: int) -> str | None:
+        """One try; None when the source switched (and it is recorded), else why not."""
+        routing = plan.routing().with_switched(source).encode()
+        exported = await self._call(source, "handoff_export", routing)
+        if exported["error"] != "NONE":
+            return f"export: {exported['error']} {exported['detail']}"
+        for target, payload in exported["exported"].items():
+            admitted = await self._call(int(target), "handoff_admit", plan.version, payload)
+            if admitted["error"] != "NONE":
+                return f"admit at {target}: {admitted['error']} {admitted['detail']}"
+        switched = await self._call(source, "handoff_switch", routing)
+        if switched["error"] != "NONE":
+            return f"switch: {switched['error']} {switched['detail']}"
+        if source not in plan.switched:
+            plan.switched.append(source)
+            await self.plane._persist()
+        logger.info(
+            "repartition %d: partition %d handed off %d groups", plan.version, source, exported["groups"]
+        )
+        await self.push_routing()
+        return None
+
+    async def _call(self, partition: int, method: str, *args: Any, quiet: bool = False) -> Any:
+        handle = self.plane._routed(partition)
+        if handle is None:
+            if quiet:
+                return None
+            raise ClusterError(f"partition {partition} has no leader now")
+        try:
+            return await self.plane.cluster.call(handle, method, *args, timeout_s=STEP_TIMEOUT_S)
+        except (ClusterError, ValueError):
+            if quiet:
+                return None
+            raise
+
+    # ------------------------------------------------------------ routing pushes
+
+    async def push_routing(self, partitions: list[int] | None = None) -> None:
+        """Tell leaders the current routing (they own groups by it); best effort: a leader
+        that missed it is told again when its probe shows another routing."""
+        encoded = self.routing().encode()
+        targets = range(self.plane.state.num_partitions) if partitions is None else partitions
+
+        await asyncio.gather(*(self._call(p, "set_routing", encoded, quiet=True) for p in targets))
+
+    def needs_push(self, partition: int, probe: dict[str, Any]) -> bool:
+        """A leader whose probe shows it owns by another routing than the current one."""
+        routing = self.routing()
+        if routing.version == 0:
+            return False  # never repartitioned: every shard owns what it is sent
+        return probe.get("routing") != routing.encode().decode("ascii")
+
+    def status(self) -> dict[str, Any]:
+        plan = self.plane.state.plan
+        routing = self.routing()
+        row: dict[str, Any] = {
+            "partitions": routing.count, "version": routing.version, "running": plan is not None,
+        }
+        if plan is not None:
+            row.update(previous=plan.previous, switched=len(plan.switched), sources=plan.previous)
+        return row

@@ -1,0 +1,118 @@
+"""A partition's part in a repartition: the controller's handoff steps, run on its shard.
+
+The steps and their rules are `coordinator/handoff.py`'s; this part validates the
+controller's arguments (any Ray process can call an actor), runs each step through the
+runtime (`PartitionRuntime.drive`: the answer is released once everything it depends on
+is durable at the high watermark, and a step that writes is refused below min ISR) and
+carries the moved groups' records between partitions in the log's own encoding, so a
+group arrives exactly as its source's log holds it.
+
+- `export(routing)`: freeze the groups `routing` moves off this partition; their records
+  by target partition, once durable here.
+- `admit(version, payload)`: write another partition's exported groups as this one's own.
+- `switch(routing)`: the commit point, the routing record in this partition's log.
+- `abort()`: serve frozen groups again.
+- `route(routing)`: the controller's current routing (which groups this leader owns).
+A routing travels as `Routing.encode()`'s bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from coordinator import handoff
+from coordinator.errors import Errors
+from coordinator.handoff import HandoffAnswer
+from coordinator.routing import Routing
+from coordinator.runtime import PartitionRuntime
+from coordinator.shard import Shard
+from log.codec import decode_records, encode_payload
+
+# The most records one admit may carry (a partition's groups travel in several admits).
+MAX_ADMIT_BYTES = 256 << 20
+
+
+class HandoffPart:
+    """The handoff steps of one partition actor. `host` gives the runtime and delivers
+    what it releases (`OffsetPartition._deliver`, which also starts the flush)."""
+
+    def __init__(
+        self,
+        runtime: Callable[[], PartitionRuntime],
+        deliver: Callable[[Any], None],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._runtime = runtime
+        self._deliver = deliver
+        self._now_ms = now_ms
+
+    async def export(self, routing: bytes) -> dict[str, Any]:
+        grown = parse_routing(routing)
+        answer = await self._drive(lambda shard, token: handoff.export_step(shard, grown, token), False)
+        return {
+            **_plain(answer),
+            "exported": {target: encode_payload(records) for target, records in answer.exported.items()},
+        }
+
+    async def admit(self, version: int, payload: bytes) -> dict[str, Any]:
+        if type(version) is not int or type(payload) is not bytes or len(payload) > MAX_ADMIT_BYTES:
+            raise ValueError("admit takes the repartition's version (an int) and the exported records' bytes")
+        try:
+            records = decode_records(payload)
+        except Exception as exc:
+            raise ValueError(f"the exported records do not decode: {exc!r}") from None
+        if not records:
+            return _plain(HandoffAnswer(Errors.NONE))
+        return _plain(await self._drive(lambda shard, token: handoff.admit_step(shard, records, token), True))
+
+    async def switch(self, routing: bytes) -> dict[str, Any]:
+        grown = parse_routing(routing)
+        return _plain(await self._drive(lambda shard, token: handoff.switch_step(shard, grown, token), True))
+
+    async def abort(self) -> dict[str, Any]:
+        return _plain(await self._drive(handoff.abort_step, False))
+
+    def route(self, routing: bytes) -> int:
+        """Own by `routing` from now (a leader; nothing is written). The version known after."""
+        pushed = parse_routing(routing)
+        shard = self._runtime().shard
+        if shard is None:
+            return -1
+        handoff.route_step(shard, pushed)
+        return shard.owner.version if shard.owner is not None else 0
+
+    async def _drive(self, step: Callable[[Shard, Any], None], writes: bool) -> HandoffAnswer:
+        future: asyncio.Future[HandoffAnswer] = asyncio.get_running_loop().create_future()
+        token = _Step(future)
+        self._deliver(self._runtime().drive(step, token, self._now_ms(), writes))
+        return await future
+
+
+class _Step:
+    """The runtime's token for one step (`OffsetPartition._deliver` delivers to it)."""
+
+    __slots__ = ("deliver", "started", "kind")
+
+    def __init__(self, future: asyncio.Future[HandoffAnswer]) -> None:
+        self.started = time.perf_counter()
+        self.kind = "Handoff"
+        self.deliver = lambda answer: future.done() or future.set_result(answer)
+
+
+def parse_routing(data: object) -> Routing:
+    if type(data) is not bytes or len(data) > 65_536:
+        raise ValueError("a routing travels as Routing.encode()'s bytes")
+    try:
+        routing = Routing.decode(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"not an encoded routing: {data[:80]!r}") from None
+    if routing.count < 1 or (routing.previous is not None and routing.previous < 1) or routing.version < 0:
+        raise ValueError(f"not a valid routing: {routing}")
+    return routing
+
+
+def _plain(answer: HandoffAnswer) -> dict[str, Any]:
+    return {"error": answer.error.name, "detail": answer.detail, "groups": answer.groups}

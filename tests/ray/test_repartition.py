@@ -1,0 +1,126 @@
+"""Growing the offsets partition count online (actors/controller/repartition.py) on real
+actors: groups keep committing through it, every acknowledged commit is where its group
+now lives, members keep their group, and counts that cannot be reached are refused."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+import actors
+from coordinator import CoordinatorConfig
+from coordinator.errors import Errors
+from coordinator.messages import OffsetFetchRequest
+from coordinator.routing import partition_for
+
+NAMESPACE = "raygroups-repartition-test"
+GROUPS = [f"grow-{i}" for i in range(40)]
+
+
+@pytest.fixture
+def small_service(ray_session: None) -> Iterator[actors.Client]:
+    path = tempfile.mkdtemp(prefix="raygroups-repartition-")
+    client = actors.start(
+        path, num_partitions=2, namespace=NAMESPACE,
+        coordinator_config=CoordinatorConfig(
+            group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500
+        ),
+    )
+    try:
+        yield client
+    finally:
+        actors.stop(NAMESPACE)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Committers:
+    """Threads committing increasing offsets to every group; remembers the acknowledged ones."""
+
+    def __init__(self, client: actors.Client) -> None:
+        self.client = client
+        self.acked: dict[str, int] = {}
+        self.errors: list[Any] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(GROUPS[i::4],)) for i in range(4)]
+
+    def __enter__(self) -> Committers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _run(self, groups: list[str]) -> None:
+        offset = 0
+        while not self.stop.is_set():
+            offset += 1
+            for group in groups:
+                response = self.client.commit_offsets(group, {("orders", 0): offset})
+                error = response.errors()[("orders", 0)]
+                if error is Errors.NONE:
+                    self.acked[group] = offset
+                else:
+                    self.errors.append((group, error))
+
+    def wait_for(self, rounds: int) -> None:
+        """Until every group has an acknowledged commit of at least `rounds`."""
+        while min((self.acked.get(g, 0) for g in GROUPS), default=0) < rounds:
+            assert not self.errors, self.errors[:3]
+            threading.Event().wait(0.01)
+
+
+def committed(client: actors.Client, group: str) -> int:
+    return client.fetch_offsets(group, [("orders", 0)]).offsets()[("orders", 0)]
+
+
+def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_service: actors.Client) -> None:
+    """Refused counts first (nothing changes), then 2 -> 8 under load."""
+    client = small_service
+    with actors.GroupMember("grow-members", ["orders"], client=client) as member:
+        client.create_topic("orders", 4)
+        owned = member.wait_for_assignment(timeout=30)
+        member.commit({tp: 11 for tp in owned})
+        with Committers(client) as load:
+            load.wait_for(3)
+            refused = ((3, "neither a multiple nor a divisor"), (1, "shrinking"), (2, "already has 2"))
+            for count, why in refused:
+                with pytest.raises(Exception, match=why):
+                    client.repartition(count)
+            assert client.repartition_status() == {"partitions": 2, "version": 0, "running": False}
+            client.repartition(8, wait=False)
+            with pytest.raises(Exception, match="under way"):
+                client.repartition(16)
+            while (status := client.repartition_status())["running"]:
+                load.wait_for(1)
+            assert status == {"partitions": 8, "version": 1, "running": False}
+            client.refresh()
+            moved_at = dict(load.acked)
+            load.wait_for(max(moved_at.values()) + 3)  # every group commits at its new partition
+        assert not load.errors, load.errors[:3]
+        assert client.num_partitions == 8 and client.routing.previous is None
+        for group in GROUPS:
+            assert committed(client, group) == load.acked[group], group
+        # the member's group moved with its generation: it heartbeats and commits on
+        assert member.wait_for_assignment(timeout=30) == owned
+        member.commit({tp: 12 for tp in owned})
+        fetched = client.fetch_offsets("grow-members", [(tp.topic, tp.partition) for tp in owned])
+        assert set(fetched.offsets().values()) == {12}
+    served = {row["partition"]: row for row in client.status()}
+    assert sorted(served) == list(range(8))
+    listed = {g.group_id for g in client.list_groups()}
+    assert set(GROUPS) <= listed
+    moved = [g for g in GROUPS if partition_for(g, 8) >= 2]
+    assert moved, "some groups moved to the new partitions"
+    # an old partition no longer serves a group it handed off
+    group = moved[0]
+    old = ray.get(client.leader(partition_for(group, 2)).handle.remote(OffsetFetchRequest(group, None)))
+    assert old.error is Errors.NOT_COORDINATOR
