@@ -43,6 +43,7 @@ def run_case(
     cluster of `workers` workers, the service stopped after it."""
     parser = argparse.ArgumentParser()
     parser.add_argument("case", choices=sorted(cases))
+    parser.add_argument("seed", nargs="?", type=int, default=0, help="for the cases that draw kill points")
     args = parser.parse_args()
     with simulated_cluster(workers=workers, namespace=namespace, prefix=prefix) as (cluster, data_dir):
         cases[args.case](cluster, data_dir)
