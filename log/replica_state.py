@@ -3,7 +3,8 @@ and `epoch-replicas.json`: the replica set of the newest epoch a replica was tol
 
 A leader of a replicated offsets partition records here the controller's
 committed state it leads with (replicas, ISR, itself, leader and partition
-epochs, and the service's partition count and replication factor). A full
+epochs, the service's partition count and replication factor, and the routing
+of a repartition when one ever ran). A full
 restart of the Ray cluster loses the controller's metadata (Ray's GCS);
 these files are what it is rebuilt from (`actors/controller/forgotten_logs.py`).
 
@@ -50,6 +51,10 @@ class ReplicaState:
     partition_epoch: int
     num_partitions: int
     replication_factor: int
+    # The routing the leader owned groups by (`coordinator.routing.Routing.encode()`),
+    # "" when the partition count never changed: a full restart resumes or ends a
+    # repartition from it (`actors/controller/forgotten_logs.py`).
+    routing: str = ""
 
     @property
     def version(self) -> tuple[int, int]:
@@ -67,6 +72,7 @@ def write_replica_state(directory: str, state: ReplicaState, fsync: bool = True)
         "partition_epoch": state.partition_epoch,
         "num_partitions": state.num_partitions,
         "replication_factor": state.replication_factor,
+        **({"routing": state.routing} if state.routing else {}),
     }
     atomic_write_json(os.path.join(directory, STATE_FILE), data, fsync)
 
@@ -105,7 +111,14 @@ def _parse(data: dict[str, Any]) -> ReplicaState:
         partition_epoch=_int(data["partition_epoch"]),
         num_partitions=_int(data["num_partitions"]),
         replication_factor=_int(data["replication_factor"]),
+        routing=_routing(data.get("routing", "")),
     )
+
+
+def _routing(value: object) -> str:
+    if not isinstance(value, str) or len(value) > 65_536 or not value.isascii():
+        raise TypeError(f"an encoded routing expected, got {value!r:.80}")
+    return value
 
 
 def _names(value: object) -> list[str]:

@@ -61,9 +61,11 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.controller.ray_store import GcsKvStore
+from actors.controller.repartition import Plan
 from actors.controller.state import ControlState, PartitionMeta
 from actors.core.node_names import NODE_LABEL
 from actors.core.settings import ServiceSettings
+from coordinator.routing import Routing
 from log.epoch import NO_EPOCH, read_leader_epoch
 from log.errors import LogError
 from log.reader import LogReader
@@ -155,9 +157,15 @@ def recover_state(
     by_partition: dict[int, list[ReplicaFinding]] = defaultdict(list)
     for finding in findings:
         by_partition[finding.partition].append(finding)
-    _check_settings(findings, settings)
-    state = ControlState.fresh(settings.num_partitions)
-    for partition in range(settings.num_partitions):
+    routing = _recovered_routing(findings, settings)
+    count = settings.num_partitions if routing is None else routing.partitions
+    _check_settings(findings, settings, count, routing is not None)
+    state = ControlState.fresh(count)
+    if routing is not None:
+        state.routing_version = routing.version
+        if routing.previous is not None:  # mid-repartition: the controller resumes it
+            state.plan = Plan(routing.version, routing.previous, routing.count, sorted(routing.switched))
+    for partition in range(count):
         found = by_partition.get(partition, [])
         newest, meta = _newest_state(found), state.partitions[partition]
         if isinstance(newest, str):
@@ -306,23 +314,44 @@ def _hold(
     )
 
 
-def _check_settings(findings: list[ReplicaFinding], settings: ServiceSettings) -> None:
+def _check_settings(
+    findings: list[ReplicaFinding], settings: ServiceSettings, count: int, repartitioned: bool
+) -> None:
+    """The replicas are this service's: its replication factor, and its partition count
+    (after a repartition, the count the routing says, whatever the settings say)."""
     wrong = [
         f"{f.path} (num_partitions {f.state.num_partitions}, replication_factor "
         f"{f.state.replication_factor})"
         for f in findings
         if f.state is not None and (
-            f.state.num_partitions != settings.num_partitions
+            (f.state.num_partitions != settings.num_partitions and not repartitioned)
             or f.state.replication_factor != settings.replication_factor
         )
     ]
-    outside = [f.path for f in findings if f.partition >= settings.num_partitions]
+    outside = [f.path for f in findings if f.partition >= count]
     if wrong or outside:
         _refuse(
             f"the replicas on disk were written by a service of another shape than num_partitions "
-            f"{settings.num_partitions}, replication_factor {settings.replication_factor}",
+            f"{count}, replication_factor {settings.replication_factor}",
             wrong + outside, settings, "Start it with the settings it had, or move those directories away.",
         )
+
+
+def _recovered_routing(findings: list[ReplicaFinding], settings: ServiceSettings) -> Routing | None:
+    """What the leaders' state files say of repartitions: the newest routing any recorded
+    (for one repartition, every switch any recorded; a finished one wins), None if none ran.
+    A source that switched but whose file does not say so switches again as a no-op."""
+    known: Routing | None = None
+    for finding in findings:
+        if finding.state is None or not finding.state.routing:
+            continue
+        try:
+            routing = Routing.decode(finding.state.routing.encode("ascii"))
+        except ValueError:
+            _refuse("a partition state file holds no readable routing", [finding.path], settings,
+                    "Move that file away if its partition's other replicas hold state files.")
+        known = routing if known is None else known.merged(routing)
+    return known
 
 
 def _refuse(what: str, items: list[str], settings: ServiceSettings, advice: str) -> None:

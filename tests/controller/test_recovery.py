@@ -336,3 +336,33 @@ def test_a_member_without_a_readable_log_counts_as_missing(tmp_path: Path) -> No
     replica(tmp_path, "n1", 1, state(NODES, "n1", 1, 1), epoch=1)
     recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
     assert recovered is not None and recovered.partitions[0].held is not None
+
+
+def grown(tmp_path: Path, routings: dict[int, str], count: int = 4) -> None:
+    """Partitions 0..count-1 each led by n1 at epoch 1, its state file recording `routings[p]`."""
+    for p in range(count):
+        for node in NODES:
+            lead = ReplicaState(NODES, NODES, "n1", 1, 1, 2, 3, routings.get(p, "")) if node == "n1" else None
+            replica(tmp_path, node, p, lead, epoch=1)
+
+
+def test_a_finished_repartition_is_recovered_with_its_count_whatever_the_settings_say(tmp_path: Path) -> None:
+    grown(tmp_path, {0: "1;4;2;0", 1: "1;4;0;", 2: "1;4;0;"})  # partition 3's file predates the end
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and sorted(recovered.partitions) == [0, 1, 2, 3]
+    assert recovered.plan is None and recovered.routing_version == 1
+
+
+def test_a_repartition_under_way_is_resumed_with_every_switch_any_file_recorded(tmp_path: Path) -> None:
+    grown(tmp_path, {0: "2;4;2;0", 2: "2;4;2;", 3: "1;2;0;"})
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and recovered.num_partitions == 4
+    assert recovered.plan is not None and recovered.plan.to_json() == {
+        "version": 2, "previous": 2, "count": 4, "switched": [0],
+    }
+
+
+def test_an_unreadable_routing_is_refused_naming_its_file(tmp_path: Path) -> None:
+    grown(tmp_path, {0: "not a routing"}, count=2)
+    with pytest.raises(ForgottenLogsError, match="no readable routing.*offsets-0"):
+        recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
