@@ -90,6 +90,9 @@ class Repartitioner:
         # there is answered the routing once they switched (`ControlPlane.routing_after`).
         self.handing_off: set[int] = set()
         self.attempts = 0
+        # How long the last run (in this controller) took: starting the new partitions,
+        # then the handoffs (`status`; bench/repartition.py).
+        self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------ routing
 
@@ -152,7 +155,10 @@ class Repartitioner:
     async def _drive(self) -> None:
         plan = self.plane.state.plan
         assert plan is not None
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         await self._until_published(range(plan.count))
+        published = loop.time()
         sources = [p for p in range(plan.previous) if p not in plan.switched]
         gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
 
@@ -161,6 +167,7 @@ class Repartitioner:
                 await self._hand_off(plan, source)
 
         await asyncio.gather(*(one(p) for p in sources))
+        self.timings = {"partitions_ready_s": published - began, "handoffs_s": loop.time() - published}
         self.plane.state.num_partitions = plan.count
         self.plane.state.plan = None
         await self.plane._persist()
@@ -253,4 +260,6 @@ class Repartitioner:
         }
         if plan is not None:
             row.update(previous=plan.previous, switched=len(plan.switched), sources=plan.previous)
+        elif self.timings:
+            row.update(self.timings)
         return row
