@@ -96,6 +96,8 @@ def start(
     min_insync_replicas: int | None = None,
     shared_data_dir: bool = False,
     kafka_listener: KafkaListenerSettings | None = None,
+    max_partitions: int | None = None,
+    auto_repartition: bool = False,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
@@ -108,6 +110,8 @@ def start(
     single-copy partition may restart on any node (otherwise only on the
     node holding its log). `kafka_listener`: the partition leaders' Kafka
     listeners (`KafkaListenerSettings`; default: on, loopback, ports 19092-19291).
+    `max_partitions`: the most `Client.repartition` may grow the count to;
+    `auto_repartition`: grow it by itself when the load asks (docs/capacity.md).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/controller/forgotten_logs.py`).
@@ -139,6 +143,11 @@ def start(
         settings = replace(settings, coordinator=coordinator_config)
     if kafka_listener is not None:
         settings = replace(settings, kafka_listener=kafka_listener)
+    if max_partitions is not None or auto_repartition:
+        settings = replace(
+            settings, auto_repartition=auto_repartition or settings.auto_repartition,
+            max_partitions=settings.max_partitions if max_partitions is None else max_partitions,
+        )
     if saved is None and settings.replication_factor > live_nodes:
         # Kafka refuses to create the offsets topic below its replication factor.
         raise ValueError(

@@ -74,7 +74,16 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
         help="every node sees the same data directory (NFS, CephFS): a single-copy partition may then "
         "restart on any node, not only on the one holding its log",
     )
-    start.add_argument("--partitions", type=int, help="offsets partitions (fixed at first start)")
+    start.add_argument(
+        "--partitions", type=int,
+        help="offsets partitions at the first start (default: 2 per node, at least 4, at most 50); "
+        "grow them later with raygroups repartition",
+    )
+    start.add_argument("--max-partitions", type=int, help="the most they may grow to (default 1024)")
+    start.add_argument(
+        "--auto-repartition", action="store_true",
+        help="grow the partitions by themselves when their load stays past the planned rate",
+    )
     start.add_argument("--local", action="store_true", help="start a local Ray head node first")
     start.add_argument(
         "--replication-factor", type=int,
@@ -136,7 +145,8 @@ def run_start(
         client = actors.start(
             args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
             address=address or "auto", replication_factor=args.replication_factor,
-            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir, **options,
+            min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
+            max_partitions=args.max_partitions, auto_repartition=args.auto_repartition, **options,
         )
     for started in after_start:
         started(args)

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from actors.core.capacity import load_share, planned_rate
+
 BASE_COLUMNS = [
     "PARTITION", "EPOCH", "STATE", "NODE", "GROUPS", "MEMBERS", "REQ/S", "LOG-END", "LOAD-MS", "REFUSED",
     "FAILURE", "DISK-FAILED", "KAFKA",
@@ -39,9 +41,6 @@ REPLICATED_COLUMNS = [
     "HEALTH", "GROUPS", "MEMBERS", "REQ/S", "LOAD-MS", "REFUSED", "FAILURE", "DISK-FAILED", "KAFKA",
 ]
 CAPACITY_COLUMNS = ["PARTITION", "NODE", "REPLICAS", "GROUPS", "MEMBERS", "REQ/S", "PLANNED", "LOAD"]
-# docs/capacity.md's planning rates of one partition, requests/s: a single copy, and replicated.
-PLANNED_REQUESTS_PER_S = 2_500
-PLANNED_REQUESTS_PER_S_REPLICATED = 1_500
 # A Ray node id has 56 hex characters; 8 tell a cluster's nodes apart.
 NODE_ID_CHARS = 8
 OFFLINE, HELD, UNDER_REPLICATED, HEALTHY = "OFFLINE", "HELD", "UNDER-REPLICATED", "ok"
@@ -166,18 +165,6 @@ def kafka_text(listener: Mapping[str, Any] | None, whole: bool) -> Any:
     if "error" in listener:
         return f"none: {listener['error']}"
     return f"{listener['host']}:{listener['port']}"
-
-
-def planned_rate(row: Mapping[str, Any]) -> int:
-    """The requests/s docs/capacity.md plans this partition at (less when it replicates)."""
-    replicated = len(row.get("replicas") or ()) > 1
-    return PLANNED_REQUESTS_PER_S_REPLICATED if replicated else PLANNED_REQUESTS_PER_S
-
-
-def load_share(row: Mapping[str, Any]) -> float | None:
-    """The leader's request rate as a share of its planned rate (None without a leader's figure)."""
-    rate = row.get("requests_per_s")
-    return None if rate is None else rate / planned_rate(row)
 
 
 def capacity_table(rows: Sequence[Mapping[str, Any]], whole: bool) -> tuple[list[str], list[list[Any]]]:

@@ -53,6 +53,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from actors.controller.autogrow import AUTO_REPARTITION_CHECK_S, AutoGrow
 from actors.controller.cluster_view import (
     PARTITION_ACTOR_PREFIX,
     ActorGone,
@@ -113,8 +114,10 @@ class ControlPlane(Succession, Publication):
         self._version = self._saved_version = 0
         # The gateways and the leaders' Kafka listeners, for Kafka's Metadata.
         self.kafka = KafkaBrokers()
-        # Changes of the partition count (`actors.controller.repartition`).
+        # Changes of the partition count (`actors.controller.repartition`), and the opt-in
+        # policy that asks for them (`actors.controller.autogrow`).
         self.repartition = Repartitioner(self)
+        self.autogrow = AutoGrow(settings.auto_repartition_after_s, settings.max_partitions)
 
     @property
     def num_partitions(self) -> int:
@@ -152,6 +155,15 @@ class ControlPlane(Succession, Publication):
         leaderless = [p for p in range(self.num_partitions) if self._routed(p) is None]
         return [f"partition {p} has no leader serving" for p in leaderless]
 
+    async def autogrow_once(self) -> None:
+        """Grow the partition count if the policy says so (`actors.controller.autogrow`)."""
+        rows = await self.status()
+        running, unfit = self.state.plan is not None, self.unfit_for_repartition()
+        grown = self.autogrow.decide(self.clock(), self.num_partitions, rows, unfit, running)
+        if grown is not None:
+            logger.warning("auto-repartition: partitions past their planned load; growing to %d", grown)
+            await self.repartition.start(grown)
+
     async def repartition_to(self, count: int) -> dict[str, Any]:
         return await self.repartition.start(count)
 
@@ -174,11 +186,14 @@ class ControlPlane(Succession, Publication):
         """Start the watch, standby and reaper loops (kept referenced here)."""
         loop = asyncio.get_running_loop()
         interval = self.settings.probe_interval_s
-        for name, step, interval_s in (
+        loops = [
             ("watch", self.watch_once, interval),
             ("standbys", self.refill_standbys_once, interval),
             ("reaper", self.reap_once, self.settings.reap_interval_s),
-        ):
+        ]
+        if self.settings.auto_repartition:
+            loops.append(("autogrow", self.autogrow_once, AUTO_REPARTITION_CHECK_S))
+        for name, step, interval_s in loops:
             self._loops.append(loop.create_task(self.supervise(name, step, interval_s)))
 
     async def supervise(self, name: str, step: Callable[[], Awaitable[object]], interval_s: float) -> None:

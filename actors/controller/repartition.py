@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 MAX_CONCURRENT_SOURCES = 8
-# The most partitions a service may have (a bound on bad input; docs/capacity.md).
-MAX_PARTITIONS = 4096
 STEP_TIMEOUT_S = 60.0
 RETRY_INITIAL_S = 0.05
 RETRY_MAX_S = 2.0
@@ -127,8 +125,9 @@ class Repartitioner:
             raise RepartitionRefused(f"{running} is under way; it finishes by itself")
         if (why := refusal(current, count)) is not None:
             raise RepartitionRefused(why)
-        if count > MAX_PARTITIONS:
-            raise RepartitionRefused(f"at most {MAX_PARTITIONS} offsets partitions, asked for {count}")
+        limit = self.plane.settings.max_partitions
+        if count > limit:
+            raise RepartitionRefused(f"at most {limit} offsets partitions (max_partitions), not {count}")
         if count < current:
             raise RepartitionRefused(
                 f"shrinking ({current} -> {count}) is not supported yet: grow only (docs/capacity.md)"

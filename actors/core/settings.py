@@ -17,6 +17,8 @@ DEFAULT_NAMESPACE = "raygroups"
 # Kafka's offsets.topic.num.partitions is 50; an embedded service on one
 # machine gets fewer actors by default (documented in docs/operations.md, Settings).
 CLUSTER_PARTITIONS = 50
+# The most offsets partitions a service may grow to (`max_partitions` at most this).
+MAX_PARTITIONS = 4096
 EMBEDDED_PARTITIONS = 8
 CONTROLLER_NAME = "raygroups-controller"
 # The topic registry (actors/client/topics.py); partition leaders read it too.
@@ -152,6 +154,12 @@ class ServiceSettings:
     # the partition offline while that node is gone (Kafka's behaviour for
     # replication factor 1: offline until its broker returns).
     shared_data_dir: bool = False
+    # Growing the partition count by itself (actors/controller/autogrow.py): off unless
+    # asked; grows when the mean load stays past the planned rate this long; never past
+    # max_partitions (also the bound of `raygroups repartition`).
+    auto_repartition: bool = False
+    auto_repartition_after_s: float = 600.0
+    max_partitions: int = 1024
     # The Kafka listener in each partition leader (`KafkaListenerSettings`).
     kafka_listener: KafkaListenerSettings = field(default_factory=KafkaListenerSettings)
 
@@ -164,9 +172,15 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if type(self.max_partitions) is not int or not 1 <= self.max_partitions <= MAX_PARTITIONS:
+            most = self.max_partitions
+            raise ValueError(f"max_partitions must be an int from 1 to {MAX_PARTITIONS}, got {most!r}")
+        after_s = self.auto_repartition_after_s
+        if type(after_s) not in (int, float) or not after_s > 0:
+            raise ValueError(f"auto_repartition_after_s must be a number > 0, got {after_s!r}")
         if type(self.mailbox_ttl_s) not in (int, float) or not self.mailbox_ttl_s > 0:
             raise ValueError(f"mailbox_ttl_s must be a number > 0, got {self.mailbox_ttl_s!r}")
-        for flag in ("replication_link", "shared_data_dir", "confirm_reads"):
+        for flag in ("replication_link", "shared_data_dir", "confirm_reads", "auto_repartition"):
             if type(getattr(self, flag)) is not bool:
                 raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         min_isr = self.min_insync_replicas
@@ -175,6 +189,13 @@ class ServiceSettings:
                 f"min_insync_replicas must be an int between 1 and replication_factor "
                 f"({self.replication_factor}), got {min_isr!r}"
             )
+
+
+def default_partitions(live_nodes: int) -> int:
+    """The offsets partitions a service starts with when not told (docs/capacity.md): two
+    leaders per node, at least 4, at most Kafka's 50; `raygroups repartition` (or
+    `--auto-repartition`) grows them when the load asks."""
+    return min(CLUSTER_PARTITIONS, max(4, 2 * live_nodes))
 
 
 def settings_for_cluster(
@@ -198,9 +219,11 @@ def settings_for_cluster(
         replication_factor = saved_replication_factor or replication_defaults(live_nodes)[0]
     if min_insync_replicas is None:
         min_insync_replicas = default_min_insync_replicas(replication_factor)
+    if num_partitions is None:
+        num_partitions = EMBEDDED_PARTITIONS if embedded else default_partitions(live_nodes)
     return ServiceSettings(
         data_dir=data_dir,
-        num_partitions=num_partitions or (EMBEDDED_PARTITIONS if embedded else CLUSTER_PARTITIONS),
+        num_partitions=num_partitions,
         namespace=namespace,
         replication_factor=replication_factor,
         min_insync_replicas=min_insync_replicas,

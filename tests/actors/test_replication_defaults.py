@@ -37,7 +37,11 @@ def test_the_rule(nodes: int, expected: tuple[int, int]) -> None:
 def test_the_default_follows_the_live_nodes(nodes: int) -> None:
     settings = settings_for_cluster("/data", nodes)
     assert (settings.replication_factor, settings.min_insync_replicas) == replication_defaults(nodes)
-    assert settings.num_partitions == CLUSTER_PARTITIONS and not settings.shared_data_dir
+    assert settings.num_partitions == max(4, 2 * nodes) and not settings.shared_data_dir
+
+
+def test_the_default_count_stops_at_kafkas() -> None:
+    assert settings_for_cluster("/data", 40).num_partitions == CLUSTER_PARTITIONS
 
 
 @pytest.mark.parametrize(
