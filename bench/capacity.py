@@ -10,8 +10,9 @@ the process's resident memory after a full collection:
 Each figure is the growth of RSS over the partition before the step, per
 group or per offset; the state a partition replica holds is the same on
 every replica (followers keep a hot copy). With `--actors`: the resident
-(RSS) and private (USS) memory of an idle partition actor of an embedded
-service against a bare Ray actor's, the baseline.
+(RSS) and private (USS) memory of an idle partition leader of an embedded
+service (its Kafka listener started) and of a standby, against a bare Ray
+actor's, the baseline.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 import ray
 
+from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
+from actors.controller.standbys import STANDBY_EPOCH
 from actors.core.settings import ServiceSettings
 from actors.partition.actor import OffsetPartition
 from actors.partition.batches import answer_in_process
@@ -142,20 +145,52 @@ def memory_of(pid: int) -> tuple[int, int]:
     return int(info.rss), int(info.uss)
 
 
+def ready_leaders(client: Any, deadline_s: float = 60.0) -> list[Any]:
+    """Every partition's leader once it serves, with its Kafka listener started."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        client.refresh()
+        leaders = [client.leader(p) for p in range(PARTITIONS)]
+        if None not in leaders:
+            states = ray.get([leader.wait_active.remote(30.0) for leader in leaders])
+            if set(states) == {"ACTIVE"}:
+                ray.get([leader.kafka_listener.remote() for leader in leaders])
+                return leaders
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"partitions not all led after {deadline_s:.0f} s")
+        time.sleep(0.1)
+
+
+def standby(deadline_s: float = 60.0) -> Any:
+    """A started standby partition actor (the controller keeps `standby_actors` of them)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for name in ray.util.list_named_actors():
+            if name.startswith(PARTITION_ACTOR_PREFIX):
+                handle: Any = ray.get_actor(name)
+                if ray.get(handle.ping.remote()) == STANDBY_EPOCH:
+                    return handle
+        time.sleep(0.1)
+    raise RuntimeError(f"no standby started after {deadline_s:.0f} s")
+
+
 def actor_memory() -> list[tuple[str, ...]]:
-    """An idle partition actor's RSS and USS against a bare Ray actor's."""
+    """An idle partition actor's RSS and USS, leader (its Kafka listener started) and
+    standby, against a bare Ray actor's."""
     with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
-        partitions = [memory_of(ray.get(client.leader(p).info.remote())["pid"]) for p in range(PARTITIONS)]
+        leaders = [memory_of(ray.get(leader.info.remote())["pid"]) for leader in ready_leaders(client)]
+        spare = memory_of(ray.get(standby().info.remote())["pid"])
         bare = BareActor.remote()  # type: ignore[attr-defined]
         bare_rss, bare_uss = memory_of(ray.get(bare.pid.remote()))
-    rss = statistics.median(rss for rss, _ in partitions)
-    uss = statistics.median(uss for _, uss in partitions)
+    rss = statistics.median(rss for rss, _ in leaders)
+    uss = statistics.median(uss for _, uss in leaders)
     mib = 2**20
     return [
-        ("a bare Ray actor (baseline)", f"{bare_rss / mib:,.0f} MiB", f"{bare_uss / mib:,.0f} MiB", "1.00"),
-        (f"an idle partition actor (median of {PARTITIONS})", f"{rss / mib:,.0f} MiB",
-         f"{uss / mib:,.0f} MiB",
-         f"{uss / bare_uss:.2f}"),
+        ("a bare Ray actor (baseline)", f"{bare_rss / mib:,.0f} MiB", f"{bare_uss / mib:,.1f} MiB", "1.00"),
+        (f"an idle partition leader, Kafka listener on (median of {PARTITIONS})", f"{rss / mib:,.0f} MiB",
+         f"{uss / mib:,.1f} MiB", f"{uss / bare_uss:.2f}"),
+        ("a standby partition actor", f"{spare[0] / mib:,.0f} MiB", f"{spare[1] / mib:,.1f} MiB",
+         f"{spare[1] / bare_uss:.2f}"),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Standbys: started partition actors, everything imported, waiting to lead.
+"""Standbys: started partition actors, their code imported, waiting to lead.
 
 `ControlPlane` decides when a move takes a standby (`take`); this module
 keeps `standby_actors` of them started and owns their handles. Rules:

@@ -101,7 +101,8 @@ class OffsetPartition(
 ):
     """One offsets partition, or a standby (`partition` None) waiting to take one over.
 
-    A standby is a started process with everything imported: the controller
+    A standby is a started process with its code imported (all but the Kafka
+    listener, which comes with leadership: `kafka_plug`): the controller
     promotes it with `assume(partition, epoch, known_end)` on failover, which
     saves the seconds a new actor process takes to start.
     """

@@ -9,12 +9,16 @@ line loads its commands. The plugin gets the actor as a `ListenerHost`:
 what a listener may touch, nothing more.
 
 Rules:
-- The plugin is imported when the actor starts (standbys start ahead of a
-  failover); the listener starts once, when the actor first leads (a load
-  reached ACTIVE), on the actor's event loop, and stays for the actor's life: a
-  leader that loses its partition keeps listening and answers
-  NOT_COORDINATOR, as its runtime answers every request then, so clients
-  find the coordinator again.
+- The plugin is imported when the actor first leads (a load reached
+  ACTIVE), on a thread beside the partition's loop, which serves meanwhile:
+  followers and standbys never import it (the gateway and kio are some
+  2 MiB, and kio pulls in hypothesis where that is installed, 8 MiB more;
+  docs/capacity.md), and the import's 0.1-0.3 s is not on the failover
+  path (Ray callers are served at once; Kafka clients ask `kafka_listener`,
+  which waits for the start). The listener then starts on the actor's
+  event loop and stays for the actor's life: a leader that loses its
+  partition keeps listening and answers NOT_COORDINATOR, as its runtime
+  answers every request then, so clients find the coordinator again.
 - It never fails the partition: a plugin that is missing, raises or finds
   no free port is logged once and reported in `describe` (the actor's
   probe and info, `raygroups status`), and the leader keeps serving Ray
@@ -106,13 +110,9 @@ class KafkaPlug:
         self._listener: PartitionListener | None = None
         self._error: str | None = None
         self._task: asyncio.Task[None] | None = None
-        # Imported when the actor starts (a standby, long before a failover promotes it),
-        # not on the partition's loop at its first load.
-        self._factory: Any = None
-        if host.settings.kafka_listener.enabled:
-            self._factory = self._load_plugin()
 
     def _load_plugin(self) -> Any:
+        """The plugin's listener factory, or None (why: `_error`); run on a thread."""
         plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name)
         if not plugins:
             self._error = f"no Kafka listener plugin installed (entry point group {PLUGIN_GROUP})"
@@ -127,12 +127,15 @@ class KafkaPlug:
 
     def start_once(self) -> None:
         """Start the listener in the background, the first time only."""
-        if self._task is None and self._factory is not None:
+        if self._task is None and self._host.settings.kafka_listener.enabled:
             self._task = asyncio.get_running_loop().create_task(self._start(), name="kafka-listener")
 
     async def _start(self) -> None:
+        factory = await asyncio.to_thread(self._load_plugin)
+        if factory is None:
+            return
         try:
-            listener = self._factory(self._host)
+            listener = factory(self._host)
             await listener.start()
         except Exception as exc:
             self._error = f"Kafka listener not started: {exc}"

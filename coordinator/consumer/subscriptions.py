@@ -45,8 +45,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 from uuid import UUID, uuid5
 
-import re2
-
 from coordinator.consumer import records as helpers
 from coordinator.consumer.assignors.spec import TopicMetadata
 from coordinator.consumer.group import ConsumerGroup, ResolvedRegularExpression, SubscriptionCount
@@ -59,9 +57,6 @@ TOPIC_ID_NAMESPACE = UUID("6f1b6a2e-5a53-4f0e-9c39-7261796772f0")
 REGEX_MAX_MEM_BYTES = 1 << 20
 # At most this many patterns of up to REGEX_MAX_MEM_BYTES each stay compiled (64 MiB at worst).
 REGEX_CACHE_SIZE = 64
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False
-_OPTIONS.max_mem = REGEX_MAX_MEM_BYTES
 
 
 class InvalidRegularExpression(Exception):
@@ -88,9 +83,16 @@ def topics_from_counts(
 @lru_cache(maxsize=REGEX_CACHE_SIZE)
 def _fullmatch(regex: str) -> Callable[[str], object] | str:
     """The compiled pattern's fullmatch, or why it does not compile (cached too: a refused
-    pattern can take a good part of a second to refuse, and a client may send it again)."""
+    pattern can take a good part of a second to refuse, and a client may send it again).
+    RE2 is imported here, at the first regex: 1 MiB of every partition actor that no group
+    subscribing by regex needs (docs/capacity.md)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = REGEX_MAX_MEM_BYTES
     try:
-        return re2.compile(regex, options=_OPTIONS).fullmatch  # type: ignore[no-any-return]
+        return re2.compile(regex, options=options).fullmatch  # type: ignore[no-any-return]
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and type(exc.args[0]) is bytes else exc
         return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}."
