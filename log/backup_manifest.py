@@ -203,10 +203,15 @@ def _parse(body: dict[str, Any]) -> Manifest:
     )
 
 
-def _file(data: dict[str, Any]) -> BackupFile:
-    name = data["name"]
+def check_file_name(name: object) -> str:
+    """A backup's file name: a segment's or a snapshot's, never a path."""
     if not isinstance(name, str) or not (_SEGMENT.match(name) or _SNAPSHOT.match(name)):
         raise ValueError(f"file name {name!r} is no segment or snapshot name")
+    return name
+
+
+def _file(data: dict[str, Any]) -> BackupFile:
+    name = check_file_name(data["name"])
     sha = data["sha256"]
     if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise ValueError(f"bad sha256 {sha!r}")
