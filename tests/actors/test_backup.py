@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from actors.backup.take import take_backup
+from actors.cli.main import main as raygroups
 from actors.controller.forgotten_logs import recover_state, scan_replicas
 from actors.core.settings import ServiceSettings
 from coordinator.records import Record
@@ -177,6 +178,26 @@ def test_a_tampered_backup_is_refused_naming_the_file(logs: Any, tmp_path: Path,
         segment.write_text(json.dumps(body))
     with pytest.raises(BackupError, match=str(segment)):
         verify_backup(str(dest))
+
+
+def test_raygroups_restore_refuses_a_tampered_backup_naming_the_file(
+    logs: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Verified before Ray is even reached: nothing is written anywhere."""
+    for p, log in logs.items():
+        fill(log, history(p, 12))
+    dest = tmp_path / "b"
+    manifest = backup_of(logs, dest)
+    segment = dest / "offsets-2" / manifest.partitions[2].files[0].name
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    target = tmp_path / "restored"
+    assert raygroups(["restore", str(dest), "--data-dir", str(target)]) == 1
+    assert raygroups(["backup", "--verify", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert err.count(f"{segment}: its SHA-256 does not match the manifest") == 2, err
+    assert not target.exists()
 
 
 def test_restored_replicas_are_recovered_under_new_node_names(logs: Any, tmp_path: Path) -> None:

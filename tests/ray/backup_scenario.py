@@ -30,6 +30,7 @@ from actors.demo.sim_cluster import fully_replicated, status_rows, wait_for
 from coordinator.records import OffsetCommitKey
 from log import materialize
 from log.backup_manifest import partition_path, read_manifest
+
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.replication_scenario import NAMESPACE, PARTITIONS, groups_on, settings_for, start_load
 
@@ -70,7 +71,9 @@ def backed_up_offsets(backup: str) -> dict[str, int]:
     return offsets
 
 
-def second_life(backup: str, before: dict[str, int], topics: object, groups: list[object], old: set[str]) -> None:
+def second_life(
+    backup: str, before: dict[str, int], topics: object, groups: list[object], old: set[str]
+) -> None:
     expected = backed_up_offsets(backup)
     assert all(expected[g] >= acked for g, acked in before.items()), (before, expected)
     with simulated_cluster(2, NAMESPACE, "raygroups-backup-b-") as (_, path):
@@ -93,6 +96,10 @@ def second_life(backup: str, before: dict[str, int], topics: object, groups: lis
         actors.stop(NAMESPACE)
     print(f"backup under load of {len(before)} committing groups restored on 3 new nodes: every offset "
           f"exactly as backed up, none below what was acknowledged before the backup", flush=True)
+
+
+def mark(what: str, since: float) -> None:
+    print(f"{what}: {time.monotonic() - since:.1f} s", flush=True)
 
 
 def main() -> int:
