@@ -77,7 +77,7 @@ def finish_replica(directory: str, backup: PartitionBackup, state: ReplicaState,
         path = os.path.join(directory, file.name)
         if os.path.getsize(path) != file.bytes or file_sha256(path) != file.sha256:
             raise BackupError(f"{path}: the copy does not match the backup's manifest")
-    write_checkpoint(directory, [tuple(entry) for entry in backup.epochs])
+    write_checkpoint(directory, [(epoch, start) for epoch, start in backup.epochs])
     write_leader_epoch(directory, state.leader_epoch)
     if leader:
         write_replica_state(directory, state)

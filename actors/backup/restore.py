@@ -159,7 +159,7 @@ def _running(namespace: str) -> bool:
 def _call(refs: Any) -> list[Any]:
     """The answers of `refs`; a writer's BackupError comes out as itself, with its message."""
     try:
-        return ray.get(list(refs))  # type: ignore[no-any-return]
+        return ray.get(list(refs))
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else exc
         raise BackupError(str(cause)) from exc
