@@ -68,6 +68,8 @@ class PartitionBackup:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
+    # When the partitions were held (the cut) and when the backup completed, ms since the epoch.
+    cut_ms: int
     created_ms: int
     namespace: str
     num_partitions: int
@@ -196,7 +198,7 @@ def _parse(body: dict[str, Any]) -> Manifest:
         for p in body["partitions"]
     )
     return Manifest(
-        created_ms=_int(body["created_ms"]), namespace=str(body["namespace"]),
+        cut_ms=_int(body["cut_ms"]), created_ms=_int(body["created_ms"]), namespace=str(body["namespace"]),
         num_partitions=_int(body["num_partitions"], 1),
         replication_factor=_int(body["replication_factor"], 1),
         partitions=partitions,

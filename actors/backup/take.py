@@ -69,13 +69,14 @@ def take_backup(
         raise BackupError(f"{dest}: cannot create the backup directory: {exc.strerror or exc}") from exc
     try:
         try:
+            cut_ms = now_ms()
             holds = source.hold(range(num_partitions))
             with ThreadPoolExecutor(COPY_THREADS) as pool:
                 copies = pool.map(lambda p: _copy_partition(dest, source, p, holds[p]), range(num_partitions))
                 partitions = tuple(copies)
         finally:
             source.release()
-        manifest = Manifest(now_ms(), namespace, num_partitions, replication_factor, partitions)
+        manifest = Manifest(cut_ms, now_ms(), namespace, num_partitions, replication_factor, partitions)
         write_manifest(dest, manifest)
         return manifest
     except BaseException as exc:
