@@ -119,10 +119,16 @@ def restore(
     try:
         _call(writer.check_empty.remote() for writer in writers.values())
         layout = placement(list(live), manifest.num_partitions, factor)
-        for part in manifest.partitions:
-            _copy_partition(src, part, [writers[n] for n in layout[part.partition]])
-            state = restored_state(part, layout[part.partition], manifest.num_partitions)
-            _call(writers[n].finish.remote(part, state) for n in layout[part.partition])
+        try:
+            for part in manifest.partitions:
+                _copy_partition(src, part, [writers[n] for n in layout[part.partition]])
+                state = restored_state(part, layout[part.partition], manifest.num_partitions)
+                _call(writers[n].finish.remote(part, state) for n in layout[part.partition])
+        except BackupError as exc:
+            raise BackupError(
+                f"{exc}; the restore stopped before starting a service: remove {data_dir} on every "
+                "node before trying again"
+            ) from exc
     finally:
         for writer in writers.values():
             ray.kill(writer)

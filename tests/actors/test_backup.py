@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from actors.backup.restore import placement
 from actors.backup.take import take_backup
 from actors.cli.main import main as raygroups
 from actors.controller.forgotten_logs import recover_state, scan_replicas
@@ -240,3 +241,10 @@ def test_a_hold_a_dead_backup_left_expires(logs: Any) -> None:
     assert os.listdir(os.path.join(log.directory, HOLDS_DIR)) == ["new"]
     with pytest.raises(ValueError, match="token"):
         hold_dir(log.directory, "../x")
+
+
+def test_a_restore_places_distinct_replicas_and_spreads_the_leaders() -> None:
+    layout = placement(["c", "a", "b"], num_partitions=6, replication_factor=2)
+    assert all(len(set(replicas)) == 2 for replicas in layout.values())
+    assert sorted(replicas[0] for replicas in layout.values()) == ["a", "a", "b", "b", "c", "c"]
+    assert layout[0] == ["a", "b"] and layout[2] == ["c", "a"]
