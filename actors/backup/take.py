@@ -17,8 +17,11 @@ manifest comes last (`log.backup_manifest`). Rules:
   naming the file and the OS's reason; what it wrote is removed, and there
   is never a manifest, so nothing looks complete.
 - A partition whose leader cannot hold it is held on its next replica (a
-  follower's committed end is a cut as good); an actor lost mid-copy fails
-  the backup (the hold died with it): run it again.
+  follower's committed end is a cut as good). A replica lost mid-copy (its
+  hold died with it: a leadership move, a crash) makes the partition be held
+  again on its replicas of the moment, and copied from the start, up to
+  `HOLD_ATTEMPTS` times: its cut is then later, still above everything
+  acknowledged before the backup began.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ from log.backup_manifest import (
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 COPY_THREADS = 4
 CALL_TIMEOUT_S = 120.0
+HOLD_ATTEMPTS = 3
+# {partition: replica handles, the leader first}, as the controller's `log_sources` gives them.
+Sources = Mapping[int, Sequence[Any]]
+
+
+class SourceLost(BackupError):
+    """The replica holding a partition for the backup is gone: hold the partition again."""
 
 
 class PartitionSource(Protocol):
@@ -89,6 +99,20 @@ def take_backup(
 def _copy_partition(
     dest: str, source: PartitionSource, partition: int, hold: Mapping[str, Any]
 ) -> PartitionBackup:
+    for attempt in range(1, HOLD_ATTEMPTS + 1):
+        try:
+            return _copy_held(dest, source, partition, hold)
+        except SourceLost:
+            if attempt == HOLD_ATTEMPTS:
+                raise
+            shutil.rmtree(partition_path(dest, partition), ignore_errors=True)
+            hold = source.hold([partition])[partition]
+    raise AssertionError("unreachable")
+
+
+def _copy_held(
+    dest: str, source: PartitionSource, partition: int, hold: Mapping[str, Any]
+) -> PartitionBackup:
     directory = partition_path(dest, partition)
     try:
         os.mkdir(directory)
@@ -130,14 +154,17 @@ def _remove_partial(dest: str, created: bool) -> None:
 class ActorSource:
     """The partition actors of a running service as a `PartitionSource` (Ray calls by name)."""
 
-    def __init__(self, sources: Mapping[int, Sequence[Any]], token: str | None = None) -> None:
-        self.sources = sources
-        self.token = token or uuid.uuid4().hex
+    def __init__(self, sources: Sources, refresh: Callable[[], Sources] | None = None) -> None:
+        self.sources, self.refresh = sources, refresh
+        self.token = uuid.uuid4().hex
         self.holders: dict[int, Any] = {}
+        self.held_on: list[Any] = []  # every replica holding something, to release them all
 
     def hold(self, partitions: Sequence[int]) -> dict[int, Mapping[str, Any]]:
         import ray
 
+        if self.holders and self.refresh is not None:
+            self.sources = self.refresh()  # holding again: the replicas may have moved
         missing = [p for p in partitions if not self.sources.get(p)]
         if missing:
             raise BackupError(f"partitions {missing} have no replica serving their log: try again once led")
@@ -151,6 +178,7 @@ class ActorSource:
                     ref = asked[p] if index == 0 else handle.hold_backup.remote(self.token)
                     holds[p] = ray.get(ref, timeout=CALL_TIMEOUT_S)
                     self.holders[p] = handle
+                    self.held_on.append(handle)
                     break
                 except Exception as exc:  # any replica failure: the next replica is asked
                     errors.append(repr(exc))
@@ -165,14 +193,13 @@ class ActorSource:
         try:
             ref = handle.read_held_file.remote(self.token, name, offset, length)
             return ray.get(ref, timeout=CALL_TIMEOUT_S)  # type: ignore[no-any-return]
-        except Exception as exc:  # the actor or its hold is gone: this backup cannot finish
-            what = f"partition {partition}: reading {name} from its replica failed ({exc!r})"
-            raise BackupError(f"{what}; run the backup again") from exc
+        except Exception as exc:  # the actor or its hold is gone: the partition is held again
+            raise SourceLost(f"partition {partition}: reading {name} from its replica: {exc!r}") from exc
 
     def release(self) -> None:
         import ray
 
-        refs = [handle.release_backup.remote(self.token) for handle in self.holders.values()]
+        refs = [handle.release_backup.remote(self.token) for handle in self.held_on]
         try:
             ray.get(refs, timeout=CALL_TIMEOUT_S)
         except Exception:  # noqa: S110 - a hold not released here expires (log.backup_hold)

@@ -47,11 +47,14 @@ def run_backup(args: argparse.Namespace) -> int:
         import actors
 
         client = actors.connect(args.address, namespace=args.namespace)
-        sources = ray.get(client.controller.log_sources.remote(), timeout=60)
+        def log_sources() -> dict[int, list[Any]]:
+            return ray.get(client.controller.log_sources.remote(), timeout=60)  # type: ignore[no-any-return]
+
+        sources = log_sources()
         factor = max([len(row.get("replicas") or [None]) for row in client.status()] + [1])
         started = time.monotonic()
         with progress(f"backing up {len(sources)} partitions into {args.path}"):
-            source = ActorSource(sources)
+            source = ActorSource(sources, refresh=log_sources)
             manifest = take_backup(args.path, source, client.num_partitions, args.namespace, factor)
         took = time.monotonic() - started
         _print(manifest, f"backup {args.path}: complete in {took:.1f} s", args.json)

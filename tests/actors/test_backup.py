@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actors.backup.restore import placement
-from actors.backup.take import take_backup
+from actors.backup.take import SourceLost, take_backup
 from actors.cli.main import main as raygroups
 from actors.controller.forgotten_logs import recover_state, scan_replicas
 from actors.core.settings import ServiceSettings
@@ -55,8 +55,10 @@ def history(partition: int, rounds: int, first: int = 0) -> list[list[Record]]:
 class LogSource:
     """The backup's `PartitionSource` over open logs in this process: what the actors do."""
 
-    def __init__(self, logs: Mapping[int, PartitionLog], fail_read_at: int | None = None) -> None:
-        self.logs, self.token, self.fail_read_at = logs, "test-token", fail_read_at
+    def __init__(
+        self, logs: Mapping[int, PartitionLog], fail_read_at: int | None = None, lost: type = BackupError
+    ) -> None:
+        self.logs, self.token, self.fail_read_at, self.lost = logs, "test-token", fail_read_at, lost
         self.held: dict[int, dict[str, int]] = {}
         self.reads = 0
 
@@ -64,6 +66,7 @@ class LogSource:
         holds = {}
         for p in partitions:
             log = self.logs[p]
+            release_hold(log.directory, self.token)  # held again after a lost replica
             hold = hold_log(log, lambda log=log: log.high_watermark, self.token)
             self.held[p] = dict(hold.files)
             holds[p] = {**hold.to_wire(), "source": log.directory}
@@ -71,8 +74,8 @@ class LogSource:
 
     def read(self, partition: int, name: str, offset: int, length: int) -> bytes:
         self.reads += 1
-        if self.fail_read_at is not None and self.reads >= self.fail_read_at:
-            raise BackupError(f"{name}: the replica went away")
+        if self.reads == self.fail_read_at:
+            raise self.lost(f"{name}: the replica went away")
         assert offset + length <= self.held[partition][name]
         with open(os.path.join(hold_dir(self.logs[partition].directory, self.token), name), "rb") as file:
             file.seek(offset)
@@ -139,6 +142,15 @@ def test_the_manifest_is_written_last_and_a_failed_backup_leaves_nothing(logs: A
     with pytest.raises(BackupError, match="no manifest"):
         read_manifest(str(dest))
     assert all(not os.listdir(os.path.join(log.directory, HOLDS_DIR)) for log in logs.values())
+
+
+def test_a_partition_whose_replica_is_lost_mid_copy_is_held_again(logs: Any, tmp_path: Path) -> None:
+    records = {p: fill(log, history(p, 12)) for p, log in logs.items()}
+    dest = tmp_path / "b"
+    manifest = backup_of(logs, dest, fail_read_at=2, lost=SourceLost)
+    assert verify_backup(str(dest)) == manifest
+    for p in logs:
+        assert materialize(partition_path(str(dest), p)) == model(records[p])
 
 
 def test_a_destination_in_use_or_failing_is_refused_with_the_reason(logs: Any, tmp_path: Path) -> None:
