@@ -76,6 +76,7 @@ def hold_log(log: PartitionLog, committed_end: Callable[[], int], token: str) ->
     """Freeze the log below its committed end under `token` (module docstring)."""
     directory = hold_dir(log.directory, token)
     expire_holds(log.directory, keep=token)
+    release_hold(log.directory, token)  # this backup holding the log again replaces its hold
     with log.maintenance_lock:
         cut = min(committed_end(), log.high_watermark)
         files = committed_segments(log.directory, cut)

@@ -66,7 +66,6 @@ class LogSource:
         holds = {}
         for p in partitions:
             log = self.logs[p]
-            release_hold(log.directory, self.token)  # held again after a lost replica
             hold = hold_log(log, lambda log=log: log.high_watermark, self.token)
             self.held[p] = dict(hold.files)
             holds[p] = {**hold.to_wire(), "source": log.directory}
