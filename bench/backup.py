@@ -34,6 +34,7 @@ from typing import Any
 
 import actors
 from actors.backup.restore import restore
+from actors.backup.take import DEFAULT_MB_PER_S
 from actors.demo.sim_cluster import fully_replicated, simulated_cluster, wait_for
 from bench.driver_log import log_file
 from bench.spark import PARTITIONS, write_log
@@ -85,7 +86,7 @@ def loaded(client: actors.Client) -> bool:
     return all(row.get("state") == "ACTIVE" for row in client.status())
 
 
-def run(records: int) -> list[Row]:
+def run(records: int, mb_per_s: float) -> list[Row]:
     with simulated_cluster(2, NAMESPACE, "raygroups-bench-backup-") as (cluster, path):
         address = cluster.address
         source, backup, target = (os.path.join(path, name) for name in ("source", "backup", "restored"))
@@ -104,7 +105,10 @@ def run(records: int) -> list[Row]:
         time.sleep(BEFORE_S)
         backup_start = time.time()
         # The operator's command, in a process of its own as it would be.
-        command = ["-m", "actors.cli.main", "backup", backup, "--address", address, "--namespace", NAMESPACE]
+        command = [
+            "-m", "actors.cli.main", "backup", backup, "--address", address, "--namespace", NAMESPACE,
+            "--max-mb-per-s", str(mb_per_s),
+        ]
         subprocess.run([sys.executable, *command], check=True, stdout=subprocess.DEVNULL)
         backup_end = time.time()
         manifest = read_manifest(backup)
@@ -139,7 +143,7 @@ def run(records: int) -> list[Row]:
         Row(
             "backup of the log", backup_s, "s", None,
             f"{cut:,} offsets, {size / 1e6:,.0f} MB: {cut / backup_s:,.0f} records/s, "
-            f"{size / 1e6 / backup_s:,.0f} MB/s",
+            f"{size / 1e6 / backup_s:,.0f} MB/s; --max-mb-per-s {mb_per_s:g}",
         ),
         Row(
             "restore at replication factor 3", restore_s, "s", restore_s / start_s,
@@ -158,9 +162,10 @@ def _timed(fn: Callable[[], Any]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--max-mb-per-s", type=float, default=DEFAULT_MB_PER_S, help="0: no limit")
     args = parser.parse_args()
     with log_file("bench-backup"):
-        rows = run(args.records)
+        rows = run(args.records, args.max_mb_per_s)
     title = f"backup and restore, {args.records:,} records, simulated 3-node cluster, {os.cpu_count()} cores"
     print_table(f"{title}, {datetime.date.today()}", rows, "ratio")
 

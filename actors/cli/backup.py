@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from actors.backup.restore import restore
-from actors.backup.take import ActorSource, take_backup
+from actors.backup.take import DEFAULT_MB_PER_S, ActorSource, Throttle, take_backup
 from actors.cli.tables import print_table, progress
 from log.backup_manifest import BackupError, Manifest, verify_backup
 
@@ -27,6 +27,10 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     backup.add_argument("path", metavar="DEST", help="a new or empty directory (with --verify: the backup)")
     backup.add_argument("--verify", action="store_true", help="check the backup at DEST, every file")
+    backup.add_argument(
+        "--max-mb-per-s", type=float, default=DEFAULT_MB_PER_S,
+        help=f"pace of the reads from the service (default {DEFAULT_MB_PER_S:g}; 0: no limit)",
+    )
     restore_parser = commands.add_parser(
         "restore", parents=[common], help="start a new service from a backup, on this cluster's nodes",
     )
@@ -55,11 +59,14 @@ def run_backup(args: argparse.Namespace) -> int:
         started = time.monotonic()
         with progress(f"backing up {len(sources)} partitions into {args.path}"):
             source = ActorSource(sources, refresh=log_sources)
-            manifest = take_backup(args.path, source, client.num_partitions, args.namespace, factor)
+            throttle = Throttle(args.max_mb_per_s or None)
+            manifest = take_backup(
+                args.path, source, client.num_partitions, args.namespace, factor, throttle=throttle
+            )
         took = time.monotonic() - started
         _print(manifest, f"backup {args.path}: complete in {took:.1f} s", args.json)
         return 0
-    except BackupError as exc:
+    except (BackupError, ValueError) as exc:
         print(f"raygroups backup: {exc}", file=sys.stderr)
         return 1
 

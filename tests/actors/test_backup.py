@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actors.backup.restore import placement
-from actors.backup.take import SourceLost, take_backup
+from actors.backup.take import SourceLost, Throttle, take_backup
 from actors.cli.main import main as raygroups
 from actors.controller.forgotten_logs import recover_state, scan_replicas
 from actors.core.settings import ServiceSettings
@@ -94,7 +94,8 @@ def logs(tmp_path: Path) -> Any:
 
 
 def backup_of(logs: Mapping[int, PartitionLog], dest: Path, **source: Any) -> Any:
-    return take_backup(str(dest), LogSource(logs, **source), len(logs), "ns", 3, now_ms=lambda: NOW_MS)
+    source_ = LogSource(logs, **source)
+    return take_backup(str(dest), source_, len(logs), "ns", 3, now_ms=lambda: NOW_MS, throttle=Throttle(None))
 
 
 def test_a_backup_holds_every_partition_up_to_its_committed_end(logs: Any, tmp_path: Path) -> None:
@@ -259,3 +260,21 @@ def test_a_restore_places_distinct_replicas_and_spreads_the_leaders() -> None:
     assert all(len(set(replicas)) == 2 for replicas in layout.values())
     assert sorted(replicas[0] for replicas in layout.values()) == ["a", "a", "b", "b", "c", "c"]
     assert layout[0] == ["a", "b"] and layout[2] == ["c", "a"]
+
+
+def test_the_throttle_paces_reads_over_every_thread() -> None:
+    now, slept = [100.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 6))
+
+    throttle = Throttle(2.0, clock=lambda: now[0], sleep=sleep)  # 2 MB/s
+    for _ in range(3):
+        throttle.take(1_000_000)
+    assert slept == [0.5, 1.0]
+    now[0] = 200.0  # idle time earns no burst beyond the next read
+    throttle.take(1_000_000)
+    assert slept == [0.5, 1.0]
+    Throttle(None).take(10**12)
+    with pytest.raises(ValueError, match="> 0 MB/s"):
+        Throttle(-1.0)
