@@ -24,7 +24,8 @@ ACTORS_ALLOWED: dict[str, frozenset[str]] = {
     "service": frozenset({"core", "client", "controller"}),
     "member": frozenset({"core", "client", "service"}),
     "api": frozenset({"core", "client", "member", "service"}),
-    "cli": frozenset({"api", "core", "client", "service"}),
+    "backup": frozenset({"api", "core", "client", "service"}),
+    "cli": frozenset({"api", "core", "client", "service", "backup"}),
     "demo": frozenset({"api", "core", "client", "service", "member", "controller", "partition", "cli"}),
 }
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from actors.cli import backup
 from actors.cli.admin import ADMIN_COMMANDS, add_parsers
 from actors.cli.tables import print_table, progress
 from actors.core.settings import DEFAULT_NAMESPACE
@@ -93,8 +94,10 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
+    backup.add_parsers(commands, common)
     cli = CommandLine(
-        commands, common, start, service_log_sources, service_end_offset_history, runners={"stop": run_stop}
+        commands, common, start, service_log_sources, service_end_offset_history,
+        runners={"stop": run_stop, **backup.RUNNERS},
     )
     for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name):
         plugin.load()(cli)

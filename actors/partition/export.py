@@ -17,6 +17,10 @@ Rules:
   (exact match, so no path and no `..` ever reaches the filesystem), within
   that file's listed size, at most `MAX_READ_BYTES` a call. A bad argument
   raises ValueError to that caller alone; the actor goes on serving.
+- A backup (`actors/backup`) holds the log below its committed end under a
+  token (`hold_backup`, `log.backup_hold`: hard links taken under the log's
+  maintenance lock, so no compaction changes what lies below the cut), reads
+  the held files with `read_held_file` and lets go with `release_backup`.
 - A compaction may replace a segment between two calls (same name, fewer
   batches at the same offsets) or remove it: the reader checks CRCs and
   offset order, relists on a short read or a missing file, and resumes at
@@ -31,8 +35,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from log.backup_hold import committed_segments, hold_dir, hold_log, release_hold
 from log.partition import PartitionLog
-from log.segment import list_dir, seek_offset
 
 # A call's bytes travel in one Ray object: bound what one caller can ask for.
 MAX_READ_BYTES = 8 * 1024 * 1024
@@ -54,6 +58,8 @@ class LogExport:
     follower: Any
     # name -> listed bytes of the latest listing; replaced whole, never changed in place.
     _exported: Mapping[str, int] = MappingProxyType({})
+    # token -> {name: held bytes} of the backups holding this log (`hold_backup`).
+    _held: Mapping[str, Mapping[str, int]] = MappingProxyType({})
 
     if TYPE_CHECKING:
 
@@ -82,6 +88,31 @@ class LogExport:
         path = os.path.join(self._directory(), name)
         return await asyncio.to_thread(_pread, path, offset, length)
 
+    async def hold_backup(self, token: str) -> dict[str, Any]:
+        """Freeze the committed log under `token` for a backup: its cut and files (`LogHold`)."""
+        log = self.log
+        self._export_end()  # refuses when this replica serves no log
+        assert log is not None
+        hold = await asyncio.to_thread(hold_log, log, self._export_end, token)
+        self._held = MappingProxyType({**self._held, token: MappingProxyType(dict(hold.files))})
+        return {**hold.to_wire(), "source": log.directory}
+
+    async def read_held_file(self, token: str, name: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of file `name` of the hold `token`, within its held size."""
+        _check_read(name, offset, length)
+        held = self._held.get(token)
+        if held is None or name not in held:
+            raise ValueError(f"{name!r} is not a file of backup hold {token!r} of partition {self.partition}")
+        length = min(length, held[name] - offset)
+        if length <= 0:
+            return b""
+        path = os.path.join(hold_dir(self._directory(), token), name)
+        return await asyncio.to_thread(_pread, path, offset, length)
+
+    async def release_backup(self, token: str) -> None:
+        self._held = MappingProxyType({t: files for t, files in self._held.items() if t != token})
+        await asyncio.to_thread(release_hold, self._directory(), token)
+
     def _export_end(self) -> int:
         """The offset below which this replica's batches are committed and durable."""
         log = self.log
@@ -98,25 +129,10 @@ def committed_files(directory: str, end: int) -> list[tuple[str, int]]:
     """(name, bytes) of the segments of `directory` holding batches below offset `end`."""
     for _ in range(_LISTING_ATTEMPTS):
         try:
-            return _committed_files(directory, end)
+            return committed_segments(directory, end)
         except FileNotFoundError:
             continue  # a compaction renamed or removed a listed file: list again
     raise LogNotServed(f"{directory}: segments kept changing while listing them")
-
-
-def _committed_files(directory: str, end: int) -> list[tuple[str, int]]:
-    segments = list_dir(directory).segments
-    files: list[tuple[str, int]] = []
-    for segment, following in zip(segments, [*segments[1:], None]):
-        if segment.base_offset >= end:
-            break
-        if following is not None and following.base_offset <= end:
-            size = os.path.getsize(segment.path)
-        else:
-            # Hops headers of batches ending at or below `end`: all durable, so all complete.
-            size, _ = seek_offset(segment.path, end, segment.base_offset)
-        files.append((os.path.basename(segment.path), size))
-    return files
 
 
 def _check_read(name: Any, offset: Any, length: Any) -> None:
