@@ -248,7 +248,7 @@ def filter_from(fields: object) -> AclFilter | str:
         return "an ACL filter has seven fields"
     resource, name, pattern, principal, host, operation, permission = fields
     if not all(v is None or (isinstance(v, str) and len(v) <= MAX_TEXT) for v in (name, principal, host)):
-        return f"the resource name, principal and host must be None or strings of at most {MAX_TEXT} characters"
+        return f"the resource name, principal and host must be None or strings of <= {MAX_TEXT} characters"
     codes = _enum_values((resource, ResourceType), (pattern, PatternType), (operation, Operation),
                          (permission, Permission))
     if isinstance(codes, str):

@@ -69,8 +69,8 @@ from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, ent
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
-from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.acl import AclBinding
+from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.errors import Errors
 from coordinator.service_state import ServiceEntry
 

@@ -35,8 +35,9 @@ def test_created_acls_survive_a_restart_and_deletes_use_kafkas_filters(tmp_path:
     assert first.create_acls(wanted) == [(Errors.NONE, "")] * 4
     store = store.restarted()
     again = registry(tmp_path, store)
-    assert again.describe_acls(AclFilter())[2] == [wanted[2], *wanted[:2]], "created once, replicated, by type"
-    assert again.describe_acls(AclFilter(GROUP, "team.x", PatternType.MATCH))[2] == [acl("team.", pattern=PREFIXED)]
+    assert again.describe_acls(AclFilter())[2] == [wanted[2], *wanted[:2]], "once, replicated, by type"
+    matching = AclFilter(GROUP, "team.x", PatternType.MATCH)
+    assert again.describe_acls(matching)[2] == [acl("team.", pattern=PREFIXED)]
     (error, _, deleted), = again.delete_acls([AclFilter(GROUP)])
     assert error is Errors.NONE and deleted == wanted[:2]
     assert registry(tmp_path, store.restarted()).describe_acls(AclFilter())[2] == [wanted[2]]
