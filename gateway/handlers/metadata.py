@@ -24,7 +24,8 @@
   partition has no leader (or whose leader cannot be reached) gets
   COORDINATOR_NOT_AVAILABLE and no node, as Kafka answers. v0-3 ask for
   one key, v4+ for several (KIP-699). Only group keys are served: there is
-  no transaction coordinator (INVALID_REQUEST).
+  no transaction coordinator (INVALID_REQUEST). With the authorizer on, a
+  group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED.
 - DescribeCluster lists the same brokers as Metadata.
 """
 
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.acl import Operation, ResourceType
 from coordinator.errors import Errors
 from gateway.direct.routing import Coordinator
 from gateway.handlers.entities import respond
@@ -168,6 +170,9 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type != GROUP_KEY_TYPE:
         return _no_coordinator(key, Errors.INVALID_REQUEST, NO_TRANSACTIONS)
+    may = getattr(ctx.client, "may", None)  # the authorizer (gateway.authorize): DESCRIBE on the group
+    if may is not None and not await may(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return _no_coordinator(key, Errors.GROUP_AUTHORIZATION_FAILED, None)
     gateway = ctx.gateway
     if ctx.direct is not None:
         itself = Coordinator(Errors.NONE, gateway.node_id, gateway.host, gateway.port)
