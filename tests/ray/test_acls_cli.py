@@ -35,5 +35,6 @@ def test_add_list_and_remove_with_kafka_acls_options(
     assert code == 1 and refused[0]["RESULT"] == "INVALID_REQUEST" and "principal" in str(refused[0]["WHY"])
     code, removed = run_json(capsys, "--remove", "--force", "--group", "cli-pay", "--topic", "cli-orders")
     assert code == 0 and len(removed) == 3
-    code, _ = run_json(capsys, "--remove", "--force", "--group", "cli-", "--resource-pattern-type", "prefixed")
+    code, _ = run_json(capsys, "--remove", "--force", "--group", "cli-",
+                       "--resource-pattern-type", "prefixed")
     assert code == 0 and not [a for a in service.describe_acls(AclFilter()) if a.name.startswith("cli-")]
