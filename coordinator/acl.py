@@ -75,6 +75,7 @@ WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one CLUSTER resource
 MAX_TEXT = 32_767  # a Kafka STRING's longest
+MEMO_MAX = 100_000  # decisions an Authorizer remembers
 IMPLIES_DESCRIBE = frozenset(
     {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
 )
@@ -168,7 +169,10 @@ class Authorizer:
 
     Indexed so a decision costs a few dict lookups whatever the number of
     bindings: LITERAL bindings by name (with "*"), PREFIXED ones by their
-    prefix, looked up for each prefix of the resource's name."""
+    prefix, looked up for each prefix of the resource's name. Decisions are
+    remembered (the bindings of an Authorizer never change: a new set is a
+    new Authorizer), at most `MEMO_MAX` of them, so a consumer's repeated
+    requests cost one dict lookup per resource."""
 
     def __init__(
         self,
@@ -178,6 +182,7 @@ class Authorizer:
     ) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self._memo: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
         self.literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
         self.prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = {}
         for acl in acls:
@@ -198,6 +203,17 @@ class Authorizer:
         return found
 
     def authorize(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
+    ) -> bool:
+        key = (principal, host, operation, resource_type, name)
+        decided = self._memo.get(key)
+        if decided is None:
+            if len(self._memo) >= MEMO_MAX:
+                self._memo.clear()
+            decided = self._memo[key] = self._decide(principal, host, operation, resource_type, name)
+        return decided
+
+    def _decide(
         self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
     ) -> bool:
         if principal in self.super_users:
