@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding as CkBinding
 from confluent_kafka.admin import AclOperation, AclPermissionType, AdminClient, ResourcePatternType
 from confluent_kafka.admin import ResourceType as CkResourceType
@@ -144,3 +144,28 @@ def test_a_plain_user_may_not_change_acls(gateway: GatewayThread) -> None:
     with pytest.raises(KafkaException) as refused:
         future.result(timeout=30)
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_confluent_consumer_without_read_on_its_group_is_refused(
+    service: Client, gateway: GatewayThread, protocol: str
+) -> None:
+    topic, group = unique("topic"), unique("group")
+    service.create_topic(topic, 1)
+    consumer = Consumer({
+        "bootstrap.servers": gateway.bootstrap, "group.id": group, "group.protocol": protocol,
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+        "sasl.password": USERS["alice"], "enable.auto.commit": False,
+    })
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        error = None
+        while error is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is not None:
+                error = message.error().code()
+        assert error == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert service.describe_groups([group])[0].members == (), "it never joined"
+    finally:
+        consumer.close()
