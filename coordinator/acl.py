@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ResourceType(IntEnum):
@@ -240,47 +241,34 @@ def _valid_principal(principal: str) -> bool:
 def binding_from(fields: object) -> AclBinding | str:
     """An AclBinding from untrusted `fields` (an AclBinding or its seven values in order),
     or why it is no valid one: what CreateAcls answers per binding (INVALID_REQUEST)."""
-    if isinstance(fields, AclBinding):
-        fields = tuple(getattr(fields, f) for f in AclBinding.__slots__)
-    if not isinstance(fields, (tuple, list)) or len(fields) != 7:
-        return "an ACL binding has seven fields"
-    resource, name, pattern, principal, host, operation, permission = fields
-    if not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in (name, principal, host)):
-        return f"the resource name, principal and host must be strings of at most {MAX_TEXT} characters"
-    codes = _enum_values((resource, ResourceType), (pattern, PatternType), (operation, Operation),
-                         (permission, Permission))
-    if isinstance(codes, str):
-        return codes
-    binding = AclBinding(codes[0], name, codes[1], principal, host, codes[2], codes[3])  # type: ignore[arg-type]
-    return binding.problem() or binding
+    return _parsed(AclBinding, fields, nullable=False)  # type: ignore[no-any-return]
 
 
 def filter_from(fields: object) -> AclFilter | str:
     """An AclFilter from untrusted `fields` (an AclFilter or its seven values, names None
     for any), or why it is no valid one (DescribeAcls and DeleteAcls answer INVALID_REQUEST)."""
-    if isinstance(fields, AclFilter):
-        fields = tuple(getattr(fields, f) for f in AclFilter.__slots__)
+    return _parsed(AclFilter, fields, nullable=True)  # type: ignore[no-any-return]
+
+
+def _parsed(cls: type[AclBinding] | type[AclFilter], fields: object, nullable: bool) -> Any:
+    if isinstance(fields, cls):
+        fields = tuple(getattr(fields, f) for f in cls.__slots__)
     if not isinstance(fields, (tuple, list)) or len(fields) != 7:
-        return "an ACL filter has seven fields"
+        return f"an {cls.__name__} has seven fields"
     resource, name, pattern, principal, host, operation, permission = fields
-    if not all(v is None or (isinstance(v, str) and len(v) <= MAX_TEXT) for v in (name, principal, host)):
-        return f"the resource name, principal and host must be None or strings of <= {MAX_TEXT} characters"
-    codes = _enum_values((resource, ResourceType), (pattern, PatternType), (operation, Operation),
-                         (permission, Permission))
-    if isinstance(codes, str):
-        return codes
-    acl_filter = AclFilter(codes[0], name, codes[1], principal, host, codes[2], codes[3])  # type: ignore[arg-type]
-    return acl_filter.problem() or acl_filter
-
-
-def _enum_values(*pairs: tuple[object, type[IntEnum]]) -> list[IntEnum] | str:
-    """Each value as its enum's member (unknown codes: UNKNOWN, as Kafka reads them)."""
-    out: list[IntEnum] = []
-    for value, enum in pairs:
+    if not all((nullable and v is None) or (isinstance(v, str) and len(v) <= MAX_TEXT)
+               for v in (name, principal, host)):
+        either = "None or " if nullable else ""
+        return f"the resource name, principal and host must be {either}strings of <= {MAX_TEXT} characters"
+    codes: list[IntEnum] = []
+    for value, enum in ((resource, ResourceType), (pattern, PatternType), (operation, Operation),
+                        (permission, Permission)):
         if not isinstance(value, int) or isinstance(value, bool):
             return f"{enum.__name__} must be an int code, got {value!r}"
-        out.append(enum(value) if value in enum._value2member_map_ else enum(0))
-    return out
+        # An unknown code reads as UNKNOWN, as Kafka reads it; problem() then refuses it.
+        codes.append(enum(value) if value in enum._value2member_map_ else enum(0))
+    made = cls(codes[0], name, codes[1], principal, host, codes[2], codes[3])  # type: ignore[arg-type]
+    return made.problem() or made
 
 
 def _operation_matches(acl: AclBinding, operation: Operation) -> bool:

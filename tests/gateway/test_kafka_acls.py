@@ -37,6 +37,8 @@ from actors import Client
 from gateway.security import SecurityConfig
 
 from tests.gateway.gateway_support import GatewayThread
+from tests.gateway.java_support import run_program
+from tests.gateway.test_java_client import require_java
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -69,6 +71,7 @@ def commit_as_alice(gateway: GatewayThread, group: str, topic: str) -> None:
     try:
         consumer.assign([TopicPartition(topic, 0)])
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(7, "", -1)})
+        assert consumer.committed(TopicPartition(topic, 0)) == 7, "read back through OffsetFetch"
     finally:
         consumer.close()
 
@@ -169,3 +172,17 @@ def test_a_confluent_consumer_without_read_on_its_group_is_refused(
         assert service.describe_groups([group])[0].members == (), "it never joined"
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_java_client_is_refused_then_allowed_by_acls_its_admin_manages(
+    service: Client, gateway: GatewayThread, protocol: str
+) -> None:
+    require_java()
+    topic, group, other = unique("topic"), unique(f"java-{protocol}"), unique("other")
+    service.create_topic(topic, 1)
+    service.commit_offsets(other, {(topic, 0): 1})  # a group alice may not describe
+    seen = run_program("KafkaAclCheck", gateway.bootstrap, topic, group, protocol, other)
+    assert seen["refused"] == ["GroupAuthorizationException"] and seen["committed"] == ["17"]
+    assert seen["alice_listed"] == [group], "ListGroups shows only the groups alice may describe"
+    assert seen["described"] == ["3"] and seen["deleted"] == ["3"] and seen["left"] == ["0"]
