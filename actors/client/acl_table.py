@@ -11,10 +11,13 @@ What CreateAcls, DescribeAcls and DeleteAcls answer (Kafka's `AclApis` and
 `AclControlManager`): each binding or filter is checked where it enters
 (`coordinator.acl.binding_from` / `filter_from`), and a bad one is answered
 INVALID_REQUEST with the reason, alone: the others of the same request are
-applied. An entry that cannot be read back (a corrupt store) is refused
-with the reason when the registry loads: it is never taken as an ALLOW
-(`AclTable.load` raises, so the registry answers nothing rather than a
-wrong ACL set).
+applied. An entry that cannot be read back (a corrupt store) is never
+taken as an ALLOW: while one is held, `view_if_changed` raises
+AclStoreCorrupt with the reason, so no listener takes a new ACL set (they
+keep the one they had, or refuse everything before their first), and
+DescribeAcls answers the reason too; the registry's topics serve on. A
+DeleteAcls whose filter matches every binding removes the corrupt entries
+with the rest: the way back for an operator.
 
 Readers (every partition leader and gateway, `actors/client/acl_watch.py`)
 get the set with `view_if_changed(token)`: the token names the registry's
@@ -28,7 +31,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from coordinator.acl import AclBinding, binding_from, filter_from
+from coordinator.acl import AclBinding, AclFilter, binding_from, filter_from
 from coordinator.errors import Errors
 from coordinator.service_state import ServiceEntry
 
@@ -72,11 +75,24 @@ class AclTable:
 
     def __init__(self) -> None:
         self.acls: dict[AclBinding, None] = {}  # a set; answers list them in `_order`
+        self.corrupt: dict[str, str] = {}  # entry name -> why it is no binding
         self.changes = 0
 
     def load(self, names: Iterable[str]) -> None:
-        self.acls = dict.fromkeys(binding_of(name) for name in names)
+        self.acls, self.corrupt = {}, {}
+        for name in names:
+            try:
+                self.acls[binding_of(name)] = None
+            except AclStoreCorrupt as exc:
+                self.corrupt[name] = str(exc)
         self.changes += 1
+
+    def check_readable(self) -> None:
+        """AclStoreCorrupt naming the first unreadable entry, if any."""
+        if self.corrupt:
+            why = next(iter(self.corrupt.values()))
+            raise AclStoreCorrupt(f"{len(self.corrupt)} ACL entries unreadable, none applied: {why}; "
+                                  "delete every ACL (a filter matching all) to clear them")
 
     def check_creations(self, creations: Any) -> tuple[list[AclResult], list[AclBinding]]:
         """Per creation its result, and the valid bindings not yet held (to write)."""
@@ -99,6 +115,11 @@ class AclTable:
         self.changes += 1
 
     def describe(self, fields: Any) -> tuple[Errors, str, list[AclBinding]]:
+        if self.corrupt:
+            return Errors.KAFKA_STORAGE_ERROR, next(iter(self.corrupt.values())), []
+        return self._matching(fields)
+
+    def _matching(self, fields: Any) -> tuple[Errors, str, list[AclBinding]]:
         parsed = filter_from(fields)
         if isinstance(parsed, str):
             return Errors.INVALID_REQUEST, parsed, []
@@ -109,13 +130,21 @@ class AclTable:
         binding under every filter that matched it)."""
         if not isinstance(filters, (list, tuple)):
             return []
-        return [self.describe(fields) for fields in filters]
+        return [self._matching(fields) for fields in filters]
 
-    def deleted(self, acls: Iterable[AclBinding]) -> None:
+    def corrupt_matched(self, filters: Any) -> list[str]:
+        """The corrupt entries a DeleteAcls removes: all of them, when a filter matches everything."""
+        every = any(filter_from(fields) == AclFilter() for fields in filters or ())
+        return list(self.corrupt) if every else []
+
+    def deleted(self, acls: Iterable[AclBinding], corrupt: Iterable[str] = ()) -> None:
         for acl in acls:
             self.acls.pop(acl, None)
+        for name in corrupt:
+            self.corrupt.pop(name, None)
         self.changes += 1
 
     def view(self, writer: str) -> AclsView:
+        self.check_readable()
         return f"{writer}:{self.changes}", tuple(self.acls)
 

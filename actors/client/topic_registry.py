@@ -147,7 +147,7 @@ class TopicRegistry:
 
     def _apply_entries(self, entries: dict[tuple[str, str], bytes]) -> None:
         self.partitions, self.ids, self.start = {}, {}, {}
-        self.acls.load(name for kind, name in entries if kind == ACL_KIND)  # corrupt: raises, serves nothing
+        self.acls.load(name for kind, name in entries if kind == ACL_KIND)  # corrupt ones: kept apart
         samples: list[Sample] = []
         for (kind, name), data in entries.items():
             try:
@@ -283,9 +283,11 @@ class TopicRegistry:
         self._ready()
         results = self.acls.match_deletions(filters)
         gone = list(dict.fromkeys(acl for _, _, acls in results for acl in acls))
-        if gone:
-            self._write([entry(acl, present=False) for acl in gone])
-            self.acls.deleted(gone)
+        corrupt = self.acls.corrupt_matched(filters)
+        if gone or corrupt:
+            tombstones = [ServiceEntry(ACL_KIND, name, None) for name in corrupt]
+            self._write([entry(acl, present=False) for acl in gone] + tombstones)
+            self.acls.deleted(gone, corrupt)
         return results
 
     def acls_if_changed(self, token: str | None) -> AclsView | None:

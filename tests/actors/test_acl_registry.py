@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from actors.client.acl_table import ACL_KIND, AclStoreCorrupt
+from actors.client.acl_table import ACL_KIND, AclStoreCorrupt, entry_name
 from actors.client.topic_registry import TopicRegistry
 from actors.core.settings import ServiceSettings
 from coordinator.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
@@ -74,8 +74,20 @@ def test_the_view_token_changes_only_with_the_acls(tmp_path: os.PathLike[str]) -
     assert reg.acls_if_changed(token2) is None, "an ACL already held changes nothing"
 
 
-def test_a_corrupt_acl_entry_refuses_to_serve_rather_than_guess(tmp_path: os.PathLike[str]) -> None:
+def test_a_corrupt_acl_entry_applies_nothing_until_an_operator_deletes_every_acl(
+    tmp_path: os.PathLike[str]
+) -> None:
     store = ShardStore()
-    store.write("someone", [ServiceEntry(ACL_KIND, '[3, "g", 3, "alice"]', b"")], claim=True)
+    store.write("someone", [ServiceEntry(ACL_KIND, '[3, "g", 3, "alice"]', b""),
+                            ServiceEntry(ACL_KIND, entry_name(acl("g")), b"")], claim=True)
+    reg = registry(tmp_path, store)
     with pytest.raises(AclStoreCorrupt, match="no valid binding"):
-        registry(tmp_path, store).acls_if_changed(None)
+        reg.acls_if_changed(None)
+    assert reg.describe_acls(AclFilter())[0] is Errors.KAFKA_STORAGE_ERROR
+    assert reg.create_topic("t", 1) is Errors.NONE, "the topics serve on"
+    reg.delete_acls([AclFilter(GROUP)])
+    with pytest.raises(AclStoreCorrupt):
+        reg.acls_if_changed(None)
+    (error, _, deleted), = reg.delete_acls([AclFilter()])
+    assert error is Errors.NONE and deleted == []
+    assert registry(tmp_path, store.restarted()).acls_if_changed(None)[1] == ()  # type: ignore[index]
