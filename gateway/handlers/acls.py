@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.client import acls
+from actors.client.retry import CoordinatorUnavailableError
 from coordinator.acl import CLUSTER_NAME, AclBinding, Operation, ResourceType
 from coordinator.errors import Errors
 from gateway.handlers.entities import respond
@@ -35,8 +36,11 @@ async def _refusal(ctx: RequestContext, operation: Operation) -> tuple[Errors, s
     may = getattr(ctx.client, "may", None)
     if may is None:
         return Errors.SECURITY_DISABLED, NO_AUTHORIZER
-    if not await may(operation, ResourceType.CLUSTER, CLUSTER_NAME):
-        return Errors.CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED
+    try:
+        if not await may(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return Errors.CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED
+    except CoordinatorUnavailableError as exc:  # the ACLs are not read yet: retriable
+        return Errors.COORDINATOR_NOT_AVAILABLE, str(exc)
     return None
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from actors.client.retry import CoordinatorUnavailableError
 from coordinator.acl import Operation, ResourceType
 from coordinator.errors import Errors
 from gateway.direct.routing import Coordinator
@@ -171,8 +172,11 @@ async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str
     if key_type != GROUP_KEY_TYPE:
         return _no_coordinator(key, Errors.INVALID_REQUEST, NO_TRANSACTIONS)
     may = getattr(ctx.client, "may", None)  # the authorizer (gateway.authorize): DESCRIBE on the group
-    if may is not None and not await may(Operation.DESCRIBE, ResourceType.GROUP, key):
-        return _no_coordinator(key, Errors.GROUP_AUTHORIZATION_FAILED, None)
+    try:
+        if may is not None and not await may(Operation.DESCRIBE, ResourceType.GROUP, key):
+            return _no_coordinator(key, Errors.GROUP_AUTHORIZATION_FAILED, None)
+    except CoordinatorUnavailableError:  # the ACLs are not read yet: the client retries
+        return _no_coordinator(key, Errors.COORDINATOR_NOT_AVAILABLE, None)
     gateway = ctx.gateway
     if ctx.direct is not None:
         itself = Coordinator(Errors.NONE, gateway.node_id, gateway.host, gateway.port)

@@ -51,3 +51,8 @@ def test_the_listener_answers_only_what_the_acls_allow(secured: PartitionThread)
         assert read_response(sock, 36, 2)[1].error_code == ErrorCode.none
         assert heartbeat_error(sock, ALLOWED, 3) == ErrorCode.unknown_member_id, "reached the shard"
         assert heartbeat_error(sock, DENIED, 4) == ErrorCode.group_authorization_failed
+        for correlation_id, (group, error) in enumerate(
+            [(ALLOWED, ErrorCode.none), (DENIED, ErrorCode.group_authorization_failed)], start=5
+        ):
+            sock.sendall(request_frame(kio_request(10, 3, key=group, key_type=0), correlation_id))
+            assert read_response(sock, 10, 3)[1].error_code == error, "FindCoordinator needs DESCRIBE"

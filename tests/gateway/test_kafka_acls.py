@@ -185,4 +185,5 @@ def test_the_java_client_is_refused_then_allowed_by_acls_its_admin_manages(
     seen = run_program("KafkaAclCheck", gateway.bootstrap, topic, group, protocol, other)
     assert seen["refused"] == ["GroupAuthorizationException"] and seen["committed"] == ["17"]
     assert seen["alice_listed"] == [group], "ListGroups shows only the groups alice may describe"
+    assert seen["alice_may"] == ["[DESCRIBE, READ]"], "the group operations alice may do"
     assert seen["described"] == ["3"] and seen["deleted"] == ["3"] and seen["left"] == ["0"]

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -88,6 +89,10 @@ public class KafkaAclCheck {
                 Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(java.util.Set.of(first));
                 System.out.println("committed_map=" + committed);
                 System.out.println("committed=" + committed.get(first).offset());
+                var described = alice.describeConsumerGroups(List.of(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all().get().get(group);
+                System.out.println("alice_may=" + new java.util.TreeSet<>(
+                    described.authorizedOperations().stream().map(Object::toString).toList()));
                 for (GroupListing listing : alice.listGroups().all().get()) {
                     if (listing.groupId().equals(group) || listing.groupId().equals(other)) {
                         System.out.println("alice_listed=" + listing.groupId());
