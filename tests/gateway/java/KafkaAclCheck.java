@@ -85,9 +85,12 @@ public class KafkaAclCheck {
                     }
                     consumer.poll(Duration.ofMillis(100));
                 }
+                // Its first position fetched (an OffsetFetch of its own): otherwise committed() below
+                // may take that fetch's answer, sent before the commit, as the client reuses an
+                // in-flight OffsetFetch for the same partitions.
+                consumer.position(first);
                 consumer.commitSync(Map.of(first, new OffsetAndMetadata(17)));
                 Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(java.util.Set.of(first));
-                System.out.println("committed_map=" + committed);
                 System.out.println("committed=" + committed.get(first).offset());
                 var described = alice.describeConsumerGroups(List.of(group),
                     new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all().get().get(group);
