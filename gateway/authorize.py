@@ -26,12 +26,12 @@ it changes nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from actors.client.acl_watch import AclWatch
 from actors.client.retry import CoordinatorUnavailableError
-from coordinator.acl import Authorizer
+from coordinator.acl import Authorizer, Operation, ResourceType
 from coordinator.authz import check
 from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest
 
@@ -166,4 +166,13 @@ class AuthorizedClient:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+async def undescribable_topics(client: Any, names: Iterable[str]) -> set[str]:
+    """The topics of `names` the connection's principal may not DESCRIBE (none without an
+    authorizer): Metadata and ListOffsets answer them TOPIC_AUTHORIZATION_FAILED, as Kafka."""
+    may = getattr(client, "may", None)
+    if may is None:
+        return set()
+    return {name for name in set(names) if not await may(Operation.DESCRIBE, ResourceType.TOPIC, name)}
 

@@ -56,3 +56,9 @@ def test_the_listener_answers_only_what_the_acls_allow(secured: PartitionThread)
         ):
             sock.sendall(request_frame(kio_request(10, 3, key=group, key_type=0), correlation_id))
             assert read_response(sock, 10, 3)[1].error_code == error, "FindCoordinator needs DESCRIBE"
+        metadata = kio_request(3, 9, topics=[{"name": "secret"}], allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False,
+                               include_cluster_authorized_operations=False)
+        sock.sendall(request_frame(metadata, 7))
+        (topic,) = read_response(sock, 3, 9)[1].topics
+        assert (topic.name, topic.error_code) == ("secret", ErrorCode.topic_authorization_failed)

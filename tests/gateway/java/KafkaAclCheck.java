@@ -1,6 +1,6 @@
 // Kafka's released Java client and raygroups' ACLs (tests/gateway/test_kafka_acls.py), over
-// SASL/PLAIN: a consumer of `group.protocol` as alice, refused until the admin (a super user)
-// creates ACLs with Admin.createAcls; then it joins and commits; alice's Admin lists only the
+// SASL/PLAIN: a consumer of `group.protocol` as alice (Read on the topic), refused until the
+// admin (a super user) allows her group with Admin.createAcls; then it joins and commits; alice's Admin lists only the
 // groups she may describe; the admin describes and deletes the ACLs.
 // Prints key=value lines; exits 1 on anything unexpected.
 //   java -cp kafka-clients.jar:slf4j-api.jar KafkaAclCheck.java BOOTSTRAP TOPIC GROUP PROTOCOL OTHER_GROUP
@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -22,6 +23,7 @@ import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.errors.GroupAuthorizationException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourcePatternFilter;
@@ -62,6 +64,23 @@ public class KafkaAclCheck {
         TopicPartition first = new TopicPartition(topic, 0);
         try (Admin admin = Admin.create(login(bootstrap, "admin", "admin-secret"));
              Admin alice = Admin.create(login(bootstrap, "alice", "alice-secret"))) {
+            // Read and Describe on the topic first: without them its Metadata is refused (Kafka's
+            // TopicAuthorizationException), and this is about the group.
+            admin.createAcls(List.of(allow(ResourceType.TOPIC, topic, AclOperation.READ),
+                allow(ResourceType.TOPIC, topic, AclOperation.DESCRIBE))).all().get();
+            long until = System.currentTimeMillis() + 30_000;
+            while (true) {
+                try {
+                    alice.describeTopics(List.of(topic)).allTopicNames().get();
+                    break;
+                } catch (ExecutionException notYet) {
+                    if (!(notYet.getCause() instanceof TopicAuthorizationException)
+                            || System.currentTimeMillis() > until) {
+                        throw notYet;
+                    }
+                    Thread.sleep(100);
+                }
+            }
             try (KafkaConsumer<byte[], byte[]> refused = consumer(bootstrap, group, protocol)) {
                 refused.subscribe(List.of(topic));
                 long deadline = System.currentTimeMillis() + 60_000;
@@ -71,11 +90,10 @@ public class KafkaAclCheck {
                 System.out.println("refused=none");
             } catch (GroupAuthorizationException expected) {
                 System.out.println("refused=GroupAuthorizationException");
+            } catch (RuntimeException unexpected) {
+                System.out.println("refused=" + unexpected);
             }
-            admin.createAcls(List.of(allow(ResourceType.GROUP, group, AclOperation.READ),
-                allow(ResourceType.TOPIC, topic, AclOperation.READ),
-                allow(ResourceType.TOPIC, topic, AclOperation.DESCRIBE))).all().get();
-            Thread.sleep(1_000);  // the ACLs apply everywhere within a second
+            admin.createAcls(List.of(allow(ResourceType.GROUP, group, AclOperation.READ))).all().get();
             try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, group, protocol)) {
                 consumer.subscribe(List.of(topic));
                 long deadline = System.currentTimeMillis() + 90_000;
@@ -83,7 +101,11 @@ public class KafkaAclCheck {
                     if (System.currentTimeMillis() > deadline) {
                         throw new IllegalStateException("not assigned in time");
                     }
-                    consumer.poll(Duration.ofMillis(100));
+                    try {
+                        consumer.poll(Duration.ofMillis(100));
+                    } catch (GroupAuthorizationException notYet) {
+                        // the group's ACL is not applied everywhere yet (within a second): poll again
+                    }
                 }
                 // Its first position fetched (an OffsetFetch of its own): otherwise committed() below
                 // may take that fetch's answer, sent before the commit, as the client reuses an
