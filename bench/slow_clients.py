@@ -213,7 +213,7 @@ def main() -> None:
         users.write_text(f"{USER}:{PASSWORD}\n")
         leader = PartitionThread(
             str(Path(data_dir) / "log"), free_port_range(2), num_partitions=1, sasl_users_file=str(users),
-            limits=(("frame_deadline_ms", args.deadline_ms),),
+            super_users=(f"User:{USER}",), limits=(("frame_deadline_ms", args.deadline_ms),),
         )
         host, port = leader.kafka["host"], leader.port
         bootstrap = f"{host}:{port}"

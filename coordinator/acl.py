@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ResourceType(IntEnum):
@@ -74,6 +75,8 @@ class Permission(IntEnum):
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one CLUSTER resource
+MAX_TEXT = 32_767  # a Kafka STRING's longest
+MEMO_MAX = 100_000  # decisions an Authorizer remembers
 IMPLIES_DESCRIBE = frozenset(
     {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
 )
@@ -102,10 +105,12 @@ class AclBinding:
             return "the operation must be a concrete one"
         if self.permission not in (Permission.ALLOW, Permission.DENY):
             return "the permission must be ALLOW or DENY"
-        if ":" not in self.principal:
-            return f"the principal {self.principal!r} is not of the form Type:name"
+        if not _valid_principal(self.principal):
+            return f"could not parse the principal {self.principal!r}: not of the form Type:name"
         if not self.host:
             return "the host must not be empty ('*' is every host)"
+        if self.resource_type is ResourceType.CLUSTER and self.name != CLUSTER_NAME:
+            return f"the only valid name for the CLUSTER resource is {CLUSTER_NAME}"
         return None
 
     def matches_resource(self, resource_type: ResourceType, name: str) -> bool:
@@ -140,6 +145,18 @@ class AclFilter:
             and (self.permission is Permission.ANY or acl.permission is self.permission)
         )
 
+    def problem(self) -> str | None:
+        """Why Kafka refuses this filter in DescribeAcls or DeleteAcls (None: it is valid)."""
+        if self.resource_type is ResourceType.UNKNOWN:
+            return "the resource type must not be UNKNOWN"
+        if self.pattern_type is PatternType.UNKNOWN:
+            return "the pattern type must not be UNKNOWN"
+        if self.operation is Operation.UNKNOWN:
+            return "the operation must not be UNKNOWN"
+        if self.permission is Permission.UNKNOWN:
+            return "the permission must not be UNKNOWN"
+        return None
+
     def _pattern_matches(self, acl: AclBinding) -> bool:
         if self.pattern_type is PatternType.MATCH:
             return self.name is None or acl.matches_resource(acl.resource_type, self.name)
@@ -149,7 +166,14 @@ class AclFilter:
 
 
 class Authorizer:
-    """The bindings in force, by resource type, and the decision of module docstring."""
+    """The bindings in force, indexed by resource type and name, and the decision of module docstring.
+
+    Indexed so a decision costs a few dict lookups whatever the number of
+    bindings: LITERAL bindings by name (with "*"), PREFIXED ones by their
+    prefix, looked up for each prefix of the resource's name. Decisions are
+    remembered (the bindings of an Authorizer never change: a new set is a
+    new Authorizer), at most `MEMO_MAX` of them, so a consumer's repeated
+    requests cost one dict lookup per resource."""
 
     def __init__(
         self,
@@ -159,20 +183,45 @@ class Authorizer:
     ) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
-        self.by_type: dict[ResourceType, list[AclBinding]] = {}
+        self._memo: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
+        self.literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        self.prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = {}
         for acl in acls:
-            self.by_type.setdefault(acl.resource_type, []).append(acl)
+            if acl.pattern_type is PatternType.PREFIXED:
+                self.prefixed.setdefault(acl.resource_type, {}).setdefault(acl.name, []).append(acl)
+            else:
+                self.literal.setdefault((acl.resource_type, acl.name), []).append(acl)
+
+    def matching(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
+        """Every binding whose pattern matches the resource, whoever it is for."""
+        found = list(self.literal.get((resource_type, name), ()))
+        if name != WILDCARD:
+            found += self.literal.get((resource_type, WILDCARD), ())
+        prefixes = self.prefixed.get(resource_type)
+        if prefixes:
+            for end in range(1, len(name) + 1):
+                found += prefixes.get(name[:end], ())
+        return found
 
     def authorize(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
+    ) -> bool:
+        key = (principal, host, operation, resource_type, name)
+        decided = self._memo.get(key)
+        if decided is None:
+            if len(self._memo) >= MEMO_MAX:
+                self._memo.clear()
+            decided = self._memo[key] = self._decide(principal, host, operation, resource_type, name)
+        return decided
+
+    def _decide(
         self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
     ) -> bool:
         if principal in self.super_users:
             return True
         principals = (principal, WILDCARD_PRINCIPAL)
         found = allowed = False
-        for acl in self.by_type.get(resource_type, ()):
-            if not acl.matches_resource(resource_type, name):
-                continue
+        for acl in self.matching(resource_type, name):
             found = True
             if acl.principal not in principals or acl.host not in (WILDCARD, host):
                 continue
@@ -182,6 +231,44 @@ class Authorizer:
                 return False
             allowed = True
         return allowed or (not found and self.allow_everyone_if_no_acl_found)
+
+
+def _valid_principal(principal: str) -> bool:
+    kind, colon, name = principal.partition(":")
+    return bool(kind and colon and name)
+
+
+def binding_from(fields: object) -> AclBinding | str:
+    """An AclBinding from untrusted `fields` (an AclBinding or its seven values in order),
+    or why it is no valid one: what CreateAcls answers per binding (INVALID_REQUEST)."""
+    return _parsed(AclBinding, fields, nullable=False)  # type: ignore[no-any-return]
+
+
+def filter_from(fields: object) -> AclFilter | str:
+    """An AclFilter from untrusted `fields` (an AclFilter or its seven values, names None
+    for any), or why it is no valid one (DescribeAcls and DeleteAcls answer INVALID_REQUEST)."""
+    return _parsed(AclFilter, fields, nullable=True)  # type: ignore[no-any-return]
+
+
+def _parsed(cls: type[AclBinding] | type[AclFilter], fields: object, nullable: bool) -> Any:
+    if isinstance(fields, cls):
+        fields = tuple(getattr(fields, f) for f in cls.__slots__)
+    if not isinstance(fields, (tuple, list)) or len(fields) != 7:
+        return f"an {cls.__name__} has seven fields"
+    resource, name, pattern, principal, host, operation, permission = fields
+    if not all((nullable and v is None) or (isinstance(v, str) and len(v) <= MAX_TEXT)
+               for v in (name, principal, host)):
+        either = "None or " if nullable else ""
+        return f"the resource name, principal and host must be {either}strings of <= {MAX_TEXT} characters"
+    codes: list[IntEnum] = []
+    for value, enum in ((resource, ResourceType), (pattern, PatternType), (operation, Operation),
+                        (permission, Permission)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{enum.__name__} must be an int code, got {value!r}"
+        # An unknown code reads as UNKNOWN, as Kafka reads it; problem() then refuses it.
+        codes.append(enum(value) if value in enum._value2member_map_ else enum(0))
+    made = cls(codes[0], name, codes[1], principal, host, codes[2], codes[3])  # type: ignore[arg-type]
+    return made.problem() or made
 
 
 def _operation_matches(acl: AclBinding, operation: Operation) -> bool:

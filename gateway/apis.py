@@ -24,6 +24,8 @@ parse (gateway-notes.md sections 2-4):
   OffsetFetch >= 9 beside it; clients that do not opt in stay on the
   classic protocol. ConsumerGroupDescribe 0-1 describes those groups (the
   Java admin falls back to DescribeGroups for a classic one).
+- DescribeAcls, CreateAcls and DeleteAcls 1-3 (handlers.acls): the service's
+  ACLs, Kafka's current versions (v0 was removed in Kafka 4).
 
 `handle(ctx, request)` answers one parsed kio request of a supported key
 and version with the kio response entity of the same version, or None
@@ -38,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.context import GatewayInfo, RequestContext
-from gateway.handlers import admin, consumer, data, membership, metadata, offsets
+from gateway.handlers import acls, admin, consumer, data, membership, metadata, offsets
 
 __all__ = ["HANDLERS", "SUPPORTED", "GatewayInfo", "RequestContext", "handle"]
 
@@ -59,6 +61,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     16: (0, 5),  # ListGroups
     22: (0, 5),  # InitProducerId (so idempotent producers reach Produce's refusal)
     23: (2, 4),  # OffsetForLeaderEpoch
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
@@ -85,6 +90,9 @@ HANDLERS: dict[int, Handler] = {
     16: admin.handle_list_groups,
     22: data.handle_init_producer_id,
     23: offsets.handle_offset_for_leader_epoch,
+    29: acls.handle_describe_acls,
+    30: acls.handle_create_acls,
+    31: acls.handle_delete_acls,
     42: admin.handle_delete_groups,
     47: offsets.handle_offset_delete,
     60: metadata.handle_describe_cluster,

@@ -85,6 +85,19 @@ def _add_security_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tls-cert", metavar="FILE", help="TLS certificate (PEM)")
     group.add_argument("--tls-key", metavar="FILE", help="TLS private key (PEM)")
     group.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates this CA signed")
+    group.add_argument("--super-users", default="", metavar="User:A;User:B",
+                       help="Kafka's super.users: principals allowed everything (docs/security.md)")
+    group.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                       help="Kafka's allow.everyone.if.no.acl.found (off: a resource without ACLs is denied)")
+    group.add_argument("--ssl-principal-mapping-rules", default="DEFAULT", metavar="RULES",
+                       help="Kafka's ssl.principal.mapping.rules for TLS client certificates")
+
+
+def _authorizer(args: argparse.Namespace) -> dict[str, Any]:
+    """The authorizer's settings (on with SASL or TLS), as GatewaySpec and the listeners take them."""
+    return {"super_users": tuple(u.strip() for u in args.super_users.split(";") if u.strip()),
+            "allow_everyone_if_no_acl_found": args.allow_everyone_if_no_acl_found,
+            "ssl_principal_mapping_rules": args.ssl_principal_mapping_rules}
 
 
 def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
@@ -92,7 +105,7 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
 
     return GatewaySpec(port=port, sasl_users_file=args.sasl_plain_users, tls_cert=args.tls_cert,
                        tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits,
-                       direct=getattr(args, "direct", True))
+                       direct=getattr(args, "direct", True), **_authorizer(args))
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -108,6 +121,7 @@ def listener_options(args: argparse.Namespace) -> dict[str, Any]:
     listener = KafkaListenerSettings(
         enabled=args.direct, ports=(int(low), int(high or low)), sasl_users_file=args.sasl_plain_users,
         tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        **_authorizer(args),
     )
     return {"kafka_listener": listener}
 

@@ -58,6 +58,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
+from gateway.authorize import AclGuard, principal_of
 from gateway.codec import (
     API_VERSIONS,
     SASL_AUTHENTICATE,
@@ -121,8 +122,9 @@ class ConnectionCore:
     """What one server's connections share: limits, SASL users, versions, pool, handler, logger."""
 
     def __init__(self, name: str, security: SecurityConfig, limits: Limits, supported: VersionTable,
-                 handle: Handler, scope: Scope, log: logging.Logger) -> None:
+                 handle: Handler, scope: Scope, log: logging.Logger, guard: AclGuard | None = None) -> None:
         self.name = name
+        self.guard = guard  # the authorizer (gateway.authorize); None: off
         self.security = security
         self.limits = limits
         self.versions = advertised_versions(supported, security.extra_versions())
@@ -159,6 +161,8 @@ class ConnectionCore:
         """Close every connection; wait (bounded) for the handlers still running."""
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self.guard is not None:
+            self.guard.close()
         running = [task for connection in self.connections for task in connection.running()]
         for connection in list(self.connections):
             connection.abort()
@@ -204,6 +208,7 @@ class KafkaConnection(asyncio.Protocol):
         self.core = core
         self.sasl = SaslSession(core.security.plain_users)
         self.peer = "unknown"
+        self._peercert: Any = None  # the TLS client certificate (gateway.authorize.principal_of)
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._reserved: Reservation | None = None  # for the frame being received
@@ -223,6 +228,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._peercert = transport.get_extra_info("peercert")
         if not self.core.accepts():
             self._closing = True
             self._transport.abort()
@@ -350,9 +356,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def _context(self, request: Request) -> RequestContext:
         gateway, client, direct = self.core.scope()
+        host = self.peer.rsplit(":", 1)[0]
+        if self.core.guard is not None:
+            principal = principal_of(self.sasl.principal, self._peercert, self.core.guard.mapper)
+            client = self.core.guard.client_for(client, principal, host)
         return RequestContext(
             client_id=request.client_id,
-            client_host=self.peer.rsplit(":", 1)[0],
+            client_host=host,
             api_version=request.api_version,
             correlation_id=request.correlation_id,
             principal=self.sasl.principal,

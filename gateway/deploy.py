@@ -53,6 +53,10 @@ class GatewaySpec:
     limits: Limits = field(default_factory=Limits)
     # FindCoordinator names the partition leaders' listeners (gateway.direct); False: the gateway.
     direct: bool = True
+    # The authorizer's settings (on exactly when SASL or TLS is; docs/security.md).
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    ssl_principal_mapping_rules: str = "DEFAULT"
 
     def security(self) -> SecurityConfig:
         """Read on the node that runs the gateway (see the module docstring)."""
@@ -61,6 +65,9 @@ class GatewaySpec:
             tls_cert=self.tls_cert,
             tls_key=self.tls_key,
             tls_client_ca=self.tls_client_ca,
+            super_users=frozenset(self.super_users),
+            allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found,
+            ssl_principal_mapping_rules=self.ssl_principal_mapping_rules,
         )
 
 

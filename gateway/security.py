@@ -57,6 +57,12 @@ class SecurityConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
+    # The authorizer (gateway/authorize.py): None: on exactly when SASL or TLS is; Kafka's
+    # super.users, allow.everyone.if.no.acl.found and ssl.principal.mapping.rules.
+    authorizer: bool | None = None
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
+    ssl_principal_mapping_rules: str = "DEFAULT"
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -73,6 +79,10 @@ class SecurityConfig:
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def authorizer_on(self) -> bool:
+        return self.sasl or self.tls if self.authorizer is None else self.authorizer
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if self.tls_cert is None:

@@ -17,6 +17,8 @@ import socket
 from types import ModuleType
 from typing import Any
 
+from actors.client.topics import registry_for
+from gateway.authorize import guard_for
 from gateway.connection import DEFAULT_HOST, ConnectionCore, Limits
 from gateway.direct.routing import LeaderRouting
 from gateway.security import SecurityConfig, check_listen_address
@@ -60,6 +62,7 @@ class Gateway:
         self.core = ConnectionCore(
             f"gateway {node_id}", self.security, self.limits, self.dispatch.SUPPORTED, self.dispatch.handle,
             lambda: (self.info, self.client, self.direct), log,
+            guard_for(self.security, lambda: registry_for(client.controller)),
         )
         self._server: asyncio.Server | None = None
         self._registration: asyncio.Task[None] | None = None

@@ -5,7 +5,9 @@ cached routing table, typed calls for every request), retries with backoff
 until a deadline (`retry.py`), coalescing concurrent commits into one call
 per partition (`coalesce.py`), and the topic registry, a singleton actor
 with every topic's partition count, end and start offsets and their history
-(`topics.py`, `end_history.py`).
+(`topics.py`, `end_history.py`), and the service's ACLs it keeps
+(`acl_table.py`; callers `acls.py`; what each Kafka listener enforces,
+`acl_watch.py`).
 
 Rules: a call ends by its deadline, whatever the actor it waits on does;
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and dead actors are retried

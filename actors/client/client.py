@@ -34,6 +34,7 @@ from actors.client.coalesce import coalescer_for, process_sender, retire
 from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
+from coordinator.errors import Errors
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -474,6 +475,23 @@ class Client:
         """Log start offset per TopicPartition of the topics (0 where never set)."""
         from actors.client import topics
         return topics.start_offsets(self.controller, names)
+
+    # ------------------------------------------------- ACLs (actors.client.acls)
+
+    def create_acls(self, bindings: Iterable[Any]) -> list[tuple[Errors, str]]:
+        """Kafka's CreateAcls: per AclBinding (error, message); INVALID_REQUEST for a bad one."""
+        from actors.client import acls
+        return acls.create_acls(self.controller, bindings)
+
+    def describe_acls(self, acl_filter: Any) -> list[Any]:
+        """Kafka's DescribeAcls: the AclBindings the AclFilter matches (AclError: a bad filter)."""
+        from actors.client import acls
+        return acls.describe_acls(self.controller, acl_filter)
+
+    def delete_acls(self, filters: Iterable[Any]) -> list[tuple[Errors, str, list[Any]]]:
+        """Kafka's DeleteAcls: per AclFilter (error, message, the AclBindings it deleted)."""
+        from actors.client import acls
+        return acls.delete_acls(self.controller, filters)
 
 
 class _Route:

@@ -65,9 +65,11 @@ from typing import Any
 import msgpack
 import ray
 
+from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, entry
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
+from coordinator.acl import AclBinding
 from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.errors import Errors
 from coordinator.service_state import ServiceEntry
@@ -77,7 +79,7 @@ NUDGE_TIMEOUT_S = 10.0
 LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
-KINDS = (TOPIC_KIND, SAMPLE_KIND)
+KINDS = (TOPIC_KIND, SAMPLE_KIND, ACL_KIND)
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Kafka's Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID: never a topic's id.
 RESERVED_TOPIC_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
@@ -124,6 +126,7 @@ class TopicRegistry:
         self.ids: dict[str, uuid.UUID] = {}
         self.start: dict[str, dict[int, int]] = {}
         self.history = EndOffsetHistory(limits)
+        self.acls = AclTable()  # the ACL bindings (actors/client/acl_table.py)
         # One nudging thread at a time; changes meanwhile make it nudge once more.
         self._nudge_lock = threading.Lock()
         self._nudging = self._nudge_again = False
@@ -144,6 +147,7 @@ class TopicRegistry:
 
     def _apply_entries(self, entries: dict[tuple[str, str], bytes]) -> None:
         self.partitions, self.ids, self.start = {}, {}, {}
+        self.acls.load(name for kind, name in entries if kind == ACL_KIND)  # corrupt ones: kept apart
         samples: list[Sample] = []
         for (kind, name), data in entries.items():
             try:
@@ -257,6 +261,40 @@ class TopicRegistry:
         if token == current:
             return None
         return current, dict(self.partitions), dict(self.ids)
+
+    # ------------------------------------------------------------- ACLs (acl_table.py)
+
+    def create_acls(self, creations: list[Any]) -> list[AclResult]:
+        """Kafka's CreateAcls: per binding (an AclBinding or its seven fields) its result."""
+        self._ready()
+        results, new = self.acls.check_creations(creations)
+        if new:
+            self._write([entry(acl) for acl in new])
+            self.acls.created(new)
+        return results
+
+    def describe_acls(self, acl_filter: Any) -> tuple[Errors, str, list[AclBinding]]:
+        """Kafka's DescribeAcls: the bindings `acl_filter` matches."""
+        self._ready()
+        return self.acls.describe(acl_filter)
+
+    def delete_acls(self, filters: list[Any]) -> list[tuple[Errors, str, list[AclBinding]]]:
+        """Kafka's DeleteAcls: per filter its result and the bindings it deleted."""
+        self._ready()
+        results = self.acls.match_deletions(filters)
+        gone = list(dict.fromkeys(acl for _, _, acls in results for acl in acls))
+        corrupt = self.acls.corrupt_matched(filters)
+        if gone or corrupt:
+            tombstones = [ServiceEntry(ACL_KIND, name, None) for name in corrupt]
+            self._write([entry(acl, present=False) for acl in gone] + tombstones)
+            self.acls.deleted(gone, corrupt)
+        return results
+
+    def acls_if_changed(self, token: str | None) -> AclsView | None:
+        """None when `token` is the current one; else (token, every binding)."""
+        self._ready()
+        view = self.acls.view(self.writer)
+        return None if view[0] == token else view
 
     # ------------------------------------------------------------- offsets
 

@@ -57,7 +57,10 @@ class KafkaListenerSettings:
     (gateway.security): loopback only unless SASL/PLAIN (`sasl_users_file`,
     else RAYGROUPS_GATEWAY_SASL_USERS in the node's environment) or TLS is
     configured; the files are read on each node at the same paths.
-    `limits`: overrides of the gateway's `Limits` by field name."""
+    `limits`: overrides of the gateway's `Limits` by field name.
+    The authorizer is on exactly when SASL or TLS is (docs/security.md):
+    `super_users`, `allow_everyone_if_no_acl_found` and
+    `ssl_principal_mapping_rules` are Kafka's settings of those names."""
 
     enabled: bool = True
     ports: tuple[int, int] = (19092, 19291)
@@ -66,6 +69,9 @@ class KafkaListenerSettings:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     limits: tuple[tuple[str, int], ...] = ()
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    ssl_principal_mapping_rules: str = "DEFAULT"
 
     def __post_init__(self) -> None:
         low, high = self.ports

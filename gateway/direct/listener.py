@@ -26,7 +26,9 @@ from typing import Any
 import ray
 
 from actors.client.client import Client, controller_handle
+from actors.core.settings import TOPIC_REGISTRY_NAME
 from coordinator.errors import Errors
+from gateway.authorize import guard_for
 from gateway.connection import DEFAULT_HOST, ConnectionCore, Limits
 from gateway.direct import local
 from gateway.direct.routing import Coordinator, LeaderRouting, listener_node_id, ray_node
@@ -48,6 +50,9 @@ def plugin(host: Any) -> DirectListener:
         tls_cert=config.tls_cert,
         tls_key=config.tls_key,
         tls_client_ca=config.tls_client_ca,
+        super_users=frozenset(config.super_users),
+        allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+        ssl_principal_mapping_rules=config.ssl_principal_mapping_rules,
     )
     bind_host = DEFAULT_HOST
     if security.sasl or security.tls:
@@ -74,6 +79,7 @@ class DirectListener:
         self.core = ConnectionCore(
             f"Kafka listener of partition {host.partition}", security, limits, local.SUPPORTED, local.handle,
             lambda: (self.info(), self.client, self), logger,
+            guard_for(security, self._registry),
         )
         self._server: asyncio.Server | None = None
 
@@ -133,6 +139,11 @@ class DirectListener:
         except Exception:
             return None
         return client
+
+    def _registry(self) -> Any:
+        if not ray.is_initialized():  # a partition driven without Ray (tests)
+            raise RuntimeError("no Ray: no topic registry")
+        return ray.get_actor(TOPIC_REGISTRY_NAME, namespace=self.host.settings.namespace)
 
     def _make_client(self) -> Client:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one

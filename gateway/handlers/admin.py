@@ -19,12 +19,13 @@ concerned, concurrently, and joins the answers:
   coordinator out of reach answers COORDINATOR_NOT_AVAILABLE for its
   groups. Assignments name topics by id and name, as the core gives them;
   v1 adds each member's type (classic or consumer).
-- Authorized operations (DescribeGroups v3+ when the request includes
-  them): there is no authorizer, so every operation Kafka supports on a
-  group, as Kafka's broker answers without one (AuthHelper
-  .authorizedOperations, AclEntry.supportedOperations(GROUP): READ,
-  DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), for each group
-  described without error; otherwise Kafka's "not asked" value.
+- Authorized operations (DescribeGroups v3+ and ConsumerGroupDescribe when
+  the request includes them), for each group described without error: the
+  operations Kafka supports on a group (AclEntry.supportedOperations(GROUP):
+  READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) that the
+  connection's principal may do, as Kafka's AuthHelper.authorizedOperations
+  answers; without an authorizer all of them, as Kafka's broker answers
+  without one; otherwise Kafka's "not asked" value.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from coordinator.acl import Operation, ResourceType
 from coordinator.errors import Errors
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
@@ -55,9 +57,20 @@ GROUP_AUTHORIZED_OPERATIONS = sum(1 << code for code in GROUP_OPERATIONS)
 NOT_ASKED = -(2**31)  # Kafka's default: authorized operations were not requested
 
 
-def authorized_operations(asked: bool, error: Errors) -> int:
+def authorized_operations(asked: bool, error: Errors, allowed: int = GROUP_AUTHORIZED_OPERATIONS) -> int:
     """A described group's authorized operations field (module docstring)."""
-    return GROUP_AUTHORIZED_OPERATIONS if asked and error is Errors.NONE else NOT_ASKED
+    return allowed if asked and error is Errors.NONE else NOT_ASKED
+
+
+async def _allowed_operations(ctx: RequestContext, group_ids: Iterable[str], asked: bool) -> dict[str, int]:
+    """Per group, the bits of the group operations the connection's principal may do."""
+    may = getattr(ctx.client, "may", None)  # the authorizer (gateway.authorize); None: off
+    if not asked or may is None:
+        return {}
+    return {
+        g: sum([1 << code for code in GROUP_OPERATIONS if await may(Operation(code), ResourceType.GROUP, g)])
+        for g in group_ids
+    }
 
 
 def _by_partition(ctx: RequestContext, group_ids: Iterable[str]) -> dict[int, tuple[str, ...]]:
@@ -97,12 +110,14 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     )
     described: dict[str, DescribedGroup] = {g.group_id: g for a in answers for g in a.groups}
     asked = getattr(request, "include_authorized_operations", False)
-    return respond(request, {"groups": [_described(described[g], asked) for g in request.groups]})
+    allowed = await _allowed_operations(ctx, request.groups, asked)
+    return respond(request, {"groups": [_described(described[g], asked, allowed) for g in request.groups]})
 
 
-def _described(group: DescribedGroup, asked: bool) -> dict[str, Any]:
+def _described(group: DescribedGroup, asked: bool, allowed: dict[str, int]) -> dict[str, Any]:
     return {
-        "authorized_operations": authorized_operations(asked, group.error),
+        "authorized_operations": authorized_operations(
+            asked, group.error, allowed.get(group.group_id, GROUP_AUTHORIZED_OPERATIONS)),
         "error_code": group.error,
         "error_message": group.error_message,
         "group_id": group.group_id,
@@ -140,10 +155,12 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
     )
     described = {g.group_id: g for a in answers for g in a.groups}
     asked = request.include_authorized_operations
-    return respond(request, {"groups": [_consumer_group(described[g], asked) for g in request.group_ids]})
+    allowed = await _allowed_operations(ctx, request.group_ids, asked)
+    groups = [_consumer_group(described[g], asked, allowed) for g in request.group_ids]
+    return respond(request, {"groups": groups})
 
 
-def _consumer_group(group: DescribedConsumerGroup, asked: bool) -> dict[str, Any]:
+def _consumer_group(group: DescribedConsumerGroup, asked: bool, allowed: dict[str, int]) -> dict[str, Any]:
     return {
         "error_code": group.error,
         "error_message": group.error_message,
@@ -152,7 +169,8 @@ def _consumer_group(group: DescribedConsumerGroup, asked: bool) -> dict[str, Any
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
         "assignor_name": group.assignor_name,
-        "authorized_operations": authorized_operations(asked, group.error),
+        "authorized_operations": authorized_operations(
+            asked, group.error, allowed.get(group.group_id, GROUP_AUTHORIZED_OPERATIONS)),
         "members": [
             {
                 "member_id": m.member_id,

@@ -24,7 +24,10 @@
   partition has no leader (or whose leader cannot be reached) gets
   COORDINATOR_NOT_AVAILABLE and no node, as Kafka answers. v0-3 ask for
   one key, v4+ for several (KIP-699). Only group keys are served: there is
-  no transaction coordinator (INVALID_REQUEST).
+  no transaction coordinator (INVALID_REQUEST). With the authorizer on, a
+  group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (and
+  Metadata answers a topic it may not DESCRIBE TOPIC_AUTHORIZATION_FAILED,
+  or leaves it out of the list of every topic).
 - DescribeCluster lists the same brokers as Metadata.
 """
 
@@ -35,7 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from actors.client.retry import CoordinatorUnavailableError
+from coordinator.acl import Operation, ResourceType
 from coordinator.errors import Errors
+from gateway.authorize import undescribable_topics
 from gateway.direct.routing import Coordinator
 from gateway.handlers.entities import respond
 from gateway.handlers.topics import LEADER_EPOCH, topics_with_ids
@@ -85,6 +91,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             topics = [_topic_by_id(ctx, i, names.get(i), known) for i in ids]
         else:
             topics = [_topic_by_name(ctx, t.name, known) for t in asked]
+    topics = await _authorized(ctx, topics, every)
     return respond(
         request,
         {
@@ -94,6 +101,25 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             "topics": topics,
         },
     )
+
+
+async def _authorized(ctx: RequestContext, topics: list[dict[str, Any]], every: bool) -> list[dict[str, Any]]:
+    """With the authorizer on, the topics the principal may not DESCRIBE: left out of a list
+    of every topic, else TOPIC_AUTHORIZATION_FAILED whether they exist or not (Kafka's
+    answer, which tells nothing of them); while the ACLs are not read, LEADER_NOT_AVAILABLE."""
+    try:
+        hidden = await undescribable_topics(ctx.client, (t["name"] for t in topics if t["name"] is not None))
+    except CoordinatorUnavailableError:
+        return [{**t, "error_code": Errors.LEADER_NOT_AVAILABLE, "partitions": []} for t in topics]
+    if not hidden:
+        return topics
+    if every:
+        return [t for t in topics if t["name"] not in hidden]
+    return [
+        {**t, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED, "topic_id": NO_TOPIC_ID, "partitions": []}
+        if t["name"] in hidden else t
+        for t in topics
+    ]
 
 
 def _asked_id(asked: Any) -> uuid.UUID:
@@ -168,6 +194,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 async def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type != GROUP_KEY_TYPE:
         return _no_coordinator(key, Errors.INVALID_REQUEST, NO_TRANSACTIONS)
+    may = getattr(ctx.client, "may", None)  # the authorizer (gateway.authorize): DESCRIBE on the group
+    try:
+        if may is not None and not await may(Operation.DESCRIBE, ResourceType.GROUP, key):
+            return _no_coordinator(key, Errors.GROUP_AUTHORIZATION_FAILED, None)
+    except CoordinatorUnavailableError:  # the ACLs are not read yet: the client retries
+        return _no_coordinator(key, Errors.COORDINATOR_NOT_AVAILABLE, None)
     gateway = ctx.gateway
     if ctx.direct is not None:
         itself = Coordinator(Errors.NONE, gateway.node_id, gateway.host, gateway.port)

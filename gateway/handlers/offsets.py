@@ -20,6 +20,9 @@ Group offsets go through the coordinator, by version:
   OffsetFetch id it does not know answers UNKNOWN_TOPIC_ID with offset -1;
   asked for every topic, a committed topic without an id is left out.
 Topic offsets come from the registry (handlers/topics.py):
+- ListOffsets, with the authorizer on (gateway.authorize): a topic the
+  principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED on each
+  partition, as Kafka answers, and is not read.
 - ListOffsets: -2 (earliest) and -4 (earliest local, v8+: there is no
   tiered storage) are the log start offset, -1 (latest) the end offset,
   each with timestamp -1 as Kafka answers them. -3 (max timestamp, v7+) and
@@ -57,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from actors.client import topics as registry
+from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
     FetchedOffset,
@@ -68,6 +72,7 @@ from coordinator.messages import (
     PartitionResult,
 )
 from coordinator.reset_plan import TP, TopicView, offset_at_time
+from gateway.authorize import undescribable_topics
 from gateway.handlers.calls import send
 from gateway.handlers.entities import RepeatedResponses, ms, respond
 from gateway.handlers.topics import LEADER_EPOCH, TopicIds, offset_bounds, partition_error, topic_ids
@@ -283,7 +288,12 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
-    names = [t.name for t in request.topics]
+    refusal = Errors.TOPIC_AUTHORIZATION_FAILED  # the topics the principal may not DESCRIBE
+    try:
+        hidden = await undescribable_topics(ctx.client, (t.name for t in request.topics))
+    except CoordinatorUnavailableError:  # the ACLs are not read yet: retriable
+        refusal, hidden = Errors.LEADER_NOT_AVAILABLE, {t.name for t in request.topics}
+    names = [t.name for t in request.topics if t.name not in hidden]
     start, end = await offset_bounds(ctx, names)
     timed = [
         (t.name, p.partition_index, p.timestamp)
@@ -295,7 +305,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
 
     def entry(row: tuple[str, int, int]) -> dict[str, Any]:
         topic, partition, timestamp = row
-        error = partition_error(end, topic, partition)
+        error = refusal if topic in hidden else partition_error(end, topic, partition)
         offset, found_at = NO_RECORD
         if error is Errors.NONE:
             offset, found_at = record_for(view, (topic, partition), timestamp)

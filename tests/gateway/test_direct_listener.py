@@ -228,7 +228,8 @@ def test_a_taken_port_is_skipped_and_no_free_port_leaves_ray_callers_served(tmp_
 def test_with_sasl_the_listener_is_on_the_nodes_address_and_wants_a_login(tmp_path: Path) -> None:
     users = tmp_path / "users"
     users.write_text("bob:hunter2\n")
-    secured = PartitionThread(str(tmp_path / "log"), free_port_range(2), sasl_users_file=str(users))
+    secured = PartitionThread(str(tmp_path / "log"), free_port_range(2), sasl_users_file=str(users),
+                              super_users=("User:bob",))  # the authorizer is on: bob may do anything
     try:
         host, port = secured.kafka["host"], secured.port
         assert secured.kafka["protocol"] == "SASL_PLAINTEXT" and not is_loopback(host)

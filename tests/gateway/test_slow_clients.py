@@ -41,7 +41,7 @@ def leader(tmp_path: Path) -> Iterator[PartitionThread]:
     limits = (("max_unauthenticated_bytes", FRAME_BYTES), ("memory_pool_bytes", POOL_BYTES),
               ("max_request_bytes", POOL_BYTES // 2), ("frame_deadline_ms", DEADLINE_MS))
     running = PartitionThread(str(tmp_path / "log"), free_port_range(2), num_partitions=1,
-                              sasl_users_file=str(users), limits=limits)
+                              sasl_users_file=str(users), limits=limits, super_users=(f"User:{USER}",))
     yield running
     running.close()
 

@@ -1,0 +1,66 @@
+"""The ACL calls of `Client`: Kafka's CreateAcls, DescribeAcls and DeleteAcls on the registry.
+
+The registry (`actors/client/topic_registry.py`) holds the bindings as
+service state and validates each where it enters
+(`actors/client/acl_table.py`); these functions only carry them, retried
+like every registry call while Ray restarts it (`actors.client.topics`).
+A binding is a `coordinator.acl.AclBinding`, a filter an `AclFilter`.
+
+Answers, as Kafka's Admin client gets them: `create_acls` one
+(error, message) per binding, in order (INVALID_REQUEST with the reason for
+a bad one, the others created); `describe_acls` the matching bindings, or
+AclError for an invalid filter; `delete_acls` per filter the bindings it
+deleted, or its error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from actors.client.topics import _call, _call_async
+from coordinator.acl import AclBinding, AclFilter
+from coordinator.errors import Errors
+
+AclResult = tuple[Errors, str]
+Deleted = tuple[Errors, str, list[AclBinding]]
+
+
+class AclError(ValueError):
+    """An ACL request the registry refused (`error` is Kafka's code)."""
+
+    def __init__(self, error: Errors, detail: str) -> None:
+        super().__init__(f"{error.name}: {detail}")
+        self.error = error
+        self.detail = detail
+
+
+def create_acls(controller: Any, bindings: Iterable[AclBinding]) -> list[AclResult]:
+    return _call(controller, "create_acls", list(bindings))  # type: ignore[no-any-return]
+
+
+async def create_acls_async(controller: Any, bindings: Iterable[AclBinding]) -> list[AclResult]:
+    return await _call_async(controller, "create_acls", list(bindings))  # type: ignore[no-any-return]
+
+
+def describe_acls(controller: Any, acl_filter: AclFilter) -> list[AclBinding]:
+    return _described(_call(controller, "describe_acls", acl_filter))
+
+
+async def describe_acls_async(controller: Any, acl_filter: AclFilter) -> tuple[Errors, str, list[AclBinding]]:
+    return await _call_async(controller, "describe_acls", acl_filter)  # type: ignore[no-any-return]
+
+
+def _described(answer: tuple[Errors, str, list[AclBinding]]) -> list[AclBinding]:
+    error, detail, acls = answer
+    if error is not Errors.NONE:
+        raise AclError(error, detail)
+    return acls
+
+
+def delete_acls(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
+    return _call(controller, "delete_acls", list(filters))  # type: ignore[no-any-return]
+
+
+async def delete_acls_async(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
+    return await _call_async(controller, "delete_acls", list(filters))  # type: ignore[no-any-return]
