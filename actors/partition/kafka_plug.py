@@ -36,6 +36,7 @@ from uuid import UUID
 
 from actors.core.settings import ServiceSettings
 from actors.partition.topics_watch import TopicsWatch
+from coordinator.handoff import owns
 from coordinator.runtime import PartitionRuntime, RuntimeState
 
 logger = logging.getLogger(__name__)
@@ -81,15 +82,20 @@ class KafkaListening:
     topics: TopicsWatch
     kafka: KafkaPlug
 
-    async def kafka_listener(self) -> dict[str, Any] | None:
+    async def kafka_listener(self, group_id: str | None = None) -> dict[str, Any] | None:
         """This leader's Kafka listener: its address and Kafka node id, and whether it
-        leads its partition now; None while none listens (off, or not started).
-        A start under way is waited for (`KafkaPlug.started`)."""
+        leads its partition now (and, given a group, whether it serves that group: not
+        one it handed off in a repartition); None while none listens (off, or not
+        started). A start under way is waited for (`KafkaPlug.started`)."""
         await self.kafka.started()
         described = self.kafka.describe()
         if described is None or "error" in described:
             return None
-        return {**described, "partition": self.partition, "leads": self.leads()}
+        found = {**described, "partition": self.partition, "leads": self.leads()}
+        shard = self.runtime.shard
+        if type(group_id) is str and shard is not None:
+            found["owns"] = owns(shard, group_id)
+        return found
 
     def leads(self) -> bool:
         """Serving the partition as its leader."""

@@ -123,16 +123,17 @@ class LeaderRouting:
         except Exception as exc:  # no controller (yet): the Kafka client asks again
             logger.warning("FindCoordinator for %r: no routing: %r", group_id, exc)
             return NOT_AVAILABLE
-        partition = client.partition_for(group_id)
         for attempt in range(2):
+            partition = client.partition_for(group_id)
             leader = client.leader(partition)
             if leader is None or attempt:
                 await client.refresh_async()  # the cached routing may predate the election
+                partition = client.partition_for(group_id)  # or a repartition
                 leader = client.leader(partition)
             if leader is None:
                 return NOT_AVAILABLE
             try:
-                found = await asyncio.wait_for(leader.kafka_listener.remote(), LOOKUP_TIMEOUT_S)
+                found = await asyncio.wait_for(leader.kafka_listener.remote(group_id), LOOKUP_TIMEOUT_S)
             except Exception as exc:  # a dead or hung leader: the routing is asked again
                 logger.debug("partition %d: leader's Kafka listener not known: %r", partition, exc)
                 continue
@@ -140,7 +141,8 @@ class LeaderRouting:
                 logger.debug("partition %d: leader without a reachable Kafka listener (%s): %s", partition,
                              found, "the fallback" if fallback else "not available")
                 return fallback or NOT_AVAILABLE
-            if found["leads"]:
+            # A group its partition handed off in a repartition: the routing is asked again.
+            if found["leads"] and found.get("owns", True):
                 return Coordinator(Errors.NONE, found["node_id"], found["host"], found["port"])
         return NOT_AVAILABLE
 

@@ -12,12 +12,18 @@ from typing import Any
 
 import pytest
 import ray
+from kafka.structs import OffsetAndMetadata as KpOffset
+from kafka.structs import TopicPartition as KpPartition
 
 import actors
 from coordinator import CoordinatorConfig
 from coordinator.errors import Errors
 from coordinator.messages import OffsetFetchRequest
 from coordinator.routing import partition_for
+
+from tests.gateway.gateway_support import GatewayThread
+from tests.gateway.test_direct_clients import kp_consumer
+from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, wait_until
 
 NAMESPACE = "raygroups-repartition-test"
 GROUPS = [f"grow-{i}" for i in range(40)]
@@ -125,3 +131,28 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
     group = moved[0]
     old = ray.get(client.leader(partition_for(group, 2)).handle.remote(OffsetFetchRequest(group, None)))
     assert old.error is Errors.NOT_COORDINATOR
+
+
+def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partition(
+    small_service: actors.Client,
+) -> None:
+    client = small_service
+    group = next(g for g in (f"kp-grow-{i}" for i in range(100)) if partition_for(g, 4) >= 2)
+    client.create_topic("kp-orders", 2)
+    gateway = GatewayThread(actors.connect(namespace=NAMESPACE))  # its routing goes stale
+    consumer = kp_consumer(
+        "kp-orders", bootstrap_servers=gateway.bootstrap, group_id=group, enable_auto_commit=False,
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+    )
+    try:
+        wait_until(lambda: len(consumer.assignment()) == 2, lambda: consumer.poll(100), "assigned")
+        consumer.commit({KpPartition("kp-orders", 0): KpOffset(5, "", -1)})
+        client.repartition(4)
+        assert client.partition_for(group) >= 2, "the group moved"
+        consumer.commit({KpPartition("kp-orders", 0): KpOffset(6, "", -1)})  # re-finds its coordinator
+        assert consumer.committed(KpPartition("kp-orders", 0)) == 6
+        fetched = client.fetch_offsets(group, [("kp-orders", 0)]).offsets()
+        assert fetched == {("kp-orders", 0): 6}
+    finally:
+        consumer.close()
+        gateway.close()
