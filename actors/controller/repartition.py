@@ -157,6 +157,10 @@ class Repartitioner:
         loop = asyncio.get_running_loop()
         began = loop.time()
         await self._until_published(range(plan.count))
+        # Every leader records the plan (its state file: a full restart resumes it) before
+        # any group moves.
+        while not await self.push_routing():
+            await asyncio.sleep(PUBLISH_POLL_S)
         published = loop.time()
         sources = [p for p in range(plan.previous) if p not in plan.switched]
         gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
@@ -236,13 +240,14 @@ class Repartitioner:
 
     # ------------------------------------------------------------ routing pushes
 
-    async def push_routing(self, partitions: list[int] | None = None) -> None:
-        """Tell leaders the current routing (they own groups by it); best effort: a leader
-        that missed it is told again when its probe shows another routing."""
+    async def push_routing(self, partitions: list[int] | None = None) -> bool:
+        """Tell leaders the current routing (they own groups by it, and record it); True
+        when every one answered. A leader that missed it is told again when its probe
+        shows another routing."""
         encoded = self.routing().encode()
         targets = range(self.plane.state.num_partitions) if partitions is None else partitions
-
-        await asyncio.gather(*(self._call(p, "set_routing", encoded, quiet=True) for p in targets))
+        answers = await asyncio.gather(*(self._call(p, "set_routing", encoded, quiet=True) for p in targets))
+        return all(answer is not None for answer in answers)
 
     def needs_push(self, partition: int, probe: dict[str, Any]) -> bool:
         """A leader whose probe shows it owns by another routing than the current one."""

@@ -436,7 +436,7 @@ class OffsetPartition(
     async def handoff_abort(self) -> dict[str, Any]:
         return await self.handoff.abort()
 
-    async def set_routing(self, routing: bytes) -> int:
+    async def set_routing(self, routing: bytes) -> int | None:
         return self.handoff.route(routing)
 
     def _deliver_driven(self, released: Iterable[tuple[Any, Any]]) -> None:

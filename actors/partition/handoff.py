@@ -75,12 +75,13 @@ class HandoffPart:
     async def abort(self) -> dict[str, Any]:
         return _plain(await self._drive(handoff.abort_step, False))
 
-    def route(self, routing: bytes) -> int:
-        """Own by `routing` from now (a leader; nothing is written). The version known after."""
+    def route(self, routing: bytes) -> int | None:
+        """Own by `routing` from now (a leader; nothing is written). The version known
+        after; None without a shard (loading): the controller pushes again."""
         pushed = parse_routing(routing)
         shard = self._runtime().shard
         if shard is None:
-            return -1
+            return None
         handoff.route_step(shard, pushed)
         return shard.owner.version if shard.owner is not None else 0
 
