@@ -200,30 +200,48 @@ ROUTING_KEY = ServiceStateKey(ROUTING_KIND, "")
 
 @dataclass(frozen=True, slots=True)
 class HandoffAnswer:
-    """`error` NONE, or why the step was refused (nothing changed then). `exported`:
-    the moving groups' records by the partition that takes them over."""
+    """`error` NONE, or why the step was refused (nothing changed then). An export's page:
+    `exported`, the records of moving groups by the partition that takes them over, and
+    `next_page`, where the next page starts (-1: this was the last)."""
 
     error: Errors
     detail: str = ""
     exported: dict[int, list[Record]] = field(default_factory=dict)
     groups: int = 0
+    next_page: int = -1
 
 
-def export_step(shard: Shard, routing: Routing, token: Any) -> None:
-    """Freeze the groups `routing` moves away from here and answer their records.
+# An export page holds the groups whose records reach this many (one group may exceed it).
+EXPORT_PAGE_RECORDS = 20_000
 
-    `routing` is the repartition with this partition switched. Idempotent: a second
-    export under the same routing answers the same state (the groups are frozen)."""
+
+def export_step(
+    shard: Shard, routing: Routing, token: Any, page: int = 0, page_records: int = EXPORT_PAGE_RECORDS
+) -> None:
+    """Freeze the groups `routing` moves away from here and answer their records, a page
+    at a time from group `page` of them (in id order).
+
+    `routing` is the repartition with this partition switched. The groups are frozen
+    once, by the first page asked under `routing`; a page asked again answers the same
+    records (frozen groups do not change), so the driver may retry any page."""
     if (refused := _stale(shard, routing)) is not None:
         shard.reply(token, refused)
         return
-    begin_handoff(shard, routing)
-    shard.frozen = routing
+    if shard.frozen != routing:
+        begin_handoff(shard, routing)
+        shard.frozen = routing
+        shard.frozen_ids = moving(shard, routing)
+    ids = shard.frozen_ids
     exported: dict[int, list[Record]] = {}
-    moved = moving(shard, routing)
-    for group_id in moved:
-        exported.setdefault(routing.partition_for(group_id), []).extend(group_records(shard, group_id))
-    shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=len(moved)))
+    end, taken = page, 0
+    while end < len(ids) and (taken < page_records or end == page):
+        group_id = ids[end]
+        records = group_records(shard, group_id)
+        exported.setdefault(routing.partition_for(group_id), []).extend(records)
+        taken += len(records)
+        end += 1
+    next_page = end if end < len(ids) else -1
+    shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page))
 
 
 def admit_step(shard: Shard, admitted: list[Record], token: Any) -> None:
@@ -247,6 +265,7 @@ def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
         ))
         return
     shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))
+    shard.frozen_ids = []
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(release_moved(shard))))
 
 
@@ -254,7 +273,7 @@ def abort_step(shard: Shard, token: Any) -> None:
     """Serve the frozen groups again (an export the driver abandons)."""
     if shard.frozen is not None:
         abort_handoff(shard, shard.switched.merged(shard.pushed) if shard.switched else shard.pushed)
-        shard.frozen = None
+        shard.frozen, shard.frozen_ids = None, []
     shard.reply(token, HandoffAnswer(Errors.NONE))
 
 

@@ -167,6 +167,7 @@ class Shard:
         self.switched: Routing | None = None
         self.pushed: Routing | None = None
         self.frozen: Routing | None = None
+        self.frozen_ids: list[str] = []  # the groups frozen under `frozen`, in id order
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         self.timers = TimerQueue()

@@ -206,22 +206,23 @@ class Repartitioner:
     async def _attempt(self, plan: Plan, source: int) -> str | None:
         """One try; None when the source switched (and it is recorded), else why not."""
         routing = plan.routing().with_switched(source).encode()
-        exported = await self._call(source, "handoff_export", routing)
-        if exported["error"] != "NONE":
-            return f"export: {exported['error']} {exported['detail']}"
-        for target, payload in exported["exported"].items():
-            admitted = await self._call(int(target), "handoff_admit", plan.version, payload)
-            if admitted["error"] != "NONE":
-                return f"admit at {target}: {admitted['error']} {admitted['detail']}"
+        page, moved = 0, 0
+        while page >= 0:  # the moving groups, a page at a time (a big partition's are many)
+            exported = await self._call(source, "handoff_export", routing, page)
+            if exported["error"] != "NONE":
+                return f"export: {exported['error']} {exported['detail']}"
+            for target, payload in exported["exported"].items():
+                admitted = await self._call(int(target), "handoff_admit", plan.version, payload)
+                if admitted["error"] != "NONE":
+                    return f"admit at {target}: {admitted['error']} {admitted['detail']}"
+            page, moved = exported["next_page"], moved + exported["groups"]
         switched = await self._call(source, "handoff_switch", routing)
         if switched["error"] != "NONE":
             return f"switch: {switched['error']} {switched['detail']}"
         if source not in plan.switched:
             plan.switched.append(source)
             await self.plane._persist()
-        logger.info(
-            "repartition %d: partition %d handed off %d groups", plan.version, source, exported["groups"]
-        )
+        logger.info("repartition %d: partition %d handed off %d groups", plan.version, source, moved)
         await self.push_routing()
         return None
 

@@ -424,8 +424,8 @@ class OffsetPartition(
 
     # ------------------------------------------------------------ repartitioning
 
-    async def handoff_export(self, routing: bytes) -> dict[str, Any]:
-        return await self.handoff.export(routing)
+    async def handoff_export(self, routing: bytes, page: int = 0) -> dict[str, Any]:
+        return await self.handoff.export(routing, page)
 
     async def handoff_admit(self, version: int, payload: bytes) -> dict[str, Any]:
         return await self.handoff.admit(version, payload)

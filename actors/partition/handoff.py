@@ -7,8 +7,8 @@ is durable at the high watermark, and a step that writes is refused below min IS
 carries the moved groups' records between partitions in the log's own encoding, so a
 group arrives exactly as its source's log holds it.
 
-- `export(routing)`: freeze the groups `routing` moves off this partition; their records
-  by target partition, once durable here.
+- `export(routing, page)`: freeze the groups `routing` moves off this partition; a page
+  of their records by target partition, once durable here, and where the next starts.
 - `admit(version, payload)`: write another partition's exported groups as this one's own.
 - `switch(routing)`: the commit point, the routing record in this partition's log.
 - `abort()`: serve frozen groups again.
@@ -49,11 +49,14 @@ class HandoffPart:
         self._deliver = deliver
         self._now_ms = now_ms
 
-    async def export(self, routing: bytes) -> dict[str, Any]:
+    async def export(self, routing: bytes, page: int = 0) -> dict[str, Any]:
         grown = parse_routing(routing)
-        answer = await self._drive(lambda shard, token: handoff.export_step(shard, grown, token), False)
+        if type(page) is not int or page < 0:
+            raise ValueError(f"an export page is an int >= 0, got {page!r}")
+        answer = await self._drive(lambda shard, token: handoff.export_step(shard, grown, token, page), False)
         return {
             **_plain(answer),
+            "next_page": answer.next_page,
             "exported": {target: encode_payload(records) for target, records in answer.exported.items()},
         }
 

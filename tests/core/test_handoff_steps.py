@@ -132,3 +132,29 @@ def test_an_aborted_export_serves_the_group_again_and_a_readmission_replaces_sta
     target.drive("a2", lambda shard, token: handoff.admit_step(shard, second, token), True)
     offsets = {key.partition: value.offset for key, value in target.shard.groups[move].offsets.items()}
     assert offsets == {0: 5, 1: 7}
+
+
+def test_an_export_comes_in_pages_that_may_be_asked_again_and_cover_every_moving_group() -> None:
+    h = Harness()
+    moving_ids = groups_on(2, 4, 7)
+    for group in moving_ids + groups_on(0, 4, 3):
+        h.commit(group, {("t", 0): 1, ("t", 1): 2}, -1, "")
+    source = Driven(h.shard)
+    whole: dict[int, list[Any]] = {}
+
+    def page(start: int) -> HandoffAnswer:
+        source.drive("page", lambda shard, token: handoff.export_step(shard, GROWN, token, start, 5))
+        return source.answers.pop("page")  # type: ignore[no-any-return]
+
+    start, pages = 0, 0
+    while start >= 0:
+        answer = page(start)
+        assert answer == page(start), "a page asked again is the same page"
+        for target, records in answer.exported.items():
+            whole.setdefault(target, []).extend(records)
+        start, pages = answer.next_page, pages + 1
+    assert pages == 3  # 7 groups of 2 offsets, pages of at least 5 records: 3 + 3 + 1 groups
+    assert sorted({r.key.group_id for r in whole[2]}) == sorted(moving_ids)
+    single = Driven(h.replayed())
+    single.drive("all", lambda shard, token: handoff.export_step(shard, GROWN, token, 0, 10**9))
+    assert single.answers["all"].exported == whole and single.answers["all"].next_page == -1
