@@ -81,12 +81,16 @@ def lag_ms(committed: int, samples: list[tuple[int, int]], now_ms: int) -> tuple
     if committed >= samples[-1][1]:
         return 0, False
     wanted = committed + 1  # the end offset once the message at `committed` exists
-    i = bisect.bisect_left([end for _, end in samples], wanted)
+    i = bisect.bisect_left(samples, wanted, key=_end_of)
     if i == 0:
         return max(now_ms - samples[0][0], 0), True
     (at0, end0), (at1, end1) = samples[i - 1], samples[i]
     produced_at = at0 + (wanted - end0) * (at1 - at0) // (end1 - end0)
     return max(now_ms - produced_at, 0), False
+
+
+def _end_of(sample: tuple[int, int]) -> int:
+    return sample[1]
 
 
 @dataclass(slots=True)
@@ -149,6 +153,20 @@ class LagTracker:
             offset = self.committed[group_id][tp].offset
             change = (lag_messages(offset, end) or 0) - (lag_messages(offset, before) or 0)
             self.totals[group_id] += change
+
+    def load_ends(self, samples: dict[TopicPartition, list[tuple[int, int]]]) -> None:
+        """Replace every end-offset history (a whole view, after a load or a restarted
+        registry): each group's sum is recomputed once, O(committed offsets)."""
+        self.samples = {tp: list(kept[-HISTORY_SAMPLES:]) for tp, kept in samples.items() if kept}
+        for group_id, offsets in self.committed.items():
+            self.totals[group_id] = sum(
+                lag_messages(kept.offset, self.end(tp)) or 0 for tp, kept in offsets.items()
+            )
+
+    def forget_groups(self, group_ids: list[str]) -> None:
+        """Groups the shard no longer holds (moved away, unloaded): their offsets go, ends stay."""
+        for group_id in group_ids:
+            self.on_group_deleted(group_id)
 
     # ------------------------------------------------------------- answers
 
