@@ -14,7 +14,9 @@ step-down answered its batch) or an append failed. Rules:
 - timers: sleeps until the runtime's next deadline or a wake
   (`_timer_wake`), then polls the timers; records they wrote are flushed.
 - topics: reads the topic registry when nudged (`topics_changed`) or every
-  `topics_refresh_interval_s` (`actors.partition.topics_watch`).
+  `topics_refresh_interval_s` (`actors.partition.topics_watch`), then the
+  end offsets reported since the last read, for live lag
+  (`actors.partition.ends_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
   a gauge not refreshed within its TTL).
 - maintenance: snapshots and compaction up to the high watermark on the
@@ -37,6 +39,7 @@ from coordinator.runtime import PartitionRuntime, RuntimeState
 if TYPE_CHECKING:
     from actors.core.metrics import PartitionMetrics
     from actors.core.settings import ServiceSettings, SystemClock
+    from actors.partition.ends_watch import EndsWatch
     from actors.partition.topics_watch import TopicsWatch
     from log.partition import PartitionLog
 
@@ -57,6 +60,7 @@ class ServingLoops:
     runtime: PartitionRuntime
     metrics: PartitionMetrics
     topics: TopicsWatch
+    ends: EndsWatch
     log: PartitionLog | None
     leader: Any
     load_ms: float
@@ -141,6 +145,7 @@ class ServingLoops:
             self._topics_wake.clear()
             if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
                 self._apply_topics(self.topics.counts, self.topics.ids)
+            await self.ends.poll(runtime)
             try:
                 await asyncio.wait_for(self._topics_wake.wait(), self.settings.topics_refresh_interval_s)
             except TimeoutError:
