@@ -35,6 +35,7 @@ AHEAD, AT_LEAST = 1, 2
 @dataclass(frozen=True, slots=True)
 class LagRequest(Checked):
     group_ids: tuple[str, ...] | None = None  # None: every group of the partition
+    partitions: bool = True  # False: the groups' rows only (their lag, health)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +71,12 @@ def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
         if lag is None:
             continue
         groups.append((group_id, lag.lag, lag.lag_ms, int(lag.health)))
-        partitions.extend(
-            (group_id, p.topic, p.partition, p.committed, p.end, p.lag, p.lag_ms,
-             (AHEAD if p.ahead else 0) | (AT_LEAST if p.at_least else 0), int(p.health))
-            for p in lag.partitions
-        )
+        if request.partitions:
+            partitions.extend(
+                (group_id, p.topic, p.partition, p.committed, p.end, p.lag, p.lag_ms,
+                 (AHEAD if p.ahead else 0) | (AT_LEAST if p.at_least else 0), int(p.health))
+                for p in lag.partitions
+            )
     return LagResponse(Errors.NONE, tuple(groups), tuple(partitions))
 
 
