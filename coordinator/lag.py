@@ -29,6 +29,7 @@ EMPTY and DEAD are the group's state, which the caller knows.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import deque
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -91,6 +92,10 @@ def lag_ms(committed: int, samples: list[tuple[int, int]], now_ms: int) -> tuple
 
 def _end_of(sample: tuple[int, int]) -> int:
     return sample[1]
+
+
+def _lag_of(row: tuple[str, PartitionLag]) -> int:
+    return row[1].lag or 0
 
 
 @dataclass(slots=True)
@@ -187,6 +192,18 @@ class LagTracker:
         health = max((row.health for row in rows), default=Health.OK)
         total = self.totals[group_id] if with_end else None
         return GroupLag(group_id, rows, total, max(lags_ms, default=None), health)
+
+    def export(
+        self, now_ms: int, partitions_max: int
+    ) -> tuple[list[GroupLag], list[tuple[str, PartitionLag]]]:
+        """What the metrics show: every group's lag, and the `partitions_max` partitions
+        (group, partition) with the most lag in messages (the operator's cardinality cap)."""
+        groups = [self.group_lag(group_id, now_ms) for group_id in self.committed]
+        lagged = [g for g in groups if g is not None]
+        if partitions_max <= 0:
+            return lagged, []
+        rows = ((g.group_id, p) for g in lagged for p in g.partitions if p.lag)
+        return lagged, heapq.nlargest(partitions_max, rows, key=_lag_of)
 
     def _partition(self, tp: TopicPartition, kept: _Committed, now_ms: int) -> PartitionLag:
         end = self.end(tp)

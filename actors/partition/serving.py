@@ -18,7 +18,8 @@ step-down answered its batch) or an append failed. Rules:
   end offsets reported since the last read, for live lag
   (`actors.partition.ends_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
-  a gauge not refreshed within its TTL).
+  a gauge not refreshed within its TTL), its groups' live lag every
+  `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`).
 - maintenance: snapshots and compaction up to the high watermark on the
   maintenance thread, beside appends (`actors.partition.maintenance`).
 """
@@ -165,6 +166,10 @@ class ServingLoops:
             if self.leader is not None:
                 self.metrics.set_replication(self.leader.describe())
             self.metrics.flush_counts()
+            settings = self.settings
+            lag = self.metrics.lag(settings.lag_metrics_interval_s, settings.lag_metrics_partitions_max)
+            if shard is not None and lag.due(time.monotonic()):
+                lag.set(*shard.lag.export(self.clock.now_ms(), lag.partitions_max))
             await asyncio.sleep(GAUGE_INTERVAL_S)
 
     async def _maintenance_loop(self) -> None:

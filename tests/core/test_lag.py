@@ -119,3 +119,16 @@ def test_a_partition_without_an_end_has_unknown_lag_not_zero() -> None:
     tracker.on_end(("t", 0), 30, 1)
     lag = tracker.group_lag("g", 1)
     assert lag is not None and lag.lag == 0 and lag.partitions[0].ahead
+
+
+def test_the_export_has_every_group_and_only_the_partitions_with_most_lag() -> None:
+    tracker = LagTracker()
+    for p in range(4):
+        tracker.on_end(("t", p), 100, 0)
+    for g, offsets in {"a": (90, 10), "b": (100, 50), "c": (0, 100)}.items():
+        for p, offset in enumerate(offsets):
+            tracker.on_commit(g, ("t", p), offset, 0)
+    groups, partitions = tracker.export(0, partitions_max=2)
+    assert sorted((g.group_id, g.lag) for g in groups) == [("a", 100), ("b", 50), ("c", 100)]
+    assert [(g, p.partition, p.lag) for g, p in partitions] == [("c", 0, 100), ("a", 1, 90)]
+    assert tracker.export(0, partitions_max=0)[1] == [], "a cap of 0: no per-partition series"
