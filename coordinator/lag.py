@@ -5,10 +5,15 @@ end offset producers report: this module keeps lag from both as they arrive,
 so a question about a group costs that group's partitions, never a scan of
 every group (DESIGN section 10: signals are pushed, not polled).
 
-One definition of lag, whoever computes it:
+One definition of lag, whoever computes it (the live path here; Spark's
+jobs through `spark_bridge/lag_columns.py`, its column form, tested against
+these functions):
 - In messages: `end - committed`, never below 0 (a committed offset past the
   reported end is lag 0 and flagged `ahead`: the reporter is behind); None
   (unknown, not 0) for a partition no end was reported for.
+- As of a time (`lag_as_of`): the offset committed by then against the end
+  offset as of then, the partition's latest sample at or before that time
+  (`end_as_of`); the live lag is the lag as of now.
 - In seconds (`lag_ms`): how long ago the end offset passed the committed
   one, i.e. now minus the time the message at the committed offset was
   produced, interpolated between the two end-offset samples around it (as
@@ -75,6 +80,18 @@ def lag_messages(committed: int, end: int | None) -> int | None:
     return None if end is None else max(end - committed, 0)
 
 
+def end_as_of(samples: list[tuple[int, int]], at_ms: int) -> int | None:
+    """The end offset in effect at `at_ms`: the latest of `samples` [(at_ms, end)] (in time
+    order) at or before it; None before the first."""
+    i = bisect.bisect_right(samples, at_ms, key=_time_of)
+    return samples[i - 1][1] if i else None
+
+
+def lag_as_of(committed: int, samples: list[tuple[int, int]], at_ms: int) -> int | None:
+    """Lag in messages at `at_ms` of the offset committed by then."""
+    return lag_messages(committed, end_as_of(samples, at_ms))
+
+
 def lag_ms(committed: int, samples: list[tuple[int, int]], now_ms: int) -> tuple[int | None, bool]:
     """(lag in ms, at_least) of `committed` against `samples` [(at_ms, end)] in time order."""
     if not samples:
@@ -92,6 +109,10 @@ def lag_ms(committed: int, samples: list[tuple[int, int]], now_ms: int) -> tuple
 
 def _end_of(sample: tuple[int, int]) -> int:
     return sample[1]
+
+
+def _time_of(sample: tuple[int, int]) -> int:
+    return sample[0]
 
 
 def _lag_of(row: tuple[str, PartitionLag]) -> int:

@@ -132,3 +132,13 @@ def test_the_export_has_every_group_and_only_the_partitions_with_most_lag() -> N
     assert sorted((g.group_id, g.lag) for g in groups) == [("a", 100), ("b", 50), ("c", 100)]
     assert [(g, p.partition, p.lag) for g, p in partitions] == [("c", 0, 100), ("a", 1, 90)]
     assert tracker.export(0, partitions_max=0)[1] == [], "a cap of 0: no per-partition series"
+
+
+def test_the_end_as_of_a_time_is_the_latest_sample_at_or_before_it() -> None:
+    from coordinator.lag import end_as_of, lag_as_of
+
+    samples = [(1_000, 20), (70_000, 30), (130_000, 60)]
+    assert [end_as_of(samples, t) for t in (999, 1_000, 69_999, 70_000, 200_000)] == [None, 20, 20, 30, 60]
+    assert lag_as_of(15, samples, 60_000) == 5
+    assert lag_as_of(35, samples, 100_000) == 0, "past the end then: never negative"
+    assert lag_as_of(15, samples, 500) is None, "no end yet: unknown"
