@@ -29,7 +29,8 @@ KEYS = ("group_id", "topic", "topic_partition", "current_offset", "log_end_offse
 
 def test_the_spark_column_is_the_python_definition(spark: SparkSession) -> None:
     frame = spark.createDataFrame(CASES, "end long, committed long")
-    got = [row.lag for row in frame.select(lag_column(F.col("end"), F.col("committed")).alias("lag")).collect()]
+    lagged = frame.select(lag_column(F.col("end"), F.col("committed")).alias("lag"))
+    got = [row.lag for row in lagged.collect()]
     assert got == [lag_messages(committed, end) for end, committed in CASES] == [60, 0, 0, None, 0]
 
 
