@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 TopicPartition = tuple[str, int]
 HISTORY_SAMPLES = 256  # end-offset samples kept per partition (the oldest go first)
-WINDOW_COMMITS = 32  # commits kept per group partition for health
+WINDOW_COMMITS = 10  # commits kept per group partition for health (Burrow's window is 10 commits)
 
 
 class Health(IntEnum):
@@ -92,14 +92,20 @@ def lag_as_of(committed: int, samples: list[tuple[int, int]], at_ms: int) -> int
     return lag_messages(committed, end_as_of(samples, at_ms))
 
 
-def lag_ms(committed: int, samples: list[tuple[int, int]], now_ms: int) -> tuple[int | None, bool]:
-    """(lag in ms, at_least) of `committed` against `samples` [(at_ms, end)] in time order."""
+def lag_ms(
+    committed: int, samples: list[tuple[int, int]], now_ms: int, ends: list[int] | None = None
+) -> tuple[int | None, bool]:
+    """(lag in ms, at_least) of `committed` against `samples` [(at_ms, end)] in time order
+    (`ends`: their end offsets, if the caller keeps them apart, for a bisect in C)."""
     if not samples:
         return None, False
     if committed >= samples[-1][1]:
         return 0, False
     wanted = committed + 1  # the end offset once the message at `committed` exists
-    i = bisect.bisect_left(samples, wanted, key=_end_of)
+    if ends is None:
+        i = bisect.bisect_left(samples, wanted, key=_end_of)
+    else:
+        i = bisect.bisect_left(ends, wanted)
     if i == 0:
         return max(now_ms - samples[0][0], 0), True
     (at0, end0), (at1, end1) = samples[i - 1], samples[i]
@@ -119,11 +125,14 @@ def _lag_of(row: tuple[str, PartitionLag]) -> int:
     return row[1].lag or 0
 
 
-@dataclass(slots=True)
-class _Committed:
-    offset: int
-    at_ms: int
-    window: deque[tuple[int, int, int | None]] = field(default_factory=lambda: deque(maxlen=WINDOW_COMMITS))
+# A committed offset as kept: [offset, at_ms, lag then, window], the window the earlier
+# commits flat, at_ms, offset, lag (-1: unknown) in turn, None until a second commit
+# (trimmed to WINDOW_COMMITS once twice as long). Plain lists of ints, no window for a key
+# committed once, no tuple per commit: every container made per key or commit costs
+# allocation and the garbage collector's time on every later commit.
+_OFFSET, _AT, _LAG, _WINDOW = 0, 1, 2, 3
+# (topic, partition, committed, end, lag, lag_ms, ahead, at_least, health): PartitionLag's fields
+Row = tuple[str, int, int, int | None, int | None, int | None, bool, bool, Health]
 
 
 class LagTracker:
@@ -131,31 +140,55 @@ class LagTracker:
 
     def __init__(self, window_ms: int = 300_000) -> None:
         self.window_ms = window_ms
-        self.committed: dict[str, dict[TopicPartition, _Committed]] = {}
+        self.committed: dict[str, dict[TopicPartition, list[Any]]] = {}
         self.samples: dict[TopicPartition, list[tuple[int, int]]] = {}
+        self._ends: dict[TopicPartition, list[int]] = {}  # the samples' end offsets, for bisect
         self.readers: dict[TopicPartition, set[str]] = {}  # who committed to a partition
         self.totals: dict[str, int] = {}  # each group's lag over the partitions with an end
 
     # ------------------------------------------------------------- inputs
 
     def on_commit(self, group_id: str, tp: TopicPartition, offset: int, now_ms: int) -> None:
-        offsets = self.committed.setdefault(group_id, {})
+        offsets = self.committed.get(group_id)
+        if offsets is None:
+            offsets = self.committed[group_id] = {}
+            self.totals[group_id] = 0
+        samples = self.samples.get(tp)
         kept = offsets.get(tp)
-        end = self.end(tp)
-        before = lag_messages(kept.offset, end) if kept is not None else None
+        if samples:
+            end = samples[-1][1]
+            now = end - offset if end > offset else 0
+            if kept is not None:
+                before = kept[0]
+                self.totals[group_id] += now - (end - before if end > before else 0)
+            else:
+                self.totals[group_id] += now
+        else:
+            now = None
         if kept is None:
-            kept = offsets[tp] = _Committed(offset, now_ms)
-            self.readers.setdefault(tp, set()).add(group_id)
-        kept.offset, kept.at_ms = offset, now_ms
-        now = lag_messages(offset, end)
-        kept.window.append((now_ms, offset, now))
-        self.totals[group_id] = self.totals.get(group_id, 0) + (now or 0) - (before or 0)
+            offsets[tp] = [offset, now_ms, now, None]
+            readers = self.readers.get(tp)
+            if readers is None:
+                readers = self.readers[tp] = set()
+            readers.add(group_id)
+            return
+        before_lag = kept[2]
+        window = kept[3]
+        if window is None:
+            kept[3] = [kept[1], kept[0], -1 if before_lag is None else before_lag]
+        else:
+            window += (kept[1], kept[0], -1 if before_lag is None else before_lag)
+            if len(window) >= 6 * WINDOW_COMMITS:
+                del window[: -3 * WINDOW_COMMITS]
+        kept[0] = offset
+        kept[1] = now_ms
+        kept[2] = now
 
     def on_offset_deleted(self, group_id: str, tp: TopicPartition) -> None:
         kept = self.committed.get(group_id, {}).pop(tp, None)
         if kept is None:
             return
-        self.totals[group_id] -= lag_messages(kept.offset, self.end(tp)) or 0
+        self.totals[group_id] -= lag_messages(kept[_OFFSET], self.end(tp)) or 0
         readers = self.readers.get(tp)
         if readers is not None:
             readers.discard(group_id)
@@ -170,13 +203,15 @@ class LagTracker:
         """A reported end offset (ends and times never go back: the registry refuses that)."""
         before = self.end(tp)
         samples = self.samples.setdefault(tp, [])
+        ends = self._ends.setdefault(tp, [])
         samples.append((at_ms, end))
+        ends.append(end)
         if len(samples) > HISTORY_SAMPLES:
-            del samples[: len(samples) - HISTORY_SAMPLES]
+            del samples[: len(samples) - HISTORY_SAMPLES], ends[: len(ends) - HISTORY_SAMPLES]
         if before == end:
             return
         for group_id in self.readers.get(tp, ()):
-            offset = self.committed[group_id][tp].offset
+            offset = self.committed[group_id][tp][_OFFSET]
             change = (lag_messages(offset, end) or 0) - (lag_messages(offset, before) or 0)
             self.totals[group_id] += change
 
@@ -184,9 +219,10 @@ class LagTracker:
         """Replace every end-offset history (a whole view, after a load or a restarted
         registry): each group's sum is recomputed once, O(committed offsets)."""
         self.samples = {tp: list(kept[-HISTORY_SAMPLES:]) for tp, kept in samples.items() if kept}
+        self._ends = {tp: [end for _, end in kept] for tp, kept in self.samples.items()}
         for group_id, offsets in self.committed.items():
             self.totals[group_id] = sum(
-                lag_messages(kept.offset, self.end(tp)) or 0 for tp, kept in offsets.items()
+                lag_messages(kept[_OFFSET], self.end(tp)) or 0 for tp, kept in offsets.items()
             )
 
     def forget_groups(self, group_ids: list[str]) -> None:
@@ -203,46 +239,67 @@ class LagTracker:
     def groups(self) -> list[str]:
         return sorted(self.committed)
 
-    def group_lag(self, group_id: str, now_ms: int) -> GroupLag | None:
+    def rows(self, group_id: str, now_ms: int) -> list[Row] | None:
+        """The group's partitions as plain rows (PartitionLag's fields), sorted; None: no such group."""
         offsets = self.committed.get(group_id)
         if offsets is None:
             return None
-        rows = tuple(self._partition(tp, kept, now_ms) for tp, kept in sorted(offsets.items()))
-        with_end = [row for row in rows if row.end is not None]
-        lags_ms = [row.lag_ms for row in rows if row.lag_ms is not None]
-        health = max((row.health for row in rows), default=Health.OK)
+        return [self._row(tp, kept, now_ms) for tp, kept in sorted(offsets.items())]
+
+    def group_lag(self, group_id: str, now_ms: int) -> GroupLag | None:
+        rows = self.rows(group_id, now_ms)
+        if rows is None:
+            return None
+        return self.summary(group_id, rows, tuple(PartitionLag(*row) for row in rows))
+
+    def summary(self, group_id: str, rows: list[Row], partitions: tuple[PartitionLag, ...] = ()) -> GroupLag:
+        """The group's GroupLag from its `rows` (`partitions`: its PartitionLags, or none)."""
+        with_end = any(row[3] is not None for row in rows)
+        lags_ms = [row[5] for row in rows if row[5] is not None]
+        health = max((row[8] for row in rows), default=Health.OK)
         total = self.totals[group_id] if with_end else None
-        return GroupLag(group_id, rows, total, max(lags_ms, default=None), health)
+        return GroupLag(group_id, partitions, total, max(lags_ms, default=None), health)
 
     def export(
         self, now_ms: int, partitions_max: int
-    ) -> tuple[list[GroupLag], list[tuple[str, PartitionLag]]]:
-        """What the metrics show: every group's lag, and the `partitions_max` partitions
-        (group, partition) with the most lag in messages (the operator's cardinality cap)."""
-        groups = [self.group_lag(group_id, now_ms) for group_id in self.committed]
-        lagged = [g for g in groups if g is not None]
-        if partitions_max <= 0:
-            return lagged, []
-        rows = ((g.group_id, p) for g in lagged for p in g.partitions if p.lag)
-        return lagged, heapq.nlargest(partitions_max, rows, key=_lag_of)
+    ) -> tuple[list[GroupLag], list[tuple[str, PartitionLag]], int]:
+        """What the metrics show: every group's lag, the `partitions_max` partitions
+        (group, partition) with the most lag in messages (the operator's cardinality cap),
+        and how many partitions lag in all. The groups come without their partitions."""
+        groups: list[GroupLag] = []
+        lagging: list[tuple[int, str, Row]] = []
+        for group_id in self.committed:
+            rows = self.rows(group_id, now_ms) or []
+            groups.append(self.summary(group_id, rows))
+            if partitions_max > 0:
+                lagging.extend((row[4], group_id, row) for row in rows if row[4])
+        top = heapq.nlargest(partitions_max, lagging, key=_first) if partitions_max > 0 else []
+        return groups, [(group_id, PartitionLag(*row)) for _, group_id, row in top], len(lagging)
 
-    def _partition(self, tp: TopicPartition, kept: _Committed, now_ms: int) -> PartitionLag:
-        end = self.end(tp)
-        lag = lag_messages(kept.offset, end)
-        ms, at_least = lag_ms(kept.offset, self.samples.get(tp, []), now_ms)
-        ahead = end is not None and kept.offset > end
-        health = self._health(kept, lag, now_ms)
-        return PartitionLag(tp[0], tp[1], kept.offset, end, lag, ms, ahead, at_least, health)
+    def _row(self, tp: TopicPartition, kept: list[Any], now_ms: int) -> Row:
+        offset = kept[_OFFSET]
+        samples = self.samples.get(tp)
+        if not samples:
+            health = self._health(kept, None, now_ms)
+            return (tp[0], tp[1], offset, None, None, None, False, False, health)
+        end = samples[-1][1]
+        lag = end - offset if end > offset else 0
+        ms, at_least = lag_ms(offset, samples, now_ms, self._ends.get(tp))
+        return (tp[0], tp[1], offset, end, lag, ms, offset > end, at_least, self._health(kept, lag, now_ms))
 
-    def _health(self, kept: _Committed, lag: int | None, now_ms: int) -> Health:
+    def _health(self, kept: list[Any], lag: int | None, now_ms: int) -> Health:
         since = now_ms - self.window_ms
-        window = [sample for sample in kept.window if sample[0] >= since]
+        flat = (kept[_WINDOW] or [])[-3 * (WINDOW_COMMITS - 1):]
+        earlier = zip(flat[0::3], flat[1::3], [None if lag < 0 else lag for lag in flat[2::3]])
+        window = [s for s in earlier if s[0] >= since]
+        if kept[_AT] >= since:
+            window.append((kept[_AT], kept[_OFFSET], kept[_LAG]))
         offsets = [offset for _, offset, _ in window]
         if any(later < earlier for earlier, later in zip(offsets, offsets[1:])):
             return Health.REWIND
         if not lag or any(sample_lag == 0 for _, _, sample_lag in window):
             return Health.OK
-        if kept.at_ms < since:
+        if kept[_AT] < since:
             return Health.STOPPED
         if len(window) >= 2 and len(set(offsets)) == 1:
             return Health.STALLED
@@ -251,3 +308,6 @@ class LagTracker:
             return Health.WARN
         return Health.OK
 
+
+def _first(item: tuple[int, str, Row]) -> int:
+    return item[0]

@@ -67,15 +67,16 @@ def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
     for group_id in wanted:
         if owner is not None and owner.partition_for(group_id) != shard.partition:
             continue
-        lag = tracker.group_lag(group_id, shard.now_ms)
-        if lag is None:
+        rows = tracker.rows(group_id, shard.now_ms)
+        if rows is None:
             continue
+        lag = tracker.summary(group_id, rows)
         groups.append((group_id, lag.lag, lag.lag_ms, int(lag.health)))
         if request.partitions:
             partitions.extend(
-                (group_id, p.topic, p.partition, p.committed, p.end, p.lag, p.lag_ms,
-                 (AHEAD if p.ahead else 0) | (AT_LEAST if p.at_least else 0), int(p.health))
-                for p in lag.partitions
+                (group_id, topic, partition, committed, end, lagged, lagged_ms,
+                 (AHEAD if ahead else 0) | (AT_LEAST if at_least else 0), int(health))
+                for topic, partition, committed, end, lagged, lagged_ms, ahead, at_least, health in rows
             )
     return LagResponse(Errors.NONE, tuple(groups), tuple(partitions))
 

@@ -218,7 +218,8 @@ class LagMetrics:
         self._due = now + self.interval_s
         return True
 
-    def set(self, groups: list[GroupLag], partitions: list[tuple[str, PartitionLag]]) -> None:
+    def set(self, groups: list[GroupLag], partitions: list[tuple[str, PartitionLag]], lagging: int) -> None:
+        """`LagTracker.export`'s answer: every group, the partitions under the cap, how many lag."""
         p = self._partition
         for g in groups:
             tags = {"partition": p, "group": g.group_id}
@@ -234,7 +235,6 @@ class LagMetrics:
             self.partition_lag.set(row.lag or 0, tags)
             if row.lag_ms is not None:
                 self.partition_lag_seconds.set(row.lag_ms / 1000, tags)
-        lagging = sum(1 for g in groups for row in g.partitions if row.lag)
         self.not_exported.set(lagging - len(partitions))
 
 

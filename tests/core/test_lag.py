@@ -128,7 +128,8 @@ def test_the_export_has_every_group_and_only_the_partitions_with_most_lag() -> N
     for g, offsets in {"a": (90, 10), "b": (100, 50), "c": (0, 100)}.items():
         for p, offset in enumerate(offsets):
             tracker.on_commit(g, ("t", p), offset, 0)
-    groups, partitions = tracker.export(0, partitions_max=2)
+    groups, partitions, lagging = tracker.export(0, partitions_max=2)
+    assert lagging == 4
     assert sorted((g.group_id, g.lag) for g in groups) == [("a", 100), ("b", 50), ("c", 100)]
     assert [(g, p.partition, p.lag) for g, p in partitions] == [("c", 0, 100), ("a", 1, 90)]
     assert tracker.export(0, partitions_max=0)[1] == [], "a cap of 0: no per-partition series"
