@@ -139,7 +139,8 @@ def query_rows(records: list[Record]) -> list[tuple[str, ...]]:
     exported = cpu_seconds(lambda: shard.lag.export(now, 1_000))
     return [
         (f"LagRequest for all {groups:,} groups ({len(records):,} offsets) of one partition",
-         f"{asked * 1000:.0f} ms", f"{pickled * 1000:.0f} ms to pickle it", "", "one eighth of the issue's state"),
+         f"{asked * 1000:.0f} ms", f"{pickled * 1000:.0f} ms to pickle it", "",
+         "one eighth of the issue's state"),
         ("metrics export of that partition (every group, top 1,000 partitions)", f"{exported * 1000:.0f} ms",
          "", "", "every lag_metrics_interval_s (10 s)"),
     ]
@@ -166,7 +167,7 @@ def service_rows(groups: int) -> list[tuple[str, ...]]:
     try:
         actors.init_local_ray(num_cpus=2, object_store_memory=512 * 1024 * 1024)
         settings = ServiceSettings(
-            data_dir, num_partitions=8, lag_metrics_interval_s=5.0,
+            data_dir, num_partitions=8, lag_metrics_interval_s=5.0, probe_timeout_s=30.0,
             coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
         )
         client = actors.start(data_dir, settings=settings)
@@ -178,7 +179,8 @@ def service_rows(groups: int) -> list[tuple[str, ...]]:
         now_ms = int(time.time() * 1000)
         client.set_end_offsets({("t", p): 100 for p in range(TOPIC_PARTITIONS)}, at_ms=now_ms - 60_000)
         client.set_end_offsets({("t", p): 200_000 for p in range(TOPIC_PARTITIONS)}, at_ms=now_ms)
-        wait_for(lambda: all(g.lag is not None for g in client.lag([f"group-{i}" for i in range(0, groups, 997)])))
+        sampled = [f"group-{i}" for i in range(0, groups, 997)]
+        wait_for(lambda: all(g.lag is not None for g in client.lag(sampled)))
 
         def timed(argv: list[str]) -> tuple[float, int]:
             out = io.StringIO()
@@ -210,7 +212,8 @@ async def populate(client: Any, groups: int) -> None:
 
     async def commit(i: int) -> None:
         async with sem:
-            await client.commit_offsets_async(f"group-{i}", {("t", p): 1_000 + i for p in group_partitions(i)})
+            offsets = {("t", p): 1_000 + i for p in group_partitions(i)}
+            await client.commit_offsets_async(f"group-{i}", offsets)
 
     await asyncio.gather(*(commit(i) for i in range(groups)))
 

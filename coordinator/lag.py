@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -261,14 +262,17 @@ class LagTracker:
         return GroupLag(group_id, partitions, total, max(lags_ms, default=None), health)
 
     def export(
-        self, now_ms: int, partitions_max: int
+        self, now_ms: int, partitions_max: int, group_ids: Iterable[str] | None = None
     ) -> tuple[list[GroupLag], list[tuple[str, PartitionLag]], int]:
-        """What the metrics show: every group's lag, the `partitions_max` partitions
-        (group, partition) with the most lag in messages (the operator's cardinality cap),
-        and how many partitions lag in all. The groups come without their partitions."""
+        """What the metrics show: every group's lag (of `group_ids`, if given: a caller
+        exporting in chunks), the `partitions_max` partitions (group, partition) with the
+        most lag in messages (the operator's cardinality cap), and how many partitions lag
+        in all. The groups come without their partitions."""
         groups: list[GroupLag] = []
         lagging: list[tuple[int, str, Row]] = []
-        for group_id in self.committed:
+        for group_id in self.committed if group_ids is None else group_ids:
+            if group_id not in self.committed:
+                continue
             rows = self.rows(group_id, now_ms) or []
             groups.append(self.summary(group_id, rows))
             if partitions_max > 0:

@@ -220,6 +220,10 @@ class LagMetrics:
 
     def set(self, groups: list[GroupLag], partitions: list[tuple[str, PartitionLag]], lagging: int) -> None:
         """`LagTracker.export`'s answer: every group, the partitions under the cap, how many lag."""
+        self.set_groups(groups)
+        self.set_partitions(partitions, lagging)
+
+    def set_groups(self, groups: list[GroupLag]) -> None:
         p = self._partition
         for g in groups:
             tags = {"partition": p, "group": g.group_id}
@@ -228,6 +232,10 @@ class LagMetrics:
                 self.group_lag.set(g.lag, tags)
             if g.lag_ms is not None:
                 self.group_lag_seconds.set(g.lag_ms / 1000, tags)
+
+    def set_partitions(self, partitions: list[tuple[str, PartitionLag]], lagging: int) -> None:
+        """The partitions under the cap, and how many lagging ones it left out."""
+        p = self._partition
         for group_id, row in partitions:
             tags = {
                 "partition": p, "group": group_id, "topic": row.topic, "topic_partition": str(row.partition)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from actors.partition.lag_export import export_lag
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from coordinator.records import Record
 from coordinator.runtime import PartitionRuntime, RuntimeState
@@ -169,7 +170,7 @@ class ServingLoops:
             settings = self.settings
             lag = self.metrics.lag(settings.lag_metrics_interval_s, settings.lag_metrics_partitions_max)
             if shard is not None and lag.due(time.monotonic()):
-                lag.set(*shard.lag.export(self.clock.now_ms(), lag.partitions_max))
+                await export_lag(shard.lag, lag, self.clock.now_ms())
             await asyncio.sleep(GAUGE_INTERVAL_S)
 
     async def _maintenance_loop(self) -> None:

@@ -53,3 +53,23 @@ def test_groups_get_lag_seconds_and_health_and_partitions_only_under_the_cap(lag
 
 def test_the_gauges_are_set_once_per_interval(lag_metrics: Any) -> None:
     assert lag_metrics.due(100.0) and not lag_metrics.due(105.0) and lag_metrics.due(110.0)
+
+
+def test_an_export_in_chunks_sets_what_one_export_sets(
+    lag_metrics: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from actors.partition import lag_export
+
+    tracker = LagTracker()
+    for p in range(3):
+        tracker.on_end(("t", p), 100, 0)
+    for g in range(7):
+        tracker.on_commit(f"g{g}", ("t", g % 3), 10 * g, 0)
+    whole = metrics.LagMetrics(3, interval_s=10.0, partitions_max=1)
+    whole.set(*tracker.export(1_000, 1))
+    monkeypatch.setattr(lag_export, "CHUNK_GROUPS", 2)
+    asyncio.run(lag_export.export_lag(tracker, lag_metrics, 1_000))
+    for name in ("group_lag", "group_lag_seconds", "group_health", "partition_lag", "not_exported"):
+        assert getattr(lag_metrics, name).values == getattr(whole, name).values, name
