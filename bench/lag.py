@@ -46,6 +46,9 @@ class NoTracker:
     def on_commit(self, *_: Any) -> None:
         pass
 
+    def on_commits(self, *_: Any) -> None:
+        pass
+
     def on_offset_deleted(self, *_: Any) -> None:
         pass
 

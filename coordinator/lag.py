@@ -185,6 +185,46 @@ class LagTracker:
         kept[1] = now_ms
         kept[2] = now
 
+    def on_commits(self, group_id: str, keys: list[Any], values: list[Any]) -> None:
+        """`on_commit` for one commit's offsets of a group (offset records' keys and values:
+        (group, topic, partition), (offset, ..., commit time)), with the lookups done once."""
+        on_commit = self.on_commit
+        offsets = self.committed.get(group_id)
+        if offsets is None:
+            for key, value in zip(keys, values):
+                on_commit(group_id, (key[1], key[2]), value[0], value[3])
+            return
+        samples_of = self.samples.get
+        change = 0
+        for key, value in zip(keys, values):
+            tp = (key[1], key[2])
+            kept = offsets.get(tp)
+            if kept is None:
+                self.totals[group_id] += change
+                change = 0
+                on_commit(group_id, tp, value[0], value[3])
+                continue
+            offset = value[0]
+            samples = samples_of(tp)
+            if samples:
+                end = samples[-1][1]
+                now = end - offset if end > offset else 0
+                before = kept[0]
+                change += now - (end - before if end > before else 0)
+            else:
+                now = None
+            window = kept[3]
+            if window is None:
+                kept[3] = [kept[1], kept[0], -1 if kept[2] is None else kept[2]]
+            else:
+                window += (kept[1], kept[0], -1 if kept[2] is None else kept[2])
+                if len(window) >= 6 * WINDOW_COMMITS:
+                    del window[: -3 * WINDOW_COMMITS]
+            kept[0] = offset
+            kept[1] = value[3]
+            kept[2] = now
+        self.totals[group_id] += change
+
     def on_offset_deleted(self, group_id: str, tp: TopicPartition) -> None:
         kept = self.committed.get(group_id, {}).pop(tp, None)
         if kept is None:

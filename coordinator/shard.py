@@ -353,9 +353,7 @@ class Shard:
         self._out.offsets_before.extend(map(group.offsets.get, keys))
         self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
         offsets.apply_offset_commits(group, keys, values)
-        on_commit = self.lag.on_commit
-        for key, value in zip(keys, values):
-            on_commit(key[0], (key[1], key[2]), value[0], value[3])
+        self.lag.on_commits(group.group_id, keys, values)
 
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""

@@ -143,3 +143,23 @@ def test_the_end_as_of_a_time_is_the_latest_sample_at_or_before_it() -> None:
     assert lag_as_of(15, samples, 60_000) == 5
     assert lag_as_of(35, samples, 100_000) == 0, "past the end then: never negative"
     assert lag_as_of(15, samples, 500) is None, "no end yet: unknown"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_commits_offsets_at_once_are_its_offsets_one_by_one(seed: int) -> None:
+    from coordinator.records import OffsetCommitKey, OffsetCommitValue
+
+    rng = random.Random(seed)
+    one_by_one, at_once = LagTracker(), LagTracker()
+    for tracker in (one_by_one, at_once):
+        tracker.on_end(("t", 0), 500, 0)
+        tracker.on_end(("t", 1), 300, 0)
+    for n in range(60):
+        tps = rng.sample([("t", 0), ("t", 1), ("u", 0)], rng.randrange(1, 4))
+        keys = [OffsetCommitKey("g", *tp) for tp in tps]
+        values = [OffsetCommitValue(rng.randrange(600), 1, "", n * 1_000) for _ in tps]
+        for key, value in zip(keys, values):
+            one_by_one.on_commit("g", (key.topic, key.partition), value.offset, value.commit_timestamp_ms)
+        at_once.on_commits("g", keys, values)
+        assert at_once.totals == one_by_one.totals
+        assert at_once.rows("g", n * 1_000) == one_by_one.rows("g", n * 1_000)
