@@ -45,6 +45,9 @@ class CoordinatorConfig:
     # (downgrade). Empty groups convert whatever the policy. Kafka parses the
     # value case-insensitively; so does this (it is stored lowercase).
     group_consumer_migration_policy: str = "bidirectional"
+    # Live lag (coordinator/lag.py): the window of commits a group's health is judged on
+    # (Burrow's evaluation window): STOPPED after this long without a commit while lagging.
+    lag_window_ms: int = 300_000
 
     def __post_init__(self) -> None:
         policy = self.group_consumer_migration_policy

@@ -174,6 +174,7 @@ def release_moved(shard: Shard) -> list[str]:
         shard.groups.pop(group_id, None)
         shard.consumer_groups.pop(group_id, None)
         shard.assignment_watches.pop(group_id, None)
+    shard.lag.forget_groups(gone)
     return sorted(gone)
 
 

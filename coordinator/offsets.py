@@ -76,10 +76,12 @@ def apply_offset_record(shard: Shard, key: OffsetCommitKey, value: OffsetCommitV
             # Offsets without a group record: a simple consumer group.
             group = shard.groups[key.group_id] = Group(key.group_id, shard.now_ms)
         group.offsets[key] = value
+        shard.lag.on_commit(key[0], (key[1], key[2]), value[0], value[3])
         return
     if group is None:
         return
-    group.offsets.pop(key, None)
+    if group.offsets.pop(key, None) is not None:
+        shard.lag.on_offset_deleted(key[0], (key[1], key[2]))
     if group.generation_id == 0 and group.is_(EMPTY) and not group.offsets and not group.members:
         if not group.pending_members:
             # Never stored as a group: it existed only through its offsets.

@@ -414,6 +414,14 @@ class PartitionRuntime:
             return [(token, NOT_WRITABLE)]
         self._inflight[token] = _DRIVEN  # type: ignore[assignment]
         return self._run(lambda: shard.drive(step, now_ms, token), "driving a handoff", now_ms)
+    def update_end_offsets(self, samples: list[tuple[str, int, int, int]], whole: bool) -> bool:
+        """End offsets for the shard's live lag (`Shard.update_end_offsets`); False when no
+        shard is serving (the driver then asks the registry for the whole view again)."""
+        shard = self.shard
+        if self.state is not RuntimeState.ACTIVE or shard is None:
+            return False
+        shard.update_end_offsets(samples, whole)
+        return True
 
     def _run(self, step: Any, what: str, now_ms: int) -> Released:
         try:

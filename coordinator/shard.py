@@ -42,7 +42,7 @@ from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, handoff, offsets, service_state
+from coordinator import admin, handoff, lag_query, offsets, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -55,6 +55,7 @@ from coordinator.consumer.replay import replay as replay_consumer_record
 from coordinator.consumer.subscriptions import refresh_group, topics_from_counts
 from coordinator.errors import Errors
 from coordinator.group_types import CLASSIC_REQUEST_TYPES, classic_request_to_consumer_group
+from coordinator.lag import LagTracker
 from coordinator.messages import (
     AssignmentWatchRequest,
     AssignmentWatchResponse,
@@ -121,6 +122,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     ConsumerGroupDescribeRequest: admin.handle_consumer_group_describe,
     AssignmentWatchRequest: watch.handle_assignment_watch,
     **service_state.HANDLERS,
+    **lag_query.HANDLERS,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -170,6 +172,10 @@ class Shard:
         self.frozen_ids: list[str] = []  # the groups frozen under `frozen`, in id order
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
+        # Live lag and health of the committed offsets (coordinator/lag.py): fed by every
+        # offset record applied (so a follower's replay keeps it hot) and by the end
+        # offsets the driver gives (`update_end_offsets`).
+        self.lag = LagTracker(self.config.lag_window_ms)
         self.timers = TimerQueue()
         self.now_ms = 0
         self._ids = Random(member_id_seed)
@@ -246,12 +252,14 @@ class Shard:
         the failover path and most records overwrite an offset of a known group."""
         groups = self.groups
         replay = self.replay
+        on_commit = self.lag.on_commit
         for record in records:
             key, value = record
             if value is not None and type(key) is OffsetCommitKey:
                 group = groups.get(key[0])
                 if group is not None:
                     group.offsets[key] = value  # type: ignore[assignment]
+                    on_commit(key[0], (key[1], key[2]), value[0], value[3])  # type: ignore[arg-type,misc]
                     continue
             replay(record)
 
@@ -285,6 +293,19 @@ class Shard:
             watch.nudge(self, group_id)
         return self._end()
 
+    def update_end_offsets(self, samples: list[tuple[str, int, int, int]], whole: bool) -> None:
+        """End offsets the driver got from the topic registry, (topic, partition, at_ms, end)
+        in time order per partition: new samples, or (`whole`) every one kept, replacing
+        what the lag tracker had (after a load or a restarted registry). Writes nothing."""
+        if whole:
+            history: dict[tuple[str, int], list[tuple[int, int]]] = {}
+            for topic, partition, at_ms, end in samples:
+                history.setdefault((topic, partition), []).append((at_ms, end))
+            self.lag.load_ends(history)
+            return
+        for topic, partition, at_ms, end in samples:
+            self.lag.on_end((topic, partition), end, at_ms)
+
     # ------------------------------------------- handoffs (coordinator/handoff.py)
 
     def begin_handoff(self, routing: Routing, now_ms: int) -> Result:
@@ -316,6 +337,7 @@ class Shard:
             rebalance.answer_parked_not_coordinator(self, group)
             group.state = GroupState.DEAD
         watch.answer_all(self, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
+        self.lag.forget_groups(list(self.lag.committed))
         self.groups.clear()
         self.consumer_groups.clear()
         self.timers.clear()
@@ -348,6 +370,7 @@ class Shard:
         self._out.offsets_before.extend(map(group.offsets.get, keys))
         self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
         offsets.apply_offset_commits(group, keys, values)
+        self.lag.on_commits(group.group_id, keys, values)
 
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""

@@ -39,6 +39,12 @@ with `add_parsers` and `COMMANDS`. Rules:
   never a cut value); notes such as where lag was measured to go to stderr.
   Spark, its JVMs, Ray Data and py4j print nothing else unless `--verbose`
   (`quiet`); their captured output comes with the error when one fails.
+- `lag --live` starts no Spark: the rows come from the coordinator's live
+  lag (`service_lag`, `actors/cli/live_lag.py`: each leader's tracker,
+  against the registry's latest end offsets), the same table and JSON rows
+  plus LAG-SECONDS (`lag_seconds`: how long ago the committed offset was the
+  end), each partition's HEALTH, and `ahead` where the committed offset is
+  past the reported end (lag 0).
 - Exit codes: 0 done, 1 no such group, 2 bad input or no usable Java.
 """
 
@@ -66,10 +72,14 @@ EXIT_OK, EXIT_NO_GROUP, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
 REGISTRY_HISTORY = "end offsets the topic registry recorded, as of each time"
 REGISTRY_LATEST = "latest end offset the topic registry recorded per partition"
+LIVE_SOURCE = "latest end offset the topic registry recorded per partition (live, from the coordinator)"
+LIVE_COLUMNS = (*LAG_COLUMNS, "LAG-SECONDS", "HEALTH")
 # The parsed command line -> {partition: [replica handles]} of the running service.
 ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 # The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
 ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
+# The parsed command line -> the live lag rows of its groups (LAG_KEYS, lag_ms, health, ahead).
+ServiceLag = Callable[[argparse.Namespace], list[dict[str, Any]]]
 # A description -> a context that shows progress while it runs (on a terminal) and yields a
 # function replacing the description: actors.cli.tables.progress (spark_bridge never imports actors).
 Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
@@ -87,30 +97,35 @@ def register(cli: Any) -> None:
     """The `raygroups.commands` plugin (actors.cli.main.CommandLine): `lag` and `report`,
     reading the running service's replicas through the CLI's `log_sources`."""
     add_parsers(
-        cli.commands, cli.log_sources, cli.end_offset_history, cli.progress, print_table=cli.print_table
+        cli.commands, cli.log_sources, cli.end_offset_history, cli.progress, print_table=cli.print_table,
+        service_lag=cli.live_lag,
     )
     cli.runners.update(COMMANDS)
 
 
 def add_parsers(
     subparsers: Any, service_log: ServiceLog | None = None, service_ends: ServiceEnds | None = None,
-    progress: Progress | None = None, *, print_table: TablePrinter,
+    progress: Progress | None = None, *, print_table: TablePrinter, service_lag: ServiceLag | None = None,
 ) -> None:
     """Add `lag` and `report` to the `raygroups` subcommands; `service_log` finds the
     running service's replicas (without it, only `--data-dir` can be read),
     `service_ends` its recorded end offsets, `progress` shows the long steps and
-    `print_table` prints the tables."""
+    `print_table` prints the tables; `service_lag` answers `lag --live`."""
     services = {
         "service_log": service_log, "service_ends": service_ends, "progress": progress,
-        "print_table": print_table,
+        "print_table": print_table, "service_lag": service_lag,
     }
     lag = subparsers.add_parser(
         "lag", help="consumer lag per group, topic and partition (Spark)",
         description="Committed offsets and lag, like kafka-consumer-groups.sh --describe, computed by Spark.",
     )
-    lag.add_argument("group", nargs="?", help="only this group")
+    lag.add_argument("groups", nargs="*", metavar="GROUP", help="only these groups")
     _add_common(lag)
     lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lag.add_argument(
+        "--live", action="store_true",
+        help="the coordinator's live lag (no Spark), with lag in seconds and each partition's health",
+    )
     lag.set_defaults(func=lag_command, **services)
     report = subparsers.add_parser(
         "report", help="write offset analytics tables (CSV, Parquet), plots (PNG) and one HTML page",
@@ -152,7 +167,11 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def lag_command(args: argparse.Namespace) -> int:
-    """`raygroups lag [GROUP]`."""
+    """`raygroups lag [GROUP...] [--live]`."""
+    if args.live:
+        if args.data_dir is not None or args.end_offsets is not None or args.service_lag is None:
+            return CommandError("--live reads the running service: no --data-dir or --end-offsets").report()
+        return print_lag(args, args.service_lag(args))
     try:
         rows = _compute(args, lag_rows)
     except CommandError as exc:
@@ -400,8 +419,8 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
     try:
         with show_progress(args, "computing lag (Spark)"):
             lag = consumer_lag(log, ends)
-            if args.group is not None:
-                lag = lag.where(F.col("group_id") == args.group)
+            if args.groups:
+                lag = lag.where(F.col("group_id").isin(args.groups))
             rows = [row.asDict() for row in lag.collect()]
     finally:
         frame.unpersist()
@@ -411,28 +430,39 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
 
 def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
     """The lag table (JSON: with where the end offsets came from); that source on stderr."""
-    source = end_offsets_source(args)
+    live = bool(getattr(args, "live", False))
+    source = LIVE_SOURCE if live else end_offsets_source(args)
     if args.json:
-        print(json.dumps({"end_offsets": source, "partitions": [_lag_json(r) for r in rows]}, indent=2))
+        partitions = [_lag_json(r, live) for r in rows]
+        print(json.dumps({"end_offsets": source, "partitions": partitions}, indent=2))
     else:
-        args.print_table("consumer lag", LAG_COLUMNS, [_lag_cells(r) for r in rows], False)
+        columns = LIVE_COLUMNS if live else LAG_COLUMNS
+        args.print_table("consumer lag", columns, [_lag_cells(r, live) for r in rows], False)
         print(f"LOG-END-OFFSET: {source}", file=sys.stderr)
-    if args.group is not None and not rows:
-        print(f"Consumer group '{args.group}' has no committed offsets.", file=sys.stderr)
-        return EXIT_NO_GROUP
-    return EXIT_OK
+    missing = sorted(set(args.groups) - {row["group_id"] for row in rows})
+    for group in missing:
+        print(f"Consumer group '{group}' has no committed offsets.", file=sys.stderr)
+    return EXIT_NO_GROUP if missing else EXIT_OK
 
 
 LAG_KEYS = ("group_id", "topic", "topic_partition", "current_offset", "log_end_offset", "lag")
 
 
-def _lag_json(row: dict[str, Any]) -> dict[str, Any]:
+def _lag_json(row: dict[str, Any], live: bool = False) -> dict[str, Any]:
     names = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag")
-    return {name: row[key] for name, key in zip(names, LAG_KEYS)}
+    out = {name: row[key] for name, key in zip(names, LAG_KEYS)}
+    if live:
+        out.update(lag_seconds=_seconds(row["lag_ms"]), health=row["health"], ahead=row["ahead"])
+    return out
 
 
-def _lag_cells(row: dict[str, Any]) -> list[Any]:
-    return [row[key] for key in LAG_KEYS]
+def _lag_cells(row: dict[str, Any], live: bool = False) -> list[Any]:
+    cells = [row[key] for key in LAG_KEYS]
+    return [*cells, _seconds(row["lag_ms"]), row["health"]] if live else cells
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
 
 
 # --------------------------------------------------------------- report

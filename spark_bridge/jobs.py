@@ -17,9 +17,12 @@ DataFrame, so user Spark code can filter, join or save it further. Rules:
   its rows apart (`protocol_type` is "consumer" for both kinds).
 - Time buckets are `window_ms` wide, aligned to the epoch, by batch
   (append) time: `window_start_ms = ts - ts % window_ms`.
-- Lag over time is as of each window's end: the offset committed by then
-  against the partition's end offset sampled by then (`end_offsets`
-  histories); a snapshot of end offsets holds at every time.
+- Lag has one definition, shared with the coordinator's live lag
+  (`coordinator/lag.py`; its column form `spark_bridge.lag_columns`): end
+  minus committed, never below 0, unknown (null) without an end. Lag over
+  time is as of each window's end: the offset committed by then against the
+  partition's end offset sampled by then (`end_offsets` histories); a
+  snapshot of end offsets holds at every time.
 - Times are milliseconds since the epoch; the jobs never read the clock
   (`idle_groups` takes `now_ms`).
 - Every job also takes a `SummarizedLog` (`spark_bridge.summary`: a read that
@@ -45,6 +48,7 @@ from spark_bridge.end_offsets import (
     history_frame,
     is_history,
 )
+from spark_bridge.lag_columns import lag_column
 from spark_bridge.rows import (
     CLASSIC_GROUP_TYPE,
     CONSUMER_GROUP_METADATA,
@@ -120,7 +124,8 @@ def _ends(log_df: DataFrame, end_offsets: EndOffsets | None) -> DataFrame:
 
 
 def consumer_lag(log: LogInput, end_offsets: EndOffsets | None = None) -> DataFrame:
-    """Lag of every live committed offset: log end minus committed offset.
+    """Lag of every live committed offset: log end minus committed offset, never below 0
+    (a commit past the end is lag 0), as the live lag measures it (`lag_column`).
 
     `end_offsets`: a DataFrame, a mapping or a callable (see `end_offsets`);
     None uses the highest committed offset of each partition. A partition
@@ -133,7 +138,7 @@ def consumer_lag(log: LogInput, end_offsets: EndOffsets | None = None) -> DataFr
         *OFFSET_KEY,
         F.col("committed_offset").alias("current_offset"),
         "log_end_offset",
-        (F.col("log_end_offset") - F.col("committed_offset")).alias("lag"),
+        lag_column(F.col("log_end_offset"), F.col("committed_offset")).alias("lag"),
         "commit_timestamp",
     )
 
@@ -243,7 +248,7 @@ def lag_over_time(
     joined = committed.join(ends.withColumnRenamed("_asof", "_end"), ["topic", "topic_partition",
                                                                         "window_start_ms"])
     live = joined.where(~F.col("_asof.tombstone") & F.col("_end").isNotNull())
-    lag = F.greatest(F.col("_end.log_end_offset") - F.col("_asof.committed_offset"), F.lit(0))
+    lag = lag_column(F.col("_end.log_end_offset"), F.col("_asof.committed_offset"))
     return live.groupBy("group_id", "window_start_ms").agg(F.sum(lag).cast("long").alias("lag"))
 
 
@@ -266,7 +271,7 @@ def _lag_over_time_of_snapshot(
     counts = ~F.col("_newest.tombstone") & F.col("log_end_offset").isNotNull()
     states = newest.join(ends, ["topic", "topic_partition"], "left").select(
         *OFFSET_KEY, "window_start_ms",
-        F.when(counts, F.greatest(F.col("log_end_offset") - F.col("_newest.committed_offset"), F.lit(0)))
+        F.when(counts, lag_column(F.col("log_end_offset"), F.col("_newest.committed_offset")))
         .otherwise(F.lit(0)).cast("long").alias("_lag"),
         F.when(counts, F.lit(1)).otherwise(F.lit(0)).alias("_counts"),
     )
@@ -284,7 +289,8 @@ def _lag_over_time_of_snapshot(
 def _lag_over_time_of_summary(summary: DataFrame, grid: DataFrame, window_ms: int) -> DataFrame:
     """`lag_over_time` of a summarized log against its highest commits (`spark_bridge.summary`):
     a group's lag changes in a window by the ends of the keys that started or stopped being
-    live, less its `committed_change`."""
+    live, less its `committed_change`. This is `lag_column`'s sum by its changes: no committed
+    offset is above its partition's highest commit, so no key's lag is clamped."""
     ends = end_offsets_from_commits(summary)
     lives = summary.where(F.col("record_type") == LIVE_ROW).join(ends, ["topic", "topic_partition"], "left")
     ends_change = lives.groupBy("group_id", "window_start_ms").agg(

@@ -46,13 +46,15 @@ GROUP_TYPES = (GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER)
 
 
 def cmd_list(client: Client, args: argparse.Namespace) -> int:
-    """Every group with its type ("classic" or "consumer", Kafka's `--list --type`), state
-    and protocol type; `--state` and `--type` filter (repeatable, case-insensitive)."""
+    """Every group with its type ("classic" or "consumer", Kafka's `--list --type`), state,
+    protocol type and live health; `--state` and `--type` filter (repeatable, case-insensitive)."""
     groups = client.list_groups(args.state or (), args.type or ())
+    # Live health (coordinator/lag.py) of the groups with committed offsets; "-" for the others.
+    health = {g.group_id: g.health.name for g in client.lag(None, partitions=False)} if groups else {}
     print_table(
         "consumer groups",
-        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
-        [[g.group_id, g.group_type, g.state, g.protocol_type] for g in groups],
+        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "HEALTH"],
+        [[g.group_id, g.group_type, g.state, g.protocol_type, health.get(g.group_id)] for g in groups],
         args.json,
     )
     return 0

@@ -7,10 +7,13 @@ per group in name order (`--all-groups`: every group the service lists):
   LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID. First the partitions each
   member is assigned (members holding the most partitions first), then the
   partitions with a committed offset that no member holds ("-" for the
-  consumer). LOG-END-OFFSET is the topic registry's end offset, "-" for a
-  topic or partition the registry does not know; LAG is end minus current
-  when both are known, unclamped as Kafka's `getLag` (an end offset reported
-  before the commit shows as a negative lag rather than hiding).
+  consumer). A committed partition's CURRENT-OFFSET, LOG-END-OFFSET and LAG
+  are the coordinator's live lag (`Client.lag`, coordinator/lag.py), the
+  figures `raygroups lag --live` prints: the registry's latest end offset
+  ("-" where none was reported: unknown), and LAG end minus current, never
+  below 0 (an end offset reported before the commit gives 0, flagged
+  `ahead` by `lag --live`; Kafka's `getLag` would print it negative). An
+  assigned partition without a commit shows the registry's end offset.
 - `--members [--verbose]`: GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST
   CLIENT-ID #PARTITIONS, and with `--verbose` CURRENT-EPOCH
   CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT: a consumer group's
@@ -23,7 +26,8 @@ per group in name order (`--all-groups`: every group the service lists):
   migration). GROUP-INSTANCE-ID appears when a member has one; `--json`
   always has every column.
 - `--state [--verbose]`: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE
-  [GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH] #MEMBERS. The coordinator is the
+  [GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH] #MEMBERS HEALTH (the live health of
+  its committed offsets, coordinator/lag.py; "-" without any). The coordinator is the
   offsets partition that owns the group and the Ray node its leader runs on,
   `offsets-<p>@<node>` (Kafka: the broker `host:port (id)`). A consumer
   group's strategy is its server assignor (uniform, range); the two epochs
@@ -48,6 +52,7 @@ from actors.cli.group_views import DEAD, GroupView, MemberView, describe_views, 
 from actors.cli.status_table import node_text
 from actors.cli.tables import print_tables
 from actors.client.client import Client
+from coordinator.lag import PartitionLag
 from coordinator.routing import partition_for
 
 DESCRIBE_COLUMNS = [
@@ -57,7 +62,7 @@ DESCRIBE_COLUMNS = [
 MEMBER_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
 VERBOSE_MEMBER_COLUMNS = ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
 UPGRADED_COLUMN = "UPGRADED"
-STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "HEALTH"]
 EPOCH_COLUMNS = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 EXIT_OK, EXIT_NO_GROUP, EXIT_USAGE = 0, 1, 2
@@ -77,8 +82,10 @@ def cmd_describe(client: Client, args: argparse.Namespace) -> int:
     if args.members:
         columns, sections = member_sections(live, bool(args.json), args.verbose)
     elif args.state:
+        health = {g.group_id: g.health.name for g in client.lag([g.group_id for g in live], partitions=False)}
         columns, sections = state_sections(
-            live, client.status(), client.num_partitions, whole=bool(args.json), verbose=args.verbose
+            live, client.status(), client.num_partitions, whole=bool(args.json), verbose=args.verbose,
+            health=health,
         )
     else:
         columns, sections = DESCRIBE_COLUMNS, offset_sections(client, live)
@@ -113,16 +120,23 @@ def describe_rows(client: Client, group_ids: Sequence[str]) -> list[list[Any]]:
 
 
 def offset_sections(client: Client, groups: Sequence[GroupView]) -> Sections:
-    committed = {g.group_id: client.fetch_offsets(g.group_id).offsets() for g in groups}
-    topics = {topic for offsets in committed.values() for topic, _ in offsets}
-    topics |= {tp.topic for g in groups for m in g.members for tp in m.assignment}
-    known = client.end_offsets(sorted(topics)) if topics else {}
+    lagged = {g.group_id: g for g in client.lag([g.group_id for g in groups])} if groups else {}
+    committed: dict[str, dict[tuple[str, int], PartitionLag]] = {
+        g.group_id: {(p.topic, p.partition): p for p in lagged[g.group_id].partitions} if g.group_id in lagged
+        else {}
+        for g in groups
+    }
+    uncommitted = {
+        tp.topic for g in groups for m in g.members for tp in m.assignment
+        if (tp.topic, tp.partition) not in committed[g.group_id]
+    }
+    known = client.end_offsets(sorted(uncommitted)) if uncommitted else {}
     ends = {(tp.topic, tp.partition): end for tp, end in known.items()}
     return [(f"group {g.group_id}", group_offset_rows(g, committed[g.group_id], ends)) for g in groups]
 
 
 def group_offset_rows(
-    group: GroupView, committed: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]
+    group: GroupView, committed: Mapping[tuple[str, int], PartitionLag], ends: Mapping[tuple[str, int], int]
 ) -> list[list[Any]]:
     """Kafka's `collectGroupsOffsets` for one group: assigned partitions, then unassigned commits."""
     # Kafka's order (most partitions first); ties by member id, so the output is the same
@@ -142,12 +156,12 @@ def group_offset_rows(
 def _offset_row(
     group_id: str,
     key: tuple[str, int],
-    committed: Mapping[tuple[str, int], int],
+    committed: Mapping[tuple[str, int], PartitionLag],
     ends: Mapping[tuple[str, int], int],
     member: MemberView | None,
 ) -> list[Any]:
-    current, end = committed.get(key), ends.get(key)
-    lag = end - current if current is not None and end is not None else None
+    live = committed.get(key)
+    current, end, lag = (None, ends.get(key), None) if live is None else (live.committed, live.end, live.lag)
     consumer = [member.member_id, member.host, member.client_id] if member else [None, None, None]
     return [group_id, key[0], key[1], current, end, lag, *consumer]
 
@@ -195,8 +209,10 @@ def state_sections(
     num_partitions: int,
     whole: bool,
     verbose: bool = False,
+    health: Mapping[str, str] | None = None,
 ) -> tuple[list[str], Sections]:
-    """One row per group; `status` is the controller's rows, for each partition's leader node."""
+    """One row per group; `status` is the controller's rows, for each partition's leader node;
+    `health` each group's live health (none: "-")."""
     with_epochs = verbose or whole
     columns = STATE_COLUMNS[:4] + (EPOCH_COLUMNS if with_epochs else []) + STATE_COLUMNS[4:]
     nodes = {row.get("partition"): row.get("leader_node") or row.get("node_id") for row in status}
@@ -207,7 +223,8 @@ def state_sections(
         row: list[Any] = [group.group_id, coordinator, group.assignment_strategy or None, group.state]
         if with_epochs:
             row += [group.group_epoch, group.target_assignment_epoch]
-        sections.append((f"state of {group.group_id}", [[*row, len(group.members)]]))
+        row += [len(group.members), (health or {}).get(group.group_id)]
+        sections.append((f"state of {group.group_id}", [row]))
     return columns, sections
 
 

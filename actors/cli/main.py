@@ -27,6 +27,7 @@ from typing import Any
 
 from actors.cli import backup
 from actors.cli.admin import ADMIN_COMMANDS, add_parsers
+from actors.cli.live_lag import service_live_lag
 from actors.cli.tables import print_table, progress
 from actors.core.settings import DEFAULT_NAMESPACE
 
@@ -53,6 +54,8 @@ class CommandLine:
     start_options: list[Callable[[argparse.Namespace], dict[str, Any]]] = field(default_factory=list)
     progress: Any = progress
     print_table: Any = print_table
+    # The parsed command line -> the live lag rows of `args.groups` (`raygroups lag --live`).
+    live_lag: Callable[[argparse.Namespace], list[dict[str, Any]]] = service_live_lag
 
 
 def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:

@@ -35,6 +35,8 @@ from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, 
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.errors import Errors
+from coordinator.lag import GroupLag
+from coordinator.lag_query import LagRequest, LagResponse, rows_to_groups
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -363,6 +365,23 @@ class Client:
     async def delete_groups_async(self, group_ids: Iterable[str]) -> dict[str, Any]:
         return _deleted(await self._fan_out_async(self._per_partition(DeleteGroupsRequest, group_ids)))
 
+    def lag(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
+        """Live lag of `groups` (None: every group with committed offsets), sorted by group:
+        per partition the committed offset against the topic registry's end offset, in
+        messages and in ms (coordinator/lag.py), and each group's health. Kept by the
+        leaders as commits and end-offset reports arrive; a group holding no committed
+        offset is absent; lag is None (unknown) where no end offset was reported.
+        `partitions=False`: each group's totals and health only (no partition rows)."""
+        return _lagged(self._fan_out(self._lag_requests(groups, partitions)))
+
+    async def lag_async(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
+        return _lagged(await self._fan_out_async(self._lag_requests(groups, partitions)))
+
+    def _lag_requests(self, groups: Iterable[str] | None, partitions: bool) -> dict[int, Request]:
+        if groups is None:
+            return self._every_partition(LagRequest(None, partitions))
+        return self._per_partition(lambda ids: LagRequest(ids, partitions), groups)
+
     def _per_partition(
         self, kind: Callable[[tuple[str, ...]], Request], group_ids: Iterable[str]
     ) -> dict[int, Request]:
@@ -525,6 +544,12 @@ def _described(responses: list[Any]) -> list[Any]:
 
 def _listed(responses: list[ListGroupsResponse]) -> list[ListedGroup]:
     return sorted((group for response in responses for group in response.groups), key=lambda g: g.group_id)
+
+
+def _lagged(responses: list[LagResponse]) -> list[GroupLag]:
+    """The groups of every partition's LagResponse, sorted by id (a group is on one partition)."""
+    lagged = [g for r in responses for g in rows_to_groups(r.groups, r.partitions)]
+    return sorted(lagged, key=lambda g: g.group_id)
 
 
 def _deleted(responses: list[DeleteGroupsResponse]) -> dict[str, Any]:

@@ -49,6 +49,9 @@ Rules, as Kafka's admin API:
   restarted one the whole view. After a change the registry nudges every
   leader (`topics_changed`, from a thread, through the controller's routing)
   to read at once; a nudge that fails is only late.
+- End offsets reach the leaders the same way, for live lag: after a report
+  the registry nudges every leader, which reads the samples recorded since
+  its cursor (`end_offsets_since`, `actors/client/end_feed.py`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ import msgpack
 import ray
 
 from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, entry
+from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
@@ -127,6 +131,7 @@ class TopicRegistry:
         self.start: dict[str, dict[int, int]] = {}
         self.history = EndOffsetHistory(limits)
         self.acls = AclTable()  # the ACL bindings (actors/client/acl_table.py)
+        self.feed = EndOffsetFeed()  # new samples, for the leaders' live lag
         # One nudging thread at a time; changes meanwhile make it nudge once more.
         self._nudge_lock = threading.Lock()
         self._nudging = self._nudge_again = False
@@ -161,6 +166,7 @@ class TopicRegistry:
             except (ValueError, TypeError) as exc:  # never fatal: say which entry and go on
                 logger.warning("topic registry: entry %s/%s unreadable, skipped: %r", kind, name, exc)
         self.history = EndOffsetHistory(self.limits)
+        self.feed.reset()
         dropped = self.history.load([s for s in samples if s[0] in self.partitions], self.clock.now_ms())
         if dropped:
             self._write([_sample_entry(s, None) for s in dropped])
@@ -225,6 +231,9 @@ class TopicRegistry:
 
     def _changed(self) -> None:
         self._changes += 1
+        self._nudge_soon()
+
+    def _nudge_soon(self) -> None:
         with self._nudge_lock:
             if self._nudging:
                 self._nudge_again = True
@@ -313,7 +322,16 @@ class TopicRegistry:
                 return Errors.INVALID_REQUEST, f"{topic}-{partition}", why
         kept, dropped = self.history.record(samples, self.clock.now_ms())
         self._write([_sample_entry(s, s[3]) for s in kept] + [_sample_entry(s, None) for s in dropped])
+        if kept:
+            self.feed.record(kept)
+            self._nudge_soon()
         return OK
+
+    def end_offsets_since(self, cursor: object) -> FeedAnswer | None:
+        """The end-offset samples recorded after `cursor` (None: none), for a leader's live
+        lag; a cursor of another incarnation, or too old, gets the whole history."""
+        self._ready()
+        return self.feed.since(cursor, lambda: self.history.rows(None, None))
 
     def _sample_time(self, topic: str, partition: int, at_ms: int | None) -> int:
         if at_ms is not None:

@@ -483,6 +483,7 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
         self.metrics.set_replication(
             sum(1 for m in parts if _under_replicated(m)),
             sum(1 for m in parts if m.replicas and m.leader is None),
+            sum(1 for m in parts if m.held is not None),
         )
 
     async def shutdown(self) -> None:

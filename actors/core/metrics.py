@@ -4,11 +4,13 @@ Per partition: requests by type and error, request latency (OffsetCommit's
 is the commit latency), completed rebalances and their join-phase duration,
 flush (append + fsync) latency, load time, groups and members, disk
 failures per replica and node; on a leader
-its ISR size and each follower's replication lag. Request counts are summed
+its ISR size, whether it is below min.insync.replicas, each follower's
+replication lag, and its groups' live lag (`LagMetrics`: per group, and per
+topic partition under the operator's cap). Request counts are summed
 in the actor and reported with the gauges, every 2 s. For the controller:
 failovers by reason, partitions refusing to serve, under-replicated and
-offline partitions, orphan partition actors reaped and errors its loops
-survived.
+offline and held partitions, orphan partition actors reaped and errors its
+loops survived.
 
 Ray's metrics agent (installed with `ray[default]`) exports them for
 Prometheus under the `ray_` prefix, e.g. `ray_raygroups_requests_total`;
@@ -25,6 +27,7 @@ from typing import Any
 
 from ray.util import metrics
 
+from coordinator.lag import GroupLag, PartitionLag
 from coordinator.status import response_error
 
 # The labels of a request refused as malformed (InvalidRequestError).
@@ -84,6 +87,11 @@ class PartitionMetrics:
             "In-sync replicas of the partition, its leader included",
             ("partition",),
         )
+        self.below_min_isr = metrics.Gauge(
+            "raygroups_partition_below_min_isr",
+            "1 while the partition's ISR is below min.insync.replicas: it refuses writes",
+            ("partition",),
+        )
         self.replication_lag = metrics.Gauge(
             "raygroups_partition_replication_lag",
             "Records a follower is behind its leader's log end",
@@ -96,7 +104,7 @@ class PartitionMetrics:
         )
         for metric in (
             self.rebalances, self.join_phase_ms, self.flush_ms, self.load_time_ms, self.groups, self.members,
-            self.failures, self.isr_size,
+            self.failures, self.isr_size, self.below_min_isr,
         ):
             metric.set_default_tags(tags)
         self._partition = str(partition)
@@ -105,6 +113,13 @@ class PartitionMetrics:
         # Requests per second between the last two flushes (`raygroups status`'s REQ/S).
         self.request_rate = 0.0
         self._flushed_at = time.monotonic()
+        self._lag: LagMetrics | None = None
+
+    def lag(self, interval_s: float, partitions_max: int) -> LagMetrics:
+        """The live lag gauges of this partition (made at the first call)."""
+        if self._lag is None:
+            self._lag = LagMetrics(int(self._partition), interval_s, partitions_max)
+        return self._lag
 
     def observe(self, kind: str, response: Any, started: float, now: float) -> None:
         """Count a request and record its latency (`started` to `now`, perf counter seconds).
@@ -145,6 +160,7 @@ class PartitionMetrics:
         A follower the leader has not heard from yet has no lag to report;
         its last value lapses (Ray's TTL) rather than read as caught up."""
         self.isr_size.set(len(leader_view["isr"]))
+        self.below_min_isr.set(0 if leader_view["writable"] else 1)
         for replica, follower in leader_view["followers"].items():
             if follower["lag"] is not None:
                 self.replication_lag.set(follower["lag"], {"partition": self._partition, "replica": replica})
@@ -156,6 +172,78 @@ class PartitionMetrics:
         self._flushed_at = now
         for (kind, error), count in counts.items():
             self.requests.inc(count, {"partition": self._partition, "type": kind, "error": error})
+
+
+class LagMetrics:
+    """A leader's live lag (coordinator/lag.py) as gauges, set every `interval_s` from
+    `LagTracker.export`: per group its lag in messages and seconds and its health (the
+    `Health` value: 0 OK, 1 WARN, 2 REWIND, 3 STALLED, 4 STOPPED); per topic partition the
+    `partitions_max` with most lag (the operator's cardinality cap), and how many lagging
+    ones the cap left out. Unknown lag (no end offset reported) sets nothing: the series
+    lapses (Ray's TTL) rather than read 0; so does a group gone."""
+
+    def __init__(self, partition: int, interval_s: float, partitions_max: int) -> None:
+        group = ("partition", "group")
+        topic_partition = ("partition", "group", "topic", "topic_partition")
+        self.group_lag = metrics.Gauge("raygroups_group_lag", "Live lag of a group, in messages", group)
+        self.group_lag_seconds = metrics.Gauge(
+            "raygroups_group_lag_seconds", "How long ago the end offset was where the group committed", group
+        )
+        self.group_health = metrics.Gauge(
+            "raygroups_group_health", "Group health: 0 OK, 1 WARN, 2 REWIND, 3 STALLED, 4 STOPPED", group
+        )
+        self.partition_lag = metrics.Gauge(
+            "raygroups_topic_partition_lag", "Live lag of a group on a topic partition, in messages",
+            topic_partition,
+        )
+        self.partition_lag_seconds = metrics.Gauge(
+            "raygroups_topic_partition_lag_seconds", "Live lag of a group on a topic partition, in seconds",
+            topic_partition,
+        )
+        self.not_exported = metrics.Gauge(
+            "raygroups_lag_partitions_not_exported",
+            "Lagging topic partitions of groups left out of the per-partition series by the cap",
+            ("partition",),
+        )
+        self.not_exported.set_default_tags({"partition": str(partition)})
+        self._partition = str(partition)
+        self.interval_s = interval_s
+        self.partitions_max = partitions_max
+        self._due = 0.0
+
+    def due(self, now: float) -> bool:
+        """True once per `interval_s` (monotonic seconds)."""
+        if now < self._due:
+            return False
+        self._due = now + self.interval_s
+        return True
+
+    def set(self, groups: list[GroupLag], partitions: list[tuple[str, PartitionLag]], lagging: int) -> None:
+        """`LagTracker.export`'s answer: every group, the partitions under the cap, how many lag."""
+        self.set_groups(groups)
+        self.set_partitions(partitions, lagging)
+
+    def set_groups(self, groups: list[GroupLag]) -> None:
+        p = self._partition
+        for g in groups:
+            tags = {"partition": p, "group": g.group_id}
+            self.group_health.set(int(g.health), tags)
+            if g.lag is not None:
+                self.group_lag.set(g.lag, tags)
+            if g.lag_ms is not None:
+                self.group_lag_seconds.set(g.lag_ms / 1000, tags)
+
+    def set_partitions(self, partitions: list[tuple[str, PartitionLag]], lagging: int) -> None:
+        """The partitions under the cap, and how many lagging ones it left out."""
+        p = self._partition
+        for group_id, row in partitions:
+            tags = {
+                "partition": p, "group": group_id, "topic": row.topic, "topic_partition": str(row.partition)
+            }
+            self.partition_lag.set(row.lag or 0, tags)
+            if row.lag_ms is not None:
+                self.partition_lag_seconds.set(row.lag_ms / 1000, tags)
+        self.not_exported.set(lagging - len(partitions))
 
 
 class ControllerMetrics:
@@ -185,6 +273,10 @@ class ControllerMetrics:
         self._offline = metrics.Gauge(
             "raygroups_controller_offline_partitions", "Partitions without a leader: they serve nothing"
         )
+        self._held = metrics.Gauge(
+            "raygroups_controller_held_partitions",
+            "Partitions HELD offline after a full restart found their history ambiguous (until an election)",
+        )
         self._loop_errors = metrics.Counter(
             "raygroups_controller_loop_errors", "Exceptions caught in a controller loop, by loop", ("loop",)
         )
@@ -192,6 +284,7 @@ class ControllerMetrics:
         self.refused = 0
         self.under_replicated = 0
         self.offline = 0
+        self.held = 0
         self.reaped = 0
         self.loop_errors: Counter[str] = Counter()
 
@@ -203,11 +296,12 @@ class ControllerMetrics:
         self.refused = count
         self._refused.set(count)
 
-    def set_replication(self, under_replicated: int, offline: int) -> None:
+    def set_replication(self, under_replicated: int, offline: int, held: int = 0) -> None:
         """Set on every watch round, as `set_refused`."""
-        self.under_replicated, self.offline = under_replicated, offline
+        self.under_replicated, self.offline, self.held = under_replicated, offline, held
         self._under_replicated.set(under_replicated)
         self._offline.set(offline)
+        self._held.set(held)
 
     def orphan_reaped(self) -> None:
         self.reaped += 1

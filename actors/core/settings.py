@@ -123,6 +123,11 @@ class ServiceSettings:
     # How often a partition leader asks the topic registry for changes besides the registry's
     # nudge after each change (actors/partition/topics_watch.py): the bound on a missed nudge.
     topics_refresh_interval_s: float = 5.0
+    # Live lag as metrics (actors/core/metrics.py LagMetrics): how often a leader sets its
+    # groups' lag gauges, and the most (group, topic partition) series it exports (those
+    # with most lag; 0: none, per group only): the operator's cardinality cap.
+    lag_metrics_interval_s: float = 10.0
+    lag_metrics_partitions_max: int = 1_000
     snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
     # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor
@@ -184,6 +189,14 @@ class ServiceSettings:
         after_s = self.auto_repartition_after_s
         if type(after_s) not in (int, float) or not after_s > 0:
             raise ValueError(f"auto_repartition_after_s must be a number > 0, got {after_s!r}")
+        if type(self.lag_metrics_interval_s) not in (int, float) or not self.lag_metrics_interval_s > 0:
+            raise ValueError(
+                f"lag_metrics_interval_s must be a number > 0, got {self.lag_metrics_interval_s!r}"
+            )
+        if type(self.lag_metrics_partitions_max) is not int or self.lag_metrics_partitions_max < 0:
+            raise ValueError(
+                f"lag_metrics_partitions_max must be an int >= 0, got {self.lag_metrics_partitions_max!r}"
+            )
         if type(self.mailbox_ttl_s) not in (int, float) or not self.mailbox_ttl_s > 0:
             raise ValueError(f"mailbox_ttl_s must be a number > 0, got {self.mailbox_ttl_s!r}")
         for flag in ("replication_link", "shared_data_dir", "confirm_reads", "auto_repartition"):

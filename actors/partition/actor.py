@@ -56,6 +56,7 @@ from actors.core.node_names import current_node_name
 from actors.core.settings import ServiceSettings, SystemClock
 from actors.core.wire import dumps_response
 from actors.partition.batches import BatchAnswers, Mailboxes, check_batch_call
+from actors.partition.ends_watch import EndsWatch
 from actors.partition.export import LogExport
 from actors.partition.follower import FollowerReplica
 from actors.partition.handoff import HandoffPart
@@ -164,6 +165,7 @@ class OffsetPartition(
         self._durable_after_failure: int | None = None
         # The topics the shard's consumer groups see (`actors.partition.topics_watch`).
         self.topics = TopicsWatch(settings.namespace)
+        self.ends = EndsWatch(self.topics)  # end offsets for live lag (`actors.partition.ends_watch`)
         self._topics_wake = asyncio.Event()
         # How long this replica takes to rejoin its leader (a restarted replica's one log line).
         self.phases = RejoinPhases(self.partition, requested_at)
@@ -270,6 +272,7 @@ class OffsetPartition(
         self._deliver(self.runtime.on_loaded(shard, committed, self.clock.now_ms(), end, suffix))
         self._apply_topics(*self.topics.view_for_load(shard))
         self.topics.reset()
+        self.ends.reset()
         logger.info(
             "partition %d epoch %d: loaded %d records in %.0f ms",
             self.partition, self.epoch, records, self.load_ms,

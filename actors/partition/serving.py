@@ -14,9 +14,12 @@ step-down answered its batch) or an append failed. Rules:
 - timers: sleeps until the runtime's next deadline or a wake
   (`_timer_wake`), then polls the timers; records they wrote are flushed.
 - topics: reads the topic registry when nudged (`topics_changed`) or every
-  `topics_refresh_interval_s` (`actors.partition.topics_watch`).
+  `topics_refresh_interval_s` (`actors.partition.topics_watch`), then the
+  end offsets reported since the last read, for live lag
+  (`actors.partition.ends_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
-  a gauge not refreshed within its TTL).
+  a gauge not refreshed within its TTL), its groups' live lag every
+  `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`).
 - maintenance: snapshots and compaction up to the high watermark on the
   maintenance thread, beside appends (`actors.partition.maintenance`).
 """
@@ -30,6 +33,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from actors.partition.lag_export import export_lag
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from coordinator.records import Record
 from coordinator.runtime import PartitionRuntime, RuntimeState
@@ -37,6 +41,7 @@ from coordinator.runtime import PartitionRuntime, RuntimeState
 if TYPE_CHECKING:
     from actors.core.metrics import PartitionMetrics
     from actors.core.settings import ServiceSettings, SystemClock
+    from actors.partition.ends_watch import EndsWatch
     from actors.partition.topics_watch import TopicsWatch
     from log.partition import PartitionLog
 
@@ -57,6 +62,7 @@ class ServingLoops:
     runtime: PartitionRuntime
     metrics: PartitionMetrics
     topics: TopicsWatch
+    ends: EndsWatch
     log: PartitionLog | None
     leader: Any
     load_ms: float
@@ -141,6 +147,7 @@ class ServingLoops:
             self._topics_wake.clear()
             if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
                 self._apply_topics(self.topics.counts, self.topics.ids)
+            await self.ends.poll(runtime)
             try:
                 await asyncio.wait_for(self._topics_wake.wait(), self.settings.topics_refresh_interval_s)
             except TimeoutError:
@@ -160,6 +167,10 @@ class ServingLoops:
             if self.leader is not None:
                 self.metrics.set_replication(self.leader.describe())
             self.metrics.flush_counts()
+            settings = self.settings
+            lag = self.metrics.lag(settings.lag_metrics_interval_s, settings.lag_metrics_partitions_max)
+            if shard is not None and lag.due(time.monotonic()):
+                await export_lag(shard.lag, lag, self.clock.now_ms())
             await asyncio.sleep(GAUGE_INTERVAL_S)
 
     async def _maintenance_loop(self) -> None:

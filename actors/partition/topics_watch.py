@@ -50,6 +50,11 @@ class TopicsWatch:
         self._registry: Any = None
         self._failures = 0
 
+    @property
+    def registry(self) -> Any:
+        """The registry's handle once it answered a poll (None before, or after a failed one)."""
+        return self._registry
+
     def reset(self) -> None:
         """The next poll answers the whole view, changed or not."""
         self.token = None

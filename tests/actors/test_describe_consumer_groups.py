@@ -23,6 +23,8 @@ from actors.cli.group_views import consumer_group_view
 from coordinator import Errors
 from coordinator.consumer.subscriptions import topic_id_for
 from coordinator.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from coordinator.lag import GroupLag
+from coordinator.lag_query import LagRequest, rows_to_groups
 from coordinator.messages import (
     MEMBER_TYPE_CLASSIC,
     MEMBER_TYPE_CONSUMER,
@@ -58,6 +60,8 @@ class ShardClient:
     def __init__(self, driver: Driver, ends: dict[tuple[str, int], int]) -> None:
         self.driver = driver
         self.ends = ends
+        # What the registry pushes to the leader's live lag (actors/partition/ends_watch.py).
+        driver.shard.update_end_offsets([(t, p, 0, end) for (t, p), end in ends.items()], whole=True)
 
     def _ask(self, request: Any) -> Any:
         return self.driver.handle(request)
@@ -76,6 +80,10 @@ class ShardClient:
         response = self._ask(OffsetFetchRequest(group_id))
         assert isinstance(response, OffsetFetchResponse)
         return response
+
+    def lag(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
+        response = self._ask(LagRequest(None if groups is None else tuple(groups), partitions))
+        return rows_to_groups(response.groups, response.partitions)
 
     def end_offsets(self, names: Iterable[str] | None = None) -> dict[TopicPartition, int]:
         return {TopicPartition(t, p): end for (t, p), end in self.ends.items()}
@@ -129,13 +137,17 @@ def test_list_shows_each_group_type(client: ShardClient, capsys: pytest.CaptureF
     code, out, _ = run(client, capsys, "list")
     assert code == 0
     assert plain_records(out) == [
-        {"GROUP": CLASSIC, "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"},
-        {"GROUP": GROUP, "TYPE": "consumer", "STATE": "Reconciling", "PROTOCOL-TYPE": "consumer"},
+        {"GROUP": CLASSIC, "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer",
+         "HEALTH": "-"},  # no committed offset: no health
+        {"GROUP": GROUP, "TYPE": "consumer", "STATE": "Reconciling", "PROTOCOL-TYPE": "consumer",
+         "HEALTH": "OK"},
     ]
     _, out, _ = run(client, capsys, "list", "--type", "Consumer")
     assert [r["GROUP"] for r in plain_records(out)] == [GROUP]
     _, out, _ = run(client, capsys, "list", "--type", "classic", "--state", "stable", "--json")
-    classic = {"GROUP": CLASSIC, "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"}
+    classic = {
+        "GROUP": CLASSIC, "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer", "HEALTH": None
+    }
     assert json.loads(out) == [classic]
     with pytest.raises(SystemExit):
         run(client, capsys, "list", "--type", "share")
@@ -184,10 +196,12 @@ def test_state_verbose_shows_the_group_epochs(
         {
             "GROUP": CLASSIC, "COORDINATOR (ID)": f"offsets-0@{NODE[:8]}", "ASSIGNMENT-STRATEGY": "range",
             "STATE": "Stable", "GROUP-EPOCH": "-", "TARGET-ASSIGNMENT-EPOCH": "-", "#MEMBERS": "1",
+            "HEALTH": "-",
         },
         {
             "GROUP": GROUP, "COORDINATOR (ID)": f"offsets-0@{NODE[:8]}", "ASSIGNMENT-STRATEGY": "range",
             "STATE": "Reconciling", "GROUP-EPOCH": "2", "TARGET-ASSIGNMENT-EPOCH": "2", "#MEMBERS": "2",
+            "HEALTH": "OK",
         },
     ]
     _, out, _ = run(client, capsys, "describe", GROUP, "--state")

@@ -42,9 +42,10 @@ def recorded(metrics: Any, monkeypatch: pytest.MonkeyPatch, *names: str) -> list
 
 def test_partition_metrics_set_isr_size_and_each_known_follower_lag(monkeypatch: pytest.MonkeyPatch) -> None:
     metrics = PartitionMetrics(7)
-    isr_size, lag = recorded(metrics, monkeypatch, "isr_size", "replication_lag")
+    isr_size, lag, below = recorded(metrics, monkeypatch, "isr_size", "replication_lag", "below_min_isr")
     view = {
         "isr": ["a", "b"],
+        "writable": False,
         "followers": {
             "b": {"log_end": 40, "lag": 0},
             "c": {"log_end": 23, "lag": 17},
@@ -52,7 +53,7 @@ def test_partition_metrics_set_isr_size_and_each_known_follower_lag(monkeypatch:
         },
     }
     metrics.set_replication(view)
-    assert isr_size.sets == [(2, None)]
+    assert isr_size.sets == [(2, None)] and below.sets == [(1, None)], "below min ISR: it refuses writes"
     # d was never heard from: no value rather than a made-up one.
     assert lag.sets == [(0, {"partition": "7", "replica": "b"}), (17, {"partition": "7", "replica": "c"})]
 
@@ -84,11 +85,12 @@ def test_partition_metrics_rate_the_requests_counted_between_flushes(monkeypatch
 
 def test_controller_metrics_keep_and_export_replication_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     metrics = ControllerMetrics()
-    under, offline = recorded(metrics, monkeypatch, "_under_replicated", "_offline")
-    metrics.set_replication(under_replicated=3, offline=1)
+    under, offline, held = recorded(metrics, monkeypatch, "_under_replicated", "_offline", "_held")
+    metrics.set_replication(under_replicated=3, offline=1, held=1)
     metrics.set_replication(under_replicated=2, offline=0)
-    assert (metrics.under_replicated, metrics.offline) == (2, 0)
+    assert (metrics.under_replicated, metrics.offline, metrics.held) == (2, 0, 0)
     assert (under.sets, offline.sets) == ([(3, None), (2, None)], [(1, None), (0, None)])
+    assert held.sets == [(1, None), (0, None)]
 
 
 def test_a_leader_reports_its_isr_and_follower_lags_from_its_gauge_task(

@@ -119,3 +119,47 @@ def test_a_partition_without_an_end_has_unknown_lag_not_zero() -> None:
     tracker.on_end(("t", 0), 30, 1)
     lag = tracker.group_lag("g", 1)
     assert lag is not None and lag.lag == 0 and lag.partitions[0].ahead
+
+
+def test_the_export_has_every_group_and_only_the_partitions_with_most_lag() -> None:
+    tracker = LagTracker()
+    for p in range(4):
+        tracker.on_end(("t", p), 100, 0)
+    for g, offsets in {"a": (90, 10), "b": (100, 50), "c": (0, 100)}.items():
+        for p, offset in enumerate(offsets):
+            tracker.on_commit(g, ("t", p), offset, 0)
+    groups, partitions, lagging = tracker.export(0, partitions_max=2)
+    assert lagging == 4
+    assert sorted((g.group_id, g.lag) for g in groups) == [("a", 100), ("b", 50), ("c", 100)]
+    assert [(g, p.partition, p.lag) for g, p in partitions] == [("c", 0, 100), ("a", 1, 90)]
+    assert tracker.export(0, partitions_max=0)[1] == [], "a cap of 0: no per-partition series"
+
+
+def test_the_end_as_of_a_time_is_the_latest_sample_at_or_before_it() -> None:
+    from coordinator.lag import end_as_of, lag_as_of
+
+    samples = [(1_000, 20), (70_000, 30), (130_000, 60)]
+    assert [end_as_of(samples, t) for t in (999, 1_000, 69_999, 70_000, 200_000)] == [None, 20, 20, 30, 60]
+    assert lag_as_of(15, samples, 60_000) == 5
+    assert lag_as_of(35, samples, 100_000) == 0, "past the end then: never negative"
+    assert lag_as_of(15, samples, 500) is None, "no end yet: unknown"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_commits_offsets_at_once_are_its_offsets_one_by_one(seed: int) -> None:
+    from coordinator.records import OffsetCommitKey, OffsetCommitValue
+
+    rng = random.Random(seed)
+    one_by_one, at_once = LagTracker(), LagTracker()
+    for tracker in (one_by_one, at_once):
+        tracker.on_end(("t", 0), 500, 0)
+        tracker.on_end(("t", 1), 300, 0)
+    for n in range(60):
+        tps = rng.sample([("t", 0), ("t", 1), ("u", 0)], rng.randrange(1, 4))
+        keys = [OffsetCommitKey("g", *tp) for tp in tps]
+        values = [OffsetCommitValue(rng.randrange(600), 1, "", n * 1_000) for _ in tps]
+        for key, value in zip(keys, values):
+            one_by_one.on_commit("g", (key.topic, key.partition), value.offset, value.commit_timestamp_ms)
+        at_once.on_commits("g", keys, values)
+        assert at_once.totals == one_by_one.totals
+        assert at_once.rows("g", n * 1_000) == one_by_one.rows("g", n * 1_000)

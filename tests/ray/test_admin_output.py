@@ -25,7 +25,8 @@ def test_list_and_status_in_both_output_modes(service: Client, monkeypatch: pyte
     service.commit_offsets(GROUP, {("admin-output-topic", 0): 3})
     code, text = printed(monkeypatch, piped(), "list")
     assert code == 0
-    assert {"GROUP": GROUP, "TYPE": "classic", "STATE": "Empty", "PROTOCOL-TYPE": "-"} in plain_records(text)
+    listed = {"GROUP": GROUP, "TYPE": "classic", "STATE": "Empty", "PROTOCOL-TYPE": "-", "HEALTH": "OK"}
+    assert listed in plain_records(text)
     code, text = printed(monkeypatch, terminal(80), "list")
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     assert any(GROUP in column for column in column_texts(text.split("\n", 1)[1]))

@@ -24,7 +24,9 @@ def test_list_describe_status(service: Client, capsys: pytest.CaptureFixture[str
     (leader, follower), gen = form_group(service, "cli-live", 2)
     service.commit_offsets("cli-live", {("t", 0): 7}, gen, leader)
     code, listed = run_json(capsys, "list")
-    listing = {"GROUP": "cli-live", "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"}
+    listing = {
+        "GROUP": "cli-live", "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer", "HEALTH": "OK"
+    }
     assert code == 0 and listing in listed
     code, described = run_json(capsys, "describe", "cli-live")
     assert code == 0

@@ -169,7 +169,7 @@ def test_state(live_group: dict[str, str], service: Client, capsys: pytest.Captu
     assert code == 0
     assert row == {
         "GROUP": GROUP, "COORDINATOR (ID)": f"offsets-{partition}@{node[:8]}", "ASSIGNMENT-STRATEGY": "range",
-        "STATE": "Stable", "#MEMBERS": "2",
+        "STATE": "Stable", "#MEMBERS": "2", "HEALTH": "OK",
     }
     code, out, _ = run(capsys, "describe", GROUP, "--state", "--json")
     assert json.loads(out)[0]["COORDINATOR (ID)"] == f"offsets-{partition}@{node}"
@@ -194,3 +194,25 @@ def test_all_groups_an_empty_group_and_unknown_groups(
     assert code == 0 and {GROUP, "describe-empty"} <= groups
     assert run(capsys, "describe", "describe-nope", "--json")[:2] == (1, "[]\n")
     assert run(capsys, "describe")[0] == 2, "neither a group nor --all-groups"
+
+
+def test_live_lag_is_the_describe_figures_without_spark(
+    live_group: dict[str, str], service: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`raygroups lag --live` prints `raygroups lag`'s rows from the leaders' live lag (the
+    registry's ends pushed to them), plus lag in seconds and health; `Client.lag` the same."""
+    code, out, err = run(capsys, "lag", "--live", GROUP, "--json")
+    assert code == 0
+    printed = json.loads(out)
+    rows = [(r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"])
+            for r in printed["partitions"]]
+    assert rows == [
+        (ORDERS, 0, 40, 100, 60), (ORDERS, 1, 50, 50, 0), (PAYMENTS, 0, 9, 10, 1), (GONE, 0, 7, None, None)
+    ]
+    assert {r["health"] for r in printed["partitions"]} == {"OK"}
+    seconds = [r["lag_seconds"] for r in printed["partitions"]]
+    assert seconds[0] > 0 and seconds[1] == 0 and seconds[3] is None
+    [group] = service.lag([GROUP])
+    assert group.lag == 61 and group.group_id == GROUP
+    code, _, err = run(capsys, "lag", "--live", "describe-nope")
+    assert code == 1 and "'describe-nope' has no committed offsets" in err

@@ -158,7 +158,7 @@ def test_current_lag_and_span_of_a_history(log_df: DataFrame) -> None:
         ("billing", "orders", 0, 42),
         ("billing", "payments", 0, None),
         ("orders-app", "orders", 0, 35),
-        ("orders-app", "orders", 1, -5),
+        ("orders-app", "orders", 1, 0),  # past its end (25): lag 0, never negative
     ]
     assert jobs.data_span(log_df) == (T0 + 1_000, T0 + 125_000)
     assert jobs.data_span(log_df, MOVING_ENDS) == (T0 + 1_000, T0 + 130_000)

@@ -1,0 +1,98 @@
+"""The live lag request: a partition's groups' lag and health, answered from its LagTracker.
+
+`LagRequest(group_ids)` asks one offsets partition for the lag of the named
+groups it owns (None: every group with committed offsets); the client fans it
+out to every partition and merges (`actors.client.Client.lag`). The answer
+comes from the shard's `LagTracker` (coordinator/lag.py), kept as records are
+applied, so a question costs the rows it returns, never a scan of every
+group's offsets (DESIGN section 10).
+
+The response travels as plain tuples of ints and strings (a million rows
+pickle in a fraction of a second; dataclass rows would cost several times
+more): `partitions` one `PartitionRow` per committed offset, sorted by group,
+topic and partition; `groups` one `GroupRow` per group. A group id it is
+asked for and does not hold (no committed offsets, or another partition's)
+is simply absent. `rows_to_groups` turns them back into `GroupLag`s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from coordinator.checks import Checked, register_requests
+from coordinator.errors import Errors
+from coordinator.lag import GroupLag, Health, LagTracker, PartitionLag
+from coordinator.routing import Routing
+
+# group, topic, partition, committed, end, lag, lag_ms, flags (AHEAD | AT_LEAST), health
+PartitionRow = tuple[str, str, int, int, int | None, int | None, int | None, int, int]
+GroupRow = tuple[str, int | None, int | None, int]  # group, lag, lag_ms, health
+AHEAD, AT_LEAST = 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class LagRequest(Checked):
+    group_ids: tuple[str, ...] | None = None  # None: every group of the partition
+    partitions: bool = True  # False: the groups' rows only (their lag, health)
+
+
+@dataclass(frozen=True, slots=True)
+class LagResponse:
+    error: Errors
+    groups: tuple[GroupRow, ...] = ()
+    partitions: tuple[PartitionRow, ...] = ()
+
+
+register_requests((LagRequest,))
+
+ERROR_RESPONSES: dict[type, Callable[..., object]] = {LagRequest: lambda _request, error: LagResponse(error)}
+
+
+class LagHost(Protocol):
+    """What the handler needs of the shard."""
+
+    partition: int
+    owner: Routing | None
+    lag: LagTracker
+    now_ms: int
+
+
+def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
+    tracker, owner = shard.lag, shard.owner
+    wanted = tracker.groups() if request.group_ids is None else sorted(set(request.group_ids))
+    groups: list[GroupRow] = []
+    partitions: list[PartitionRow] = []
+    for group_id in wanted:
+        if owner is not None and owner.partition_for(group_id) != shard.partition:
+            continue
+        rows = tracker.rows(group_id, shard.now_ms)
+        if rows is None:
+            continue
+        lag = tracker.summary(group_id, rows)
+        groups.append((group_id, lag.lag, lag.lag_ms, int(lag.health)))
+        if request.partitions:
+            partitions.extend(
+                (group_id, topic, partition, committed, end, lagged, lagged_ms,
+                 (AHEAD if ahead else 0) | (AT_LEAST if at_least else 0), int(health))
+                for topic, partition, committed, end, lagged, lagged_ms, ahead, at_least, health in rows
+            )
+    return LagResponse(Errors.NONE, tuple(groups), tuple(partitions))
+
+
+def rows_to_groups(groups: Iterable[GroupRow], partitions: Iterable[PartitionRow]) -> list[GroupLag]:
+    """The `GroupLag`s of a response's rows (both sorted by group), in group order."""
+    by_group: dict[str, list[PartitionLag]] = {}
+    for group_id, topic, partition, committed, end, lag, lag_ms, flags, health in partitions:
+        by_group.setdefault(group_id, []).append(
+            PartitionLag(topic, partition, committed, end, lag, lag_ms, bool(flags & AHEAD),
+                         bool(flags & AT_LEAST), Health(health))
+        )
+    return [
+        GroupLag(group_id, tuple(by_group.get(group_id, ())), lag, lag_ms, Health(health))
+        for group_id, lag, lag_ms, health in groups
+    ]
+
+
+HANDLERS: dict[type, Callable[..., Any]] = {LagRequest: handle_lag}
