@@ -41,6 +41,7 @@ from typing import Any
 
 from coordinator.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from coordinator.errors import Errors
+from coordinator.lag_query import LagRequest, LagResponse
 from coordinator.messages import (
     AssignmentWatchRequest,
     ConsumerGroupDescribeRequest,
@@ -199,6 +200,21 @@ def _list_groups(caller: Caller, request: ListGroupsRequest) -> Decision:
     return Decision(request, finish=visible)
 
 
+def _lag(caller: Caller, request: LagRequest) -> Decision:
+    """Live lag is what OffsetFetch and DescribeGroups show: the groups the caller may Describe
+    (every group with Describe on the cluster), as ListGroups filters."""
+    if caller.may(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return Decision(request)
+
+    def visible(response: LagResponse) -> LagResponse:
+        return dataclasses.replace(
+            response,
+            groups=tuple(row for row in response.groups if caller.may(DESCRIBE, GROUP, row[0])),
+            partitions=tuple(row for row in response.partitions if caller.may(DESCRIBE, GROUP, row[0])),
+        )
+    return Decision(request, finish=visible)
+
+
 def _consumer_heartbeat(caller: Caller, request: ConsumerGroupHeartbeatRequest) -> Decision:
     if not caller.may(READ, GROUP, request.group_id):
         return Decision(None, ConsumerGroupHeartbeatResponse(GROUP_DENIED))
@@ -239,6 +255,7 @@ RULES: dict[type, Callable[[Caller, Any], Decision]] = {
     DeleteGroupsRequest: _per_group(
         DELETE, _deleted_group, lambda r: r.results, lambda i: i[0], DeleteGroupsResponse),
     ListGroupsRequest: _list_groups,
+    LagRequest: _lag,
     ConsumerGroupHeartbeatRequest: _consumer_heartbeat,
     ServiceStateWriteRequest: _cluster_op(ALTER),
     ServiceStateReadRequest: _cluster_op(DESCRIBE),

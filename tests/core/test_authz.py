@@ -8,6 +8,7 @@ from typing import Any
 from coordinator.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
 from coordinator.authz import RULES, check
 from coordinator.errors import Errors
+from coordinator.lag_query import LagRequest
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -131,6 +132,17 @@ def test_list_groups_shows_the_groups_it_may_describe_or_all_with_cluster_descri
     assert sorted(x.group_id for x in listed.groups) == ["team.a", "team.b"]
     assert len(g.call(ListGroupsRequest(), "User:ops").groups) == 3
     assert g.call(ListGroupsRequest(), "User:nobody").groups == ()
+
+
+def test_live_lag_shows_the_groups_it_may_describe_or_all_with_cluster_describe() -> None:
+    g = Guarded(allow(GROUP, "team.", DESCRIBE, pattern=PatternType.PREFIXED),
+                allow(CLUSTER, "kafka-cluster", DESCRIBE, principal="User:ops"))
+    for name in ("team.a", "other"):
+        g.h.commit(name, {("t", 0): 1})
+    lag = g.call(LagRequest())
+    assert [row[0] for row in lag.groups] == ["team.a"] and {row[0] for row in lag.partitions} == {"team.a"}
+    assert sorted(row[0] for row in g.call(LagRequest(), "User:ops").groups) == ["other", "team.a"]
+    assert g.call(LagRequest(("other",)), "User:nobody").groups == ()
 
 
 def test_consumer_group_heartbeat_needs_read_and_describe_on_subscribed_topics() -> None:
