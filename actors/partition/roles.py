@@ -7,8 +7,9 @@ role (`leader`, a `LeaderReplication`), the follower role (`follower`, a
 the replication link's listener, the state files last written and the rejoin
 phases. Only this part assigns `leader` and `follower`; the others read them.
 It reaches the rest through the host (`actors.partition.host`), the disk part
-(`DiskGuard`) and the loader (`Loading`). Every method is idempotent for Ray's retries, and a
-call naming an older leader epoch than this replica knows changes nothing.
+(`DiskGuard`) and the loader (`Loading`). Every method is idempotent for Ray's
+retries, and a call naming an older leader epoch than this replica knows
+changes nothing.
 While the replica's disk has failed (`actors.partition.recovery`) it follows
 no one and leads nothing: `become_follower` is remembered for when the disk
 works again, `become_leader` raises, and pushes are answered
