@@ -53,10 +53,11 @@ them. A part sees the others only through the narrow interface it declares
   ServingLoops (serving)        flush/timer/topic wake-ups, topics    topics_changed
   LogExport (export)            the latest listing                    log_files, read_log_file
   KafkaPlug (kafka_plug)        the Kafka listener                    kafka_listener
-  PartitionInspection           nothing (reads the others)            probe, info, ping, noop,
-    (inspection)                                                      noop_batch
+  PartitionInspection           nothing (reads the others)            probe, info
+    (inspection)
   the actor itself              mailboxes; the request path           handle, handle_wire,
-                                                                      handle_batch, collect
+                                                                      handle_batch, collect, ping,
+                                                                      noop, noop_batch
 
 Who calls whom: the loader starts the others serving once a load is done
 (`on_loaded`: roles.start_leading, serving.apply_load_view and spawn_loops,
@@ -68,11 +69,14 @@ calls the roles (`RoleHolder`: `step_aside`, `resume_following`, the lock).
 The serving loops, the export and the listener only read the roles
 (`leader`, `follower`, `leads`). Only the roles assign `leader` and
 `follower`; only the loader, the roles and the disk part assign the host's
-`log`, `epoch` and `runtime`. A new part (a group handoff between
-partitions) is one more module: a class taking the host and the narrow
-interfaces of the parts it needs, built in `__init__` below, its actor
-methods delegating to it, its tasks spawned through the host (so a failure
-fails the partition and a role change cancels them).
+`log`, `epoch` and `runtime` (and `assume`, a standby's promotion). A new
+part (a group handoff between partitions) is one more module: a class
+taking the host and the narrow interfaces of the parts it needs, built in
+`__init__` below, its actor methods delegating to it, its tasks spawned
+through the host (so a failure fails the partition and a role change
+cancels them). A part that feeds the runtime outside a request (as the
+topics do) hands what the runtime released to `host.deliver`, then calls
+`serving.after_requests` so that new records are flushed and timers rearmed.
 
 The read-only properties below (`runtime`, `log`, `leader`...) are views
 for tests and tools; the parts never go through them.
