@@ -1,7 +1,9 @@
 """Reading a replica's log files through its actor: analytics without a shared filesystem.
 
-`LogExport` is a base class of `OffsetPartition` (a Ray actor exposes the
-methods it inherits). With node-local data directories (issue 13) the
+`LogExport` is a part of `OffsetPartition` (`actors.partition.actor`), whose
+`log_files` and `read_log_file` delegate here; it owns the latest listing and
+reads the host's log and directory and the roles' high watermark (`RoleMarks`).
+With node-local data directories (issue 13) the
 segments of a partition exist only on the nodes of its replicas, so the
 Spark reader asks the replica actors for them (`spark_bridge.replica_reader`).
 Rules:
@@ -33,10 +35,14 @@ import asyncio
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from log.backup_hold import committed_segments, hold_dir, hold_log, release_hold
-from log.partition import PartitionLog
+
+if TYPE_CHECKING:
+    from actors.partition.follower import FollowerReplica
+    from actors.partition.host import PartitionHost
+    from actors.partition.leader import LeaderReplication
 
 # A call's bytes travel in one Ray object: bound what one caller can ask for.
 MAX_READ_BYTES = 8 * 1024 * 1024
@@ -48,27 +54,28 @@ class LogNotServed(RuntimeError):
     """This replica serves no log right now: ask another replica."""
 
 
+class RoleMarks(Protocol):
+    """Where the export finds the high watermark (`actors.partition.roles.ReplicaRoles`)."""
+
+    leader: LeaderReplication | None
+    follower: FollowerReplica | None
+
+
 class LogExport:
-    """Mixin of `OffsetPartition`: its log files for remote readers (module docstring)."""
+    """One replica's log files for remote readers (module docstring)."""
 
-    # Provided by OffsetPartition and ReplicaRoles.
-    partition: int
-    log: PartitionLog | None
-    leader: Any
-    follower: Any
-    # name -> listed bytes of the latest listing; replaced whole, never changed in place.
-    _exported: Mapping[str, int] = MappingProxyType({})
-    # token -> {name: held bytes} of the backups holding this log (`hold_backup`).
-    _held: Mapping[str, Mapping[str, int]] = MappingProxyType({})
-
-    if TYPE_CHECKING:
-
-        def _directory(self) -> str: ...
+    def __init__(self, host: PartitionHost, roles: RoleMarks) -> None:
+        self.host = host
+        self._roles = roles
+        # name -> listed bytes of the latest listing; replaced whole, never changed in place.
+        self._exported: Mapping[str, int] = MappingProxyType({})
+        # token -> {name: held bytes} of the backups holding this log (`hold_backup`).
+        self._held: Mapping[str, Mapping[str, int]] = MappingProxyType({})
 
     async def log_files(self) -> list[tuple[str, int]]:
         """(name, bytes) of every segment file holding committed batches, in offset order."""
         end = self._export_end()
-        directory = self._directory()
+        directory = self.host.directory()
         files = await asyncio.to_thread(committed_files, directory, end)
         self._exported = MappingProxyType(dict(files))
         return files
@@ -81,16 +88,16 @@ class LogExport:
             await self.log_files()  # the caller may hold a newer listing than the last one here
         exported = self._exported
         if name not in exported:
-            raise ValueError(f"{name!r} is not a segment file of partition {self.partition}'s log")
+            raise ValueError(f"{name!r} is not a segment file of partition {self.host.partition}'s log")
         length = min(length, exported[name] - offset)
         if length <= 0:
             return b""
-        path = os.path.join(self._directory(), name)
+        path = os.path.join(self.host.directory(), name)
         return await asyncio.to_thread(_pread, path, offset, length)
 
     async def hold_backup(self, token: str) -> dict[str, Any]:
         """Freeze the committed log under `token` for a backup: its cut and files (`LogHold`)."""
-        log = self.log
+        log = self.host.log
         self._export_end()  # refuses when this replica serves no log
         assert log is not None
         hold = await asyncio.to_thread(hold_log, log, self._export_end, token)
@@ -102,27 +109,30 @@ class LogExport:
         _check_read(name, offset, length)
         held = self._held.get(token)
         if held is None or name not in held:
-            raise ValueError(f"{name!r} is not a file of backup hold {token!r} of partition {self.partition}")
+            raise ValueError(
+                f"{name!r} is not a file of backup hold {token!r} of partition {self.host.partition}"
+            )
         length = min(length, held[name] - offset)
         if length <= 0:
             return b""
-        path = os.path.join(hold_dir(self._directory(), token), name)
+        path = os.path.join(hold_dir(self.host.directory(), token), name)
         return await asyncio.to_thread(_pread, path, offset, length)
 
     async def release_backup(self, token: str) -> None:
         self._held = MappingProxyType({t: files for t, files in self._held.items() if t != token})
-        await asyncio.to_thread(release_hold, self._directory(), token)
+        await asyncio.to_thread(release_hold, self.host.directory(), token)
 
     def _export_end(self) -> int:
         """The offset below which this replica's batches are committed and durable."""
-        log = self.log
+        log, partition = self.host.log, self.host.partition
         if log is None:
-            raise LogNotServed(f"partition {self.partition}: this replica has no open log")
-        if self.leader is not None:
-            return min(log.high_watermark, int(self.leader.state.high_watermark))
-        if self.follower is not None:
-            return min(log.high_watermark, int(self.follower.high_watermark))
-        raise LogNotServed(f"partition {self.partition}: this replica neither leads nor follows")
+            raise LogNotServed(f"partition {partition}: this replica has no open log")
+        leader, follower = self._roles.leader, self._roles.follower
+        if leader is not None:
+            return min(log.high_watermark, int(leader.state.high_watermark))
+        if follower is not None:
+            return min(log.high_watermark, int(follower.high_watermark))
+        raise LogNotServed(f"partition {partition}: this replica neither leads nor follows")
 
 
 def committed_files(directory: str, end: int) -> list[tuple[str, int]]:

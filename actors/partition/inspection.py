@@ -1,7 +1,9 @@
 """What the controller, the CLI and the benchmarks ask a partition actor about itself.
 
-`PartitionInspection` is a base class of `OffsetPartition` (a Ray actor
-exposes the methods it inherits). Rules:
+`PartitionInspection` is a part of `OffsetPartition` (`actors.partition.actor`),
+whose `probe`, `info`, `ping`, `noop` and `noop_batch` delegate here. It owns
+no state: it reads the host (`actors.partition.host`), the loader's counts,
+the disk part, the roles' view and the Kafka listener's address. Rules:
 - `probe` is the controller's liveness check: answered in every state,
   cheaply, in a Ray concurrency group of its own (`PROBE_GROUP`), so the
   thousands of calls a saturated partition has queued do not hold it past
@@ -19,21 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
-
-import ray
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.core.node_names import current_node_name
 from actors.core.wire import dumps_response
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from actors.core.metrics import PartitionMetrics
-    from actors.core.settings import ServiceSettings
+    from actors.partition.host import PartitionHost
     from actors.partition.kafka_plug import KafkaPlug
-    from coordinator.replication import DiskHealth
-    from coordinator.runtime import PartitionRuntime
+    from actors.partition.recovery import DiskRecovery
 
 # The Ray concurrency group of `probe` (its own thread and event loop).
 PROBE_GROUP = "probe"
@@ -41,26 +37,39 @@ PROBE_CONCURRENCY = 4
 NOOP_RESPONSE = dumps_response(None)
 
 
-class PartitionInspection:
-    """Mixin of `OffsetPartition`: its liveness check, its description and its no-ops."""
+class LoadCounts(Protocol):
+    """What the loader did (`actors.partition.loading.PartitionLoader`)."""
 
-    # Provided by OffsetPartition and ReplicaRoles.
-    partition: int
-    epoch: int
-    settings: ServiceSettings
-    runtime: PartitionRuntime
-    metrics: PartitionMetrics
-    disk: DiskHealth
-    kafka: KafkaPlug
     progress: int
     load_ms: float
     loaded_records: int
-    # The partition's own event loop (None: built outside one, as in tests).
-    _loop: asyncio.AbstractEventLoop | None
-    _role_view: Callable[[], dict[str, Any]]
-    _ensure_disk_recovery: Callable[[], None]
 
-    @ray.method(concurrency_group=PROBE_GROUP)
+
+class RoleView(Protocol):
+    def view(self) -> dict[str, Any]:
+        """Role, epochs, ISR, high watermark, log end (`actors.partition.roles.ReplicaRoles`)."""
+
+
+class PartitionInspection:
+    """The liveness check, the description and the no-ops of one partition actor."""
+
+    def __init__(
+        self,
+        host: PartitionHost,
+        loaded: LoadCounts,
+        recovery: DiskRecovery,
+        roles: RoleView,
+        kafka: KafkaPlug,
+    ) -> None:
+        self.host = host
+        self._loaded = loaded
+        self._recovery = recovery
+        self._roles = roles
+        self._kafka = kafka
+        # The partition's own event loop, where all its state lives (an actor's constructor
+        # runs on it); `probe` comes in on another (PROBE_GROUP) and reads the state here.
+        self._loop = _running_loop()
+
     async def probe(self) -> dict[str, Any]:
         """The controller's liveness check (module docstring)."""
         loop = self._loop
@@ -69,51 +78,53 @@ class PartitionInspection:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._probe_here(), loop))
 
     async def _probe_here(self) -> dict[str, Any]:
-        self._ensure_disk_recovery()
+        self._recovery.ensure_disk_recovery()
         return self._probe_view()
 
     def _probe_view(self) -> dict[str, Any]:
-        runtime = self.runtime
+        host, disk = self.host, self._recovery.disk
+        runtime = host.runtime
         return {
-            "partition": self.partition,
-            "epoch": self.epoch,
+            "partition": host.partition,
+            "epoch": host.epoch,
             "state": runtime.state.name,
             "durable_end": runtime.durable_end,
-            "progress": self.progress,
+            "progress": self._loaded.progress,
             # A failed disk is a failure the runtime never saw (it stepped down): show its text.
-            "failure": runtime.failure or (self.disk.error if self.disk.failed else None),
+            "failure": runtime.failure or (disk.error if disk.failed else None),
             "refused": runtime.refused,
-            "disk": self.disk.describe(),
-            "kafka": self.kafka.describe(),
+            "disk": disk.describe(),
+            "kafka": self._kafka.describe(),
             # The routing this replica's shard owns groups by ("": every group sent here).
             "routing": "" if runtime.shard is None or runtime.shard.owner is None else (
                 runtime.shard.owner.encode().decode("ascii")
             ),
-            **self._role_view(),
+            **self._roles.view(),
         }
 
     async def info(self) -> dict[str, Any]:
-        shard = self.runtime.shard
+        host = self.host
+        shard = host.runtime.shard
         return {
             **self._probe_view(),
             "groups": len(shard.groups) if shard else 0,
             "members": shard.member_count() if shard else 0,
-            "requests_per_s": self.metrics.request_rate,
-            "load_ms": round(self.load_ms, 1),
-            "loaded_records": self.loaded_records,
+            "requests_per_s": host.metrics.request_rate,
+            "load_ms": round(self._loaded.load_ms, 1),
+            "loaded_records": self._loaded.loaded_records,
             "node_id": current_node_name(),
             "pid": os.getpid(),
-            "data_dir": self.settings.data_dir,
+            "data_dir": host.settings.data_dir,
         }
 
-    async def ping(self) -> int:
-        return self.epoch
 
-    async def noop(self, request: Any = None) -> bytes:
-        """A do-nothing call: the baseline of the actor benchmark (its answer
-        travels as `handle_wire`'s does, as bytes)."""
-        return NOOP_RESPONSE
+def noop_batch_response(requests: list[Any]) -> bytes:
+    """`noop_batch`'s answer: as `handle_batch` answers, every request answered None."""
+    return dumps_response(([(index, None) for index in range(len(requests))], 0, 0))
 
-    async def noop_batch(self, caller: int, batch: int, requests: list[Any]) -> bytes:
-        """`noop` for a coalesced batch: the baseline of coalesced calls."""
-        return dumps_response(([(index, None) for index in range(len(requests))], 0, 0))
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # built outside a loop (a test): probes answer on the caller's loop
+        return None

@@ -5,8 +5,10 @@ offsets partition, one hop, no pickle. The listener that speaks Kafka's
 protocol is the gateway's code (`gateway.direct`), and actors/ never
 imports gateway/ (tests/test_purity.py); so the partition actor loads it
 through the `raygroups.partition_listeners` entry point, as the command
-line loads its commands. The plugin gets the actor as a `ListenerHost`:
-what a listener may touch, nothing more.
+line loads its commands. `KafkaPlug` is a part of `OffsetPartition`
+(`actors.partition.actor`), whose `kafka_listener` delegates here; it owns
+the one listener. The plugin gets a `ListenerView` of the actor, a
+`ListenerHost`: what a listener may touch, nothing more.
 
 Rules:
 - The plugin is imported when the actor first leads (a load reached
@@ -29,15 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from actors.core.settings import ServiceSettings
-from actors.partition.topics_watch import TopicsWatch
-from coordinator.handoff import owns
-from coordinator.runtime import PartitionRuntime, RuntimeState
+
+if TYPE_CHECKING:
+    from actors.partition.host import PartitionHost
+    from actors.partition.topics_watch import TopicsWatch
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +52,17 @@ START_WAIT_S = 5.0
 class ListenerHost(Protocol):
     """The partition actor as a listener sees it."""
 
-    partition: int
-    epoch: int
-    settings: ServiceSettings
+    @property
+    def partition(self) -> int: ...
 
-    async def handle(self, request: Any) -> Any:
-        """One group protocol request into the partition's runtime; its response."""
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def settings(self) -> ServiceSettings: ...
+
+    # One group protocol request into the partition's runtime; its response.
+    handle: Callable[[Any], Awaitable[Any]]
 
     def topic_view(self) -> tuple[dict[str, int], dict[str, UUID]]:
         """The partition counts and ids of the topics the shard knows (the registry's last view)."""
@@ -72,40 +81,38 @@ class PartitionListener(Protocol):
     async def close(self) -> None: ...
 
 
-class KafkaListening:
-    """The partition actor's side of its listener: the actor method the gateways call
-    (`kafka_listener`) and what `ListenerHost` asks beside `handle`."""
+class ListenerView:
+    """The partition actor as its listener sees it: a `ListenerHost` over the host
+    (`actors.partition.host`), the actor's `handle`, the roles' `leads` and the topics."""
 
-    partition: int
-    runtime: PartitionRuntime
-    leader: Any
-    topics: TopicsWatch
-    kafka: KafkaPlug
+    def __init__(
+        self,
+        host: PartitionHost,
+        handle: Callable[[Any], Awaitable[Any]],
+        leads: Callable[[], bool],
+        topics: TopicsWatch,
+    ) -> None:
+        self._host = host
+        self.handle = handle
+        self.leads = leads
+        self._topics = topics
 
-    async def kafka_listener(self, group_id: str | None = None) -> dict[str, Any] | None:
-        """This leader's Kafka listener: its address and Kafka node id, and whether it
-        leads its partition now (and, given a group, whether it serves that group: not
-        one it handed off in a repartition); None while none listens (off, or not
-        started). A start under way is waited for (`KafkaPlug.started`)."""
-        await self.kafka.started()
-        described = self.kafka.describe()
-        if described is None or "error" in described:
-            return None
-        found = {**described, "partition": self.partition, "leads": self.leads()}
-        shard = self.runtime.shard
-        if type(group_id) is str and shard is not None:
-            found["owns"] = owns(shard, group_id)
-        return found
+    @property
+    def partition(self) -> int:
+        return self._host.partition
 
-    def leads(self) -> bool:
-        """Serving the partition as its leader."""
-        leader = self.leader
-        return self.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
+    @property
+    def epoch(self) -> int:
+        return self._host.epoch
+
+    @property
+    def settings(self) -> ServiceSettings:
+        return self._host.settings
 
     def topic_view(self) -> tuple[dict[str, int], dict[str, UUID]]:
         """The partition counts and ids of the topics the shard's consumer groups see
         (the registry's last view)."""
-        return self.topics.counts, self.topics.ids
+        return self._topics.counts, self._topics.ids
 
 
 class KafkaPlug:
@@ -155,6 +162,16 @@ class KafkaPlug:
         if task is not None and not task.done():
             with suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), timeout_s)
+
+    async def address(self) -> dict[str, Any] | None:
+        """This leader's Kafka listener: its address and Kafka node id, and whether it
+        leads its partition now; None while none listens (off, or not started).
+        A start under way is waited for (`started`)."""
+        await self.started()
+        described = self.describe()
+        if described is None or "error" in described:
+            return None
+        return {**described, "partition": self._host.partition, "leads": self._host.leads()}
 
     def describe(self) -> dict[str, Any] | None:
         """The listener's address, or why there is none; None when it is off or not started yet."""

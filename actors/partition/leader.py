@@ -46,7 +46,7 @@ end and the flush loop's one extra call per fsync is the whole cost
   controller's) deposes this leader: `on_deposed` is called once and every
   task here ends.
 - The STATE FILE (`log.replica_state`, `partition-state.json` in the
-  leader's directory; the I/O is the owner's `_record_state`, on the
+  leader's directory; the I/O is the roles' `record_state`, on the
   partition's I/O thread) holds the committed state this leader leads with:
   written before the leader serves (`actors.partition.roles`) and at every committed
   ISR change, BEFORE the change is applied when it removes a member, after
@@ -67,15 +67,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.partition.follower import PushAnswer
 from actors.partition.link import FollowerLink
 from coordinator.errors import Errors
 from coordinator.replication import EpochCache, IsrChange, LeaderState, RejectAction
 from coordinator.runtime import RuntimeState
+
+if TYPE_CHECKING:
+    from actors.partition.host import PartitionHost
+    from log.replica_state import ReplicaState
 
 logger = logging.getLogger(__name__)
 # How soon a follower that answered KAFKA_STORAGE_ERROR is pushed to again.
@@ -100,12 +104,29 @@ class Leadership:
     high_watermark: int = 0
 
 
-class LeaderReplication:
-    """One leader epoch of one partition in its actor (`owner`, an OffsetPartition)."""
+class StateRecorder(Protocol):
+    """What a leader role asks of the roles part: the state file, and stepping down."""
 
-    def __init__(self, owner: Any, leadership: Leadership, me: str, log_end: int, epochs: EpochCache) -> None:
-        settings = owner.settings
-        self.owner = owner
+    def replica_state(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[str], isr: Sequence[str]
+    ) -> ReplicaState: ...
+
+    def record_state(self, state: ReplicaState) -> None: ...
+
+    def on_deposed(self, newer_epoch: int) -> None: ...
+
+
+class LeaderReplication:
+    """One leader epoch of one partition in its actor: `host` is what the actor's parts
+    share (`actors.partition.host`), `roles` the part that made this role."""
+
+    def __init__(
+        self, host: PartitionHost, roles: StateRecorder, leadership: Leadership, me: str, log_end: int,
+        epochs: EpochCache,
+    ) -> None:
+        settings = host.settings
+        self.host = host
+        self.roles = roles
         self.leadership = leadership
         self.me = me
         self.state = LeaderState(
@@ -118,9 +139,9 @@ class LeaderReplication:
             epoch_start_offset=log_end,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-            now_ms=owner.clock.now_ms(),
+            now_ms=host.clock.now_ms(),
             high_watermark=min(leadership.high_watermark, log_end),
-            push_seq=owner.runtime.push_seq,
+            push_seq=host.runtime.push_seq,
         )
         lag_s = settings.replica_lag_time_max_ms / 1000
         self.heartbeat_s = lag_s / 4
@@ -135,7 +156,7 @@ class LeaderReplication:
         self._sent = dict.fromkeys(self._wakes, self.state.push_seq)
         self._woken_fence = -1
         if self.confirm_reads:
-            owner._deliver(owner.runtime.on_confirmed(self.state.confirmed_seq))
+            host.deliver(host.runtime.on_confirmed(self.state.confirmed_seq))
         self._isr_wake = asyncio.Event()
         self._links: dict[str, FollowerLink] = {}
 
@@ -148,18 +169,18 @@ class LeaderReplication:
         if not self.replicated:
             return
         for replica in self._wakes:
-            self.owner._spawn(self._sender(replica), f"push-{replica}")
-        self.owner._spawn(self._ticker(), "isr-tick")
-        self.owner._spawn(self._proposer(), "isr-propose")
+            self.host.spawn(self._sender(replica), f"push-{replica}")
+        self.host.spawn(self._ticker(), "isr-tick")
+        self.host.spawn(self._proposer(), "isr-propose")
 
     # ------------------------------------------------------------ inputs
 
     def on_local_durable(self, end_offset: int, incarnation: int) -> None:
         """The flush loop made the local log durable up to `end_offset`."""
-        runtime = self.owner.runtime
+        runtime = self.host.runtime
         if incarnation != runtime.incarnation:
             return  # a batch of an earlier load: its requests were answered when that load failed
-        self.state.on_local_durable(end_offset, self.owner.clock.now_ms())
+        self.state.on_local_durable(end_offset, self.host.clock.now_ms())
         for wake in self._wakes.values():
             wake.set()
         self._release(runtime)
@@ -176,32 +197,32 @@ class LeaderReplication:
     async def _commit_isr(self, isr: tuple[str, ...], leader_epoch: int, partition_epoch: int) -> bool:
         """Apply a committed ISR, the state file written first if it drops a member
         and after if not (module rules); False if it was not news."""
-        owner = self.owner
-        recorded = owner._replica_state(leader_epoch, partition_epoch, self.state.replicas, isr)
+        host = self.host
+        recorded = self.roles.replica_state(leader_epoch, partition_epoch, self.state.replicas, isr)
         drops = not set(self.state.isr) <= set(isr)
         if drops and leader_epoch == self.state.leader_epoch:
-            await owner._on_io(owner._record_state, recorded)
+            await host.on_io(self.roles.record_state, recorded)
             if self.stopped:
                 return False
-        changed = self.state.on_isr_committed(isr, leader_epoch, partition_epoch, owner.clock.now_ms())
+        changed = self.state.on_isr_committed(isr, leader_epoch, partition_epoch, host.clock.now_ms())
         if changed and not drops:
-            await owner._on_io(owner._record_state, recorded)
+            await host.on_io(self.roles.record_state, recorded)
         return changed
 
     def _release(self, runtime: Any) -> None:
         runtime.writable = self.state.writable
         hwm = self.state.high_watermark
         if hwm > runtime.durable_end and runtime.state in (RuntimeState.ACTIVE, RuntimeState.CLOSED):
-            self.owner._deliver(runtime.on_durable(hwm, runtime.incarnation))
+            self.host.deliver(runtime.on_durable(hwm, runtime.incarnation))
         if self.confirm_reads:
             confirmed = self.state.confirmed_seq
             if confirmed != runtime.confirmed_seq:
-                self.owner._deliver(runtime.on_confirmed(confirmed))
+                self.host.deliver(runtime.on_confirmed(confirmed))
 
     def wake_for_reads(self) -> None:
         """Responses wait for a push newer than the last one sent: wake the senders
         now rather than at the next heartbeat (module rules)."""
-        wanted = self.owner.runtime.fence_wanted
+        wanted = self.host.runtime.fence_wanted
         if wanted > self._woken_fence and not self.stopped:
             self._woken_fence = wanted
             for wake in self._wakes.values():
@@ -210,7 +231,7 @@ class LeaderReplication:
     def _after_change(self) -> None:
         if self.stopped:
             return
-        self._release(self.owner.runtime)
+        self._release(self.host.runtime)
         if self.state.pending_isr_change is not None:
             self._isr_wake.set()
 
@@ -219,9 +240,9 @@ class LeaderReplication:
             self.stopped = True
             logger.warning(
                 "partition %d: leader epoch %d is deposed by epoch %d",
-                self.owner.partition, self.state.leader_epoch, newer_epoch,
+                self.host.partition, self.state.leader_epoch, newer_epoch,
             )
-            self.owner._on_deposed(newer_epoch)
+            self.roles.on_deposed(newer_epoch)
 
     # ----------------------------------------------------------- pushing
 
@@ -248,7 +269,7 @@ class LeaderReplication:
         """One push to `replica` (new batches or a heartbeat) and the truncations it calls for."""
         wake, state = self._wakes[replica], self.state
         offset = state.next_fetch_offset(replica)
-        reads_wait = self.owner.runtime.fence_wanted >= self._sent[replica]
+        reads_wait = self.host.runtime.fence_wanted >= self._sent[replica]
         if offset is not None and offset >= state.durable_end and not reads_wait:
             wake.clear()
             try:
@@ -258,7 +279,9 @@ class LeaderReplication:
             offset = state.next_fetch_offset(replica)
         batches = b""
         if offset is not None and offset < state.durable_end:
-            batches = await self.owner._on_io(self.owner.log.read_raw, offset, self.max_bytes)
+            log = self.host.log
+            assert log is not None, "a serving leader has its log open"
+            batches = await self.host.on_io(log.read_raw, offset, self.max_bytes)
         answer, seq = await self._call(
             link, replica, "replicate", state.leader_epoch, self.me, offset, batches, state.high_watermark
         )
@@ -286,13 +309,13 @@ class LeaderReplication:
         seq = self.state.on_push_sent()
         if self.stopped:  # a new epoch's LeaderReplication numbers the pushes now
             return None, seq
-        self.owner.runtime.on_push_sent(seq)
+        self.host.runtime.on_push_sent(seq)
         self._sent[replica] = seq
         try:
             return await asyncio.wait_for(link.request(kind, *args), self.push_timeout_s), seq
         except Exception as exc:  # a dead, hung (TimeoutError) or failing follower: no ack
             link.close()  # its answer, if one comes, must not be read as the next request's
-            logger.debug("partition %d: push failed: %r", self.owner.partition, exc)
+            logger.debug("partition %d: push failed: %r", self.host.partition, exc)
             return None, seq
 
     def _on_answer(self, replica: str, answer: PushAnswer, seq: int) -> tuple[int, int] | None:
@@ -301,7 +324,7 @@ class LeaderReplication:
         if answer.error is Errors.FENCED_LEADER_EPOCH and answer.leader_epoch > state.leader_epoch:
             self._depose(answer.leader_epoch)
             return None
-        now = self.owner.clock.now_ms()
+        now = self.host.clock.now_ms()
         if answer.error is Errors.KAFKA_STORAGE_ERROR and not self.stopped:
             state.on_follower_failed(replica, now)  # out of sync now, not after the lag time
             self._after_change()
@@ -320,13 +343,13 @@ class LeaderReplication:
     # ---------------------------------------------------------- ISR, time
 
     async def _ticker(self) -> None:
-        owner = self.owner
-        timeout_ms = owner.settings.commit_timeout_ms
+        host = self.host
+        timeout_ms = host.settings.commit_timeout_ms
         while not self.stopped:
             await asyncio.sleep(self.tick_s)
-            now = owner.clock.now_ms()
+            now = host.clock.now_ms()
             self.state.tick(now)
-            owner._deliver(owner.runtime.expire_held(now, timeout_ms))
+            host.deliver(host.runtime.expire_held(now, timeout_ms))
             self._after_change()
 
     async def _proposer(self) -> None:
@@ -344,13 +367,13 @@ class LeaderReplication:
                     propose(change), self.push_timeout_s
                 )
             except Exception as exc:  # the controller is away or hung: resubmit later
-                logger.warning("partition %d: ISR change not answered: %r", self.owner.partition, exc)
+                logger.warning("partition %d: ISR change not answered: %r", self.host.partition, exc)
                 sent = None
                 await self._resubmit_later()
                 continue
             if self.stopped:
                 return
-            now = self.owner.clock.now_ms()
+            now = self.host.clock.now_ms()
             if Errors(error) is Errors.NONE:
                 await self._commit_isr(tuple(isr), leader_epoch, partition_epoch)
             elif leader_epoch > self.state.leader_epoch:

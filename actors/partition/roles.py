@@ -1,10 +1,15 @@
 """Role changes of a replicated offsets partition: the controller's contract (DESIGN 5b).
 
-`ReplicaRoles` is a base class of `OffsetPartition` (a Ray actor exposes the
-methods it inherits); it holds the actor methods that make a replica a
-follower or a leader and carry a leader's pushes, while `OffsetPartition`
-keeps the serving path. Every method is idempotent for Ray's retries, and a
-call naming an older leader epoch than this replica knows changes nothing.
+`ReplicaRoles` is a part of `OffsetPartition` (`actors.partition.actor`): the
+actor's role methods delegate here. It owns the replica's roles: the leader
+role (`leader`, a `LeaderReplication`), the follower role (`follower`, a
+`FollowerReplica`), the `Leadership` the next load leads with, the role lock,
+the replication link's listener, the state files last written and the rejoin
+phases. Only this part assigns `leader` and `follower`; the others read them.
+It reaches the rest through the host (`actors.partition.host`), the disk part
+(`DiskGuard`) and the loader (`Loading`). Every method is idempotent for Ray's
+retries, and a call naming an older leader epoch than this replica knows
+changes nothing.
 While the replica's disk has failed (`actors.partition.recovery`) it follows
 no one and leads nothing: `become_follower` is remembered for when the disk
 works again, `become_leader` raises, and pushes are answered
@@ -15,7 +20,7 @@ KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
   directory, and the epoch's `replicas` beside it: `epoch-replicas.json`, for a full
   restart's recovery) and replayed once into a hot shard; client requests are
   answered NOT_COORDINATOR. A leader told this steps down first
-  (`_on_deposed`). A missing directory is created empty (a new replica
+  (`on_deposed`). A missing directory is created empty (a new replica
   catching up), except with `must_exist` (an ISR member of a partition
   that holds data): then the call fails, so a lost disk never becomes a hot
   follower the controller could promote; the leader drops it from the ISR
@@ -55,84 +60,101 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import ray
 
-from actors.core.node_names import current_node_name
-from actors.core.settings import partition_dir
 from actors.partition.follower import FollowerReplica, PushAnswer
+from actors.partition.host import PartitionHost
 from actors.partition.leader import LeaderReplication, Leadership
 from actors.partition.link import LinkServer
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.phases import RejoinPhases
+from coordinator import Shard
 from coordinator.errors import Errors
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
-from log import replica_dir
 from log.errors import is_storage_error
 from log.loader import load_into
 from log.partition import PartitionLog
 from log.replica_state import ReplicaState, write_epoch_replicas, write_replica_state
 
 logger = logging.getLogger(__name__)
-# The task that loads a leader's log (`OffsetPartition._load`).
-LOAD_TASK = "load"
-# What an open on the I/O thread returns: the opened log (or None) first.
-OpenedLog = TypeVar("OpenedLog", bound=tuple[Any, ...])
+# The replica id of a leader without replicas (it names no one else).
+SOLE_REPLICA = "local"
+
+
+class DiskGuard(Protocol):
+    """What the roles ask of the disk part (`actors.partition.recovery.DiskRecovery`)."""
+
+    disk: DiskHealth
+
+    def note_follow_while_failed(self, leader_epoch: int, leader: str) -> None: ...
+
+    def on_disk_failure(self, exc: BaseException, where: str) -> None: ...
+
+    def storage_refusal(self) -> PushAnswer: ...
+
+
+class Loading(Protocol):
+    """What the roles ask of the loader (`actors.partition.loading.PartitionLoader`)."""
+
+    async def activate(self, known_end: int = -1) -> str: ...
+
+    def on_loaded(self, log: PartitionLog, shard: Shard, records: int, started: float) -> None: ...
+
+    async def stop_loading(self) -> None: ...
 
 
 class ReplicaRoles:
-    """Mixin of `OffsetPartition`: its follower and leader roles (module docstring)."""
+    """The follower and leader roles of one partition replica (module docstring)."""
 
-    # Provided by OffsetPartition.
-    partition: int
-    epoch: int
-    settings: Any
-    clock: Any
-    runtime: PartitionRuntime
-    log: PartitionLog | None
-    leader: Any
-    follower: FollowerReplica | None
-    loaded_records: int
-    _leadership: Leadership | None
-    _role_lock: asyncio.Lock
-    _io: Any
-    _maintenance: Any
-    metrics: Any
-    _tasks: set[asyncio.Task[None]]
-    _node_id: str | None
-    _link_server: LinkServer | None
-    disk: DiskHealth
-    _on_disk_failure: Callable[[BaseException, str], None]
-    _cancel_tasks_but_recovery: Callable[[], None]
-    _note_follow_while_failed: Callable[[int, str], None]
-    _storage_refusal: Callable[[], PushAnswer]
-    # The state file last written (read and written on the I/O thread only).
-    _state_written: ReplicaState | None
-    # The epoch replicas file last written (I/O thread only).
-    _epoch_replicas_written: tuple[int, tuple[str, ...]] | None
-    phases: RejoinPhases
+    def __init__(self, host: PartitionHost, disk: DiskGuard, phases: RejoinPhases) -> None:
+        self.host = host
+        self._disk = disk
+        # How long this replica takes to rejoin its leader (a restarted replica's one log line).
+        self.phases = phases
+        # The leader role (every serving leader) or the follower role; neither
+        # while loading, and after stepping down until the controller decides.
+        self.leader: LeaderReplication | None = None
+        self.follower: FollowerReplica | None = None
+        # What the next load leads with (None: a leader without replicas).
+        self.leadership: Leadership | None = None
+        self.lock = asyncio.Lock()
+        self._link_server: LinkServer | None = None  # listening once a leader asks
+        # The state file last written (read and written on the I/O thread only).
+        self._state_written: ReplicaState | None = None
+        # The epoch replicas file last written (I/O thread only).
+        self._epoch_replicas_written: tuple[int, tuple[str, ...]] | None = None
+        self._loading: Loading | None = None
+
+    def attach(self, loading: Loading) -> None:
+        """The loader, made after this part (it reads the roles)."""
+        self._loading = loading
+
+    @property
+    def loading(self) -> Loading:
+        assert self._loading is not None, "ReplicaRoles.attach was not called"
+        return self._loading
 
     # ------------------------------------------------------------ contract
 
     async def become_follower(
         self, leader_epoch: int, leader: str, must_exist: bool = False, replicas: Sequence[str] = ()
-    ) -> dict[str, Any]:
-        async with self._role_lock:
-            if self.disk.failed:
-                self._note_follow_while_failed(leader_epoch, leader)
+    ) -> None:
+        async with self.lock:
+            if self._disk.disk.failed:
+                self._disk.note_follow_while_failed(leader_epoch, leader)
             else:
                 try:
                     await self._follow(leader_epoch, leader, must_exist)
-                    if replicas and self.follower is not None and self.epoch == leader_epoch:
-                        await self._on_io(self._record_epoch_replicas, leader_epoch, tuple(replicas))
+                    if replicas and self.follower is not None and self.host.epoch == leader_epoch:
+                        await self.host.on_io(self._record_epoch_replicas, leader_epoch, tuple(replicas))
                 except Exception as exc:
                     if not is_storage_error(exc):
                         raise
-                    self._on_disk_failure(exc, "following")
-        return await self.probe()
+                    self._disk.on_disk_failure(exc, "following")
 
     async def become_leader(
         self,
@@ -143,37 +165,39 @@ class ReplicaRoles:
         followers: Mapping[str, Any],
         controller: Any = None,
         known_end: int = -1,
-    ) -> dict[str, Any]:
-        me = self.replica_id
+    ) -> None:
+        host = self.host
+        me = host.replica_id
         if me not in isr or not set(isr) <= set(replicas) or set(followers) != set(replicas) - {me}:
             raise ValueError(
                 f"replica {me} cannot lead replicas {tuple(replicas)} with ISR {tuple(isr)} "
                 f"and followers {sorted(followers)}"
             )
-        async with self._role_lock:
+        async with self.lock:
             current = self.leader
             already = current is not None and current.state.leader_epoch == leader_epoch
-            if leader_epoch < self.epoch or already:
-                return await self.probe()
-            if self.disk.failed:
+            if leader_epoch < host.epoch or already:
+                return
+            disk = self._disk.disk
+            if disk.failed:
                 raise RuntimeError(
-                    f"replica {me} of partition {self.partition} cannot lead: its disk failed "
-                    f"({self.disk.error}); it retries by itself"
+                    f"replica {me} of partition {host.partition} cannot lead: its disk failed "
+                    f"({disk.error}); it retries by itself"
                 )
             leadership = Leadership(
                 leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
-                None if controller is None else _proposer(controller, self.partition),
+                None if controller is None else _proposer(controller, host.partition),
             )
             try:
                 await self._lead(leadership, known_end)
             except Exception as exc:
                 if is_storage_error(exc):
-                    self._on_disk_failure(exc, "becoming the leader")
+                    self._disk.on_disk_failure(exc, "becoming the leader")
                 raise
-        return await self.probe()
 
     async def _lead(self, leadership: Leadership, known_end: int) -> None:
         """`become_leader`'s work, under the role lock."""
+        host = self.host
         self.phases.abandon()  # a leader does not rejoin anyone
         if self._leads_in_place():
             await self._relead(leadership)
@@ -183,22 +207,22 @@ class ReplicaRoles:
         # hears of the epoch only from this leader or once it leads) ever holds a leader epoch
         # that no state file records (forgotten_logs refuses such a partition). Where no
         # directory exists yet, one is made for it only if the partition may start empty.
-        if self.follower is not None or self.log is not None:
-            await self._on_io(self._record_state, self._leadership_state(leadership))
+        if self.follower is not None or host.log is not None:
+            await host.on_io(self.record_state, self._leadership_state(leadership))
         else:
-            self._leadership = leadership
-            await self._on_io(self._record_leadership, known_end < 0)
-        if self.follower is None and self.log is not None:
-            await self._follow(leader_epoch, self.replica_id)  # a deposed leader: rebuild its shard
+            self.leadership = leadership
+            await host.on_io(self.record_leadership, known_end < 0)
+        if self.follower is None and host.log is not None:
+            await self._follow(leader_epoch, host.replica_id)  # a deposed leader: rebuild its shard
         if self.follower is not None:
             await self._promote(self.follower, leadership)
         else:
             # What the controller saw committed is committed in this ISR member's log too.
             leadership.high_watermark = max(leadership.high_watermark, known_end)
-            self.epoch, self._leadership = leader_epoch, leadership
-            if self.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log
-                self.runtime = PartitionRuntime(self.partition)
-            await self.activate(known_end)
+            host.epoch, self.leadership = leader_epoch, leadership
+            if host.runtime.state is RuntimeState.CLOSED:  # unloaded, or its disk lost the log
+                host.runtime = PartitionRuntime(host.partition)
+            await self.loading.activate(known_end)
 
     async def isr_committed(self, leader_epoch: int, partition_epoch: int, isr: Sequence[str]) -> bool:
         leader = self.leader
@@ -206,11 +230,11 @@ class ReplicaRoles:
 
     async def set_follower(self, leader_epoch: int, replica: str, handle: Any) -> bool:
         """The controller restarted follower `replica` as actor `handle`: push there now."""
-        leadership = self._leadership
+        leadership = self.leadership
         if self.leader is None or leadership is None or leadership.leader_epoch != leader_epoch:
             return False
         if replica not in leadership.followers:
-            raise ValueError(f"{replica!r} is not a follower of partition {self.partition}")
+            raise ValueError(f"{replica!r} is not a follower of partition {self.host.partition}")
         leadership.followers[replica] = handle
         return True
 
@@ -244,7 +268,7 @@ class ReplicaRoles:
     async def replication_endpoint(self) -> tuple[str, int, bytes]:
         """(host, port, token) of this replica's replication link, listening from now on."""
         if self._link_server is None:
-            settings = self.settings
+            settings = self.host.settings
             self._link_server = LinkServer(
                 self._link_request,
                 max(settings.replication_max_bytes, settings.log.offsets_segment_bytes),
@@ -255,110 +279,116 @@ class ReplicaRoles:
     async def _link_request(self, kind: str, args: tuple[Any, ...]) -> PushAnswer:
         return await (self.replicate(*args) if kind == "replicate" else self.truncate(*args))
 
-    # ------------------------------------------------------------- helpers
+    # ------------------------------------------------- for the other parts
 
-    @property
-    def replica_id(self) -> str:
-        """This replica's id in ISR lists: its node's name (`actors.core.node_names`; Kafka's broker id)."""
-        if self._node_id is None:
-            self._node_id = current_node_name()
-        return self._node_id
+    def start_leading(self, log: PartitionLog) -> LeaderReplication:
+        """A load (or a promotion) is done: the leader role over `log`, with the leadership
+        this replica was given (a leader without replicas when none was)."""
+        host = self.host
+        leadership = self.leadership
+        if leadership is None:
+            me = SOLE_REPLICA
+            leadership = Leadership(host.epoch, 0, (me,), (me,), high_watermark=log.high_watermark)
+        else:
+            me = host.replica_id
+            if self.leader is not None:  # a reload: the high watermark never goes back
+                leadership.high_watermark = max(leadership.high_watermark, self.leader.state.high_watermark)
+        end = log.log_end_offset
+        self.leader = LeaderReplication(host, self, leadership, me, end, EpochCache(log.epoch_entries()))
+        return self.leader
 
-    def _directory(self) -> str:
-        if self.settings.replication_factor > 1:
-            return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
-        return partition_dir(self.settings.data_dir, self.partition)
+    def leads(self) -> bool:
+        """Serving the partition as its leader."""
+        leader = self.leader
+        return self.host.runtime.state is RuntimeState.ACTIVE and leader is not None and not leader.stopped
 
-    def _replica_state(
+    def stop(self) -> None:
+        """The partition unloads: the leader role's tasks end, the follower role is dropped."""
+        if self.leader is not None:
+            self.leader.stopped = True
+        self.follower = None
+
+    def step_aside(self) -> tuple[int, str] | None:
+        """The disk failed: drop both roles now; the (leader epoch, leader) followed, if any."""
+        follower, leader = self.follower, self.leader
+        followed = None if follower is None else (follower.leader_epoch, follower.leader)
+        if follower is not None:
+            follower.retired = True
+            self.follower = None
+        if leader is not None:
+            leader.stopped = True
+            self.leader = None
+        return followed
+
+    def resume_following(self, log: PartitionLog, shard: Shard, leader: str) -> None:
+        """The disk works again: follow `leader` with the reopened log and its shard."""
+        host = self.host
+        self.follower = FollowerReplica(log, shard, host.epoch, leader, host.io, host.new_shard)
+        host.spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+
+    def view(self) -> dict[str, Any]:
+        """Role, epochs, ISR, high watermark, log end; per follower its log end and lag."""
+        view: dict[str, Any] = dict.fromkeys(_ROLE_KEYS)
+        view["leader_epoch"] = self.host.epoch
+        if self.follower is not None:
+            view.update(self.follower.describe(), role="follower")
+        elif self.leader is not None:
+            view.update(self.leader.describe(), role="leader")
+        elif self._disk.disk.failed:
+            view["role"] = "failed"
+        else:
+            view["role"] = "deposed" if self.host.log is not None else "none"
+        return view
+
+    # ------------------------------------------------------- state files
+
+    def replica_state(
         self, leader_epoch: int, partition_epoch: int, replicas: Sequence[str], isr: Sequence[str]
     ) -> ReplicaState:
         """The state file's content for this replica leading with these epochs and ISR."""
-        settings = self.settings
+        settings = self.host.settings
         return ReplicaState(
-            tuple(replicas), tuple(isr), self.replica_id, leader_epoch, partition_epoch,
+            tuple(replicas), tuple(isr), self.host.replica_id, leader_epoch, partition_epoch,
             settings.num_partitions, settings.replication_factor,
         )
 
     def _leadership_state(self, leadership: Leadership) -> ReplicaState:
-        return self._replica_state(
+        return self.replica_state(
             leadership.leader_epoch, leadership.partition_epoch, leadership.replicas, leadership.isr
         )
 
-    def _record_state(self, state: ReplicaState) -> None:
+    def record_state(self, state: ReplicaState) -> None:
         """On the I/O thread (which orders the writes): write the state file unless
         a state as new was written already."""
         written = self._state_written
         if written is not None and state.version <= written.version:
             return
-        write_replica_state(self._directory(), state, self.settings.log.fsync)
+        write_replica_state(self.host.directory(), state, self.host.settings.log.fsync)
         self._state_written = state
 
     def _record_epoch_replicas(self, leader_epoch: int, replicas: tuple[str, ...]) -> None:
         """On the I/O thread: the replica set of the epoch this follower follows (log/replica_state.py)."""
         if self._epoch_replicas_written != (leader_epoch, replicas):
-            write_epoch_replicas(self._directory(), leader_epoch, replicas, self.settings.log.fsync)
+            write_epoch_replicas(self.host.directory(), leader_epoch, replicas, self.host.settings.log.fsync)
             self._epoch_replicas_written = (leader_epoch, replicas)
 
-    def _record_leadership(self, create: bool = True) -> None:
+    def record_leadership(self, create: bool = True) -> None:
         """On the I/O thread: the state the next load leads with, in the replica's
         directory, which is made first with `create` (else skipped while it is missing)."""
-        if self._leadership is None or self.settings.replication_factor == 1:
+        if self.leadership is None or self.host.settings.replication_factor == 1:
             return
-        directory = self._directory()
+        directory = self.host.directory()
         if create:
             os.makedirs(directory, exist_ok=True)
         if os.path.isdir(directory):
-            self._record_state(self._leadership_state(self._leadership))
-
-    async def _on_io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
-
-    async def _open_on_io(self, open_log: Callable[[], OpenedLog]) -> OpenedLog:
-        """`open_log()` on the I/O thread; its result's first item is the opened log (or None).
-        An open log holds its directory's lock: a task cancelled while its log is being
-        opened (a load overtaken by a role change) waits for the open, closes that log
-        and only then ends, so whoever awaits its end can open the log itself."""
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._io, open_log)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            try:
-                log = (await future)[0]
-            except Exception:
-                raise asyncio.CancelledError from None  # nothing was opened
-            if log is not None:
-                await loop.run_in_executor(self._io, log.close)
-            raise
-
-    async def _stop_opening(self) -> None:
-        """End a load in flight, its log closed (`_open_on_io`), before opening the log again."""
-        current = asyncio.current_task()
-        loads = [t for t in self._tasks if t.get_name() == LOAD_TASK and t is not current]
-        for task in loads:
-            task.cancel()
-        await asyncio.gather(*loads, return_exceptions=True)
-
-    def _role_view(self) -> dict[str, Any]:
-        """Role, epochs, ISR, high watermark, log end; per follower its log end and lag."""
-        view: dict[str, Any] = dict.fromkeys(_ROLE_KEYS)
-        view["leader_epoch"] = self.epoch
-        if self.follower is not None:
-            view.update(self.follower.describe(), role="follower")
-        elif self.leader is not None:
-            view.update(self.leader.describe(), role="leader")
-        elif self.disk.failed:
-            view["role"] = "failed"
-        else:
-            view["role"] = "deposed" if self.log is not None else "none"
-        return view
+            self.record_state(self._leadership_state(self.leadership))
 
     # --------------------------------------------------------- transitions
 
     async def _pushed_follower(self, leader_epoch: int, leader: str) -> FollowerReplica | PushAnswer:
         """The follower a push goes to, or the answer that refuses it."""
-        if self.disk.failed:
-            return self._storage_refusal()
+        if self._disk.disk.failed:
+            return self._disk.storage_refusal()
         follower = self.follower or await self._follower_for(leader_epoch, leader)
         return self._refusal(leader_epoch) if follower is None else follower
 
@@ -366,41 +396,43 @@ class ReplicaRoles:
         """A push that raised: a failed disk is answered KAFKA_STORAGE_ERROR, anything else raises."""
         if not is_storage_error(exc):
             raise exc
-        self._on_disk_failure(exc, where)
-        return self._storage_refusal()
+        self._disk.on_disk_failure(exc, where)
+        return self._disk.storage_refusal()
 
     async def _follower_for(self, leader_epoch: int, leader: str) -> FollowerReplica | None:
         """A push reached a replica that is not following: a newer epoch makes it follow."""
-        async with self._role_lock:
-            if self.follower is None and leader_epoch > self.epoch and self.log is not None:
+        async with self.lock:
+            if self.follower is None and leader_epoch > self.host.epoch and self.host.log is not None:
                 await self._follow(leader_epoch, leader)
             return self.follower
 
     def _refusal(self, leader_epoch: int) -> PushAnswer:
-        error = Errors.FENCED_LEADER_EPOCH if leader_epoch < self.epoch else Errors.NOT_LEADER_OR_FOLLOWER
-        return PushAnswer(error, self.epoch, -1, UNDEFINED_EPOCH, 0)
+        epoch = self.host.epoch
+        error = Errors.FENCED_LEADER_EPOCH if leader_epoch < epoch else Errors.NOT_LEADER_OR_FOLLOWER
+        return PushAnswer(error, epoch, -1, UNDEFINED_EPOCH, 0)
 
     async def _follow(self, leader_epoch: int, leader: str, must_exist: bool = False) -> None:
         """Become (or stay) a follower; under the role lock."""
-        if leader_epoch < self.epoch:
+        host = self.host
+        if leader_epoch < host.epoch:
             return
         if self.follower is not None:
             await self.follower.adopt(leader_epoch, leader)
-            self.epoch = self.follower.leader_epoch
+            host.epoch = self.follower.leader_epoch
             return
         if self.leader is not None:
-            self._on_deposed(leader_epoch)
-        self.epoch = leader_epoch
-        await self._stop_opening()
+            self.on_deposed(leader_epoch)
+        host.epoch = leader_epoch
+        await self.loading.stop_loading()
         self.phases.mark("role")
-        log, shard = await self._on_io(self._open_for_follower, self.log, leader_epoch, must_exist)
-        self.log = log
+        log, shard = await host.on_io(self._open_for_follower, host.log, leader_epoch, must_exist)
+        host.log = log
         self.phases.mark("log open")
         self.follower = FollowerReplica(
-            log, shard, leader_epoch, leader, self._io, self._new_shard, self.phases, self.replica_id
+            log, shard, leader_epoch, leader, host.io, host.new_shard, self.phases, host.replica_id
         )
-        self._deliver(self.runtime.follow(self.clock.now_ms()))
-        self._spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+        host.deliver(host.runtime.follow(host.clock.now_ms()))
+        host.spawn(self._follower_maintenance(self.follower), "follower-maintenance")
 
     async def _follower_maintenance(self, follower: FollowerReplica) -> None:
         """A follower maintains its own log as a leader does (`actors.partition.maintenance`; Kafka's
@@ -409,21 +441,22 @@ class ReplicaRoles:
         its role ends; a failed round is logged and counted, and the next one
         tries again; a round the disk failed is a disk failure
         (`actors.partition.recovery`)."""
+        host = self.host
         progress = MaintenanceProgress(follower.high_watermark)
         while True:
-            await asyncio.sleep(self.settings.maintenance_interval_s)
+            await asyncio.sleep(host.settings.maintenance_interval_s)
             if self.follower is not follower or follower.retired:
                 return
             try:
                 await maintain_once(
-                    follower.log, follower.high_watermark, progress, self.settings, self._maintenance,
-                    self.clock.now_ms,
+                    follower.log, follower.high_watermark, progress, host.settings, host.maintenance,
+                    host.clock.now_ms,
                 )
             except Exception as exc:
-                logger.exception("partition %d: follower log maintenance failed", self.partition)
-                self.metrics.task_failed("follower-maintenance")
+                logger.exception("partition %d: follower log maintenance failed", host.partition)
+                host.metrics.task_failed("follower-maintenance")
                 if is_storage_error(exc):
-                    self._on_disk_failure(exc, "log maintenance")
+                    self._disk.on_disk_failure(exc, "log maintenance")
                     return
 
     def _open_for_follower(
@@ -433,12 +466,13 @@ class ReplicaRoles:
         if log is not None and log.failed:
             log.close()
             log = None
+        host = self.host
         if log is None:
-            log = PartitionLog.open(self._directory(), leader_epoch, self.settings.log, create=not must_exist)
+            log = PartitionLog.open(host.directory(), leader_epoch, host.settings.log, create=not must_exist)
         else:
             log.bump_epoch(leader_epoch)
         try:
-            shard = self._new_shard()
+            shard = host.new_shard()
             load_into(shard, log)
         except BaseException:
             log.close()
@@ -447,21 +481,22 @@ class ReplicaRoles:
 
     async def _promote(self, follower: FollowerReplica, leadership: Leadership) -> None:
         """Follower -> leader with the hot shard: no load (the log is already durable)."""
+        host = self.host
         log = follower.log
         await follower.retire(leadership.leader_epoch)
-        self.epoch = leadership.leader_epoch
+        host.epoch = leadership.leader_epoch
         leadership.high_watermark = follower.high_watermark
-        self._leadership, self.follower, self.leader = leadership, None, None
-        self.runtime = PartitionRuntime(self.partition)
-        self.runtime.begin_load()
-        self._on_loaded(log, follower.shard, 0, time.perf_counter())
+        self.leadership, self.follower, self.leader = leadership, None, None
+        host.runtime = PartitionRuntime(host.partition)
+        host.runtime.begin_load()
+        self.loading.on_loaded(log, follower.shard, 0, time.perf_counter())
 
     def _leads_in_place(self) -> bool:
         """Leading and serving: a new epoch of this leader keeps its shard (`_relead`)."""
         leader = self.leader
         return (
-            leader is not None and not leader.stopped and self.follower is None and self.log is not None
-            and self.runtime.state is RuntimeState.ACTIVE
+            leader is not None and not leader.stopped and self.follower is None and self.host.log is not None
+            and self.host.runtime.state is RuntimeState.ACTIVE
         )
 
     async def _relead(self, leadership: Leadership) -> None:
@@ -470,28 +505,30 @@ class ReplicaRoles:
         first; the epoch starts where the log ends once the appends queued before
         the switch are written; responses held for the old epoch's high watermark
         are released by the new one's."""
-        log, old = self.log, self.leader
+        host = self.host
+        log, old = host.log, self.leader
         assert log is not None and old is not None
-        self.epoch = leadership.leader_epoch
+        host.epoch = leadership.leader_epoch
         # Before the epoch is on disk (`_lead`), and before the new ISR counts (a moved
         # replica left it: module rules of actors.partition.leader).
-        await self._on_io(self._record_state, self._leadership_state(leadership))
-        await self._on_io(log.bump_epoch, leadership.leader_epoch)
-        old.stopped = True  # its senders, ticker and proposer end; the flush loop reads self.leader
+        await host.on_io(self.record_state, self._leadership_state(leadership))
+        await host.on_io(log.bump_epoch, leadership.leader_epoch)
+        old.stopped = True  # its senders, ticker and proposer end; the flush loop reads `leader`
         leadership.high_watermark = old.state.high_watermark
-        self._leadership = leadership
+        self.leadership = leadership
         epochs = EpochCache(log.epoch_entries())
-        self.leader = LeaderReplication(self, leadership, self.replica_id, log.log_end_offset, epochs)
-        self.runtime.writable = self.leader.state.writable
+        self.leader = LeaderReplication(host, self, leadership, host.replica_id, log.log_end_offset, epochs)
+        host.runtime.writable = self.leader.state.writable
         self.leader.spawn_tasks()
 
-    def _on_deposed(self, newer_epoch: int) -> None:
+    def on_deposed(self, newer_epoch: int) -> None:
         """A newer leader epoch exists: stop serving now, keep the log, wait for the controller."""
+        host = self.host
         leader, self.leader = self.leader, None
         if leader is not None:
             leader.stopped = True
-        self._deliver(self.runtime.step_down(self.clock.now_ms()))
-        self._cancel_tasks_but_recovery()
+        host.deliver(host.runtime.step_down(host.clock.now_ms()))
+        host.cancel_tasks()
 
 
 _ROLE_KEYS = ("role", "leader_epoch", "partition_epoch", "isr", "high_watermark", "log_end", "followers")

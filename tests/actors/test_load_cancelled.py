@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import actors.partition.actor as partition_actor
+import actors.partition.loading as partition_loading
 
 from tests.actors.replication_support import NAMES, Cluster
 from tests.actors.support import WAIT_S, run, until
@@ -21,14 +21,14 @@ from tests.actors.support import WAIT_S, run, until
 def held_load(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """(started, release): a leader's load blocks in its replay until `release` is set."""
     started, release = threading.Event(), threading.Event()
-    original = partition_actor.load_into
+    original = partition_loading.load_into
 
     def blocking_load(*args: object, **kwargs: object) -> object:
         started.set()
         assert release.wait(WAIT_S)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(partition_actor, "load_into", blocking_load)
+    monkeypatch.setattr(partition_loading, "load_into", blocking_load)
     return started, release
 
 

@@ -68,7 +68,7 @@ def test_a_batch_written_but_not_yet_durable_is_not_exported(tmp_path: Path) -> 
         assert partition.log is not None
         record = Record(OffsetCommitKey("late", "t", 0), OffsetCommitValue(9, -1, "", 1))
         # Appended on the log's own thread and never synced: past the high watermark.
-        await partition._on_io(partition.log.append, [record], partition.epoch, 1)
+        await partition.host.on_io(partition.log.append, [record], partition.epoch, 1)
         path = Path(partition_dir(str(tmp_path), 0), name)
         assert path.stat().st_size > durable_size
 

@@ -93,7 +93,7 @@ def test_a_background_task_that_raises_fails_the_partition_which_reloads(
         shot = inject_into(task, partition, monkeypatch)
         # A record to flush (and snapshot), and a wake-up for the timer task.
         racing = answers.send(partition, commit("g", 2))
-        partition._timer_wake.set()
+        partition.serving.timer_wake.set()
         await until(lambda: shot.fired, f"the {task} task to hit the fault")
         assert (await answers.wait(parked)).error is Errors.NOT_COORDINATOR
         await answers.wait(racing)  # NONE or NOT_COORDINATOR, as the race goes: but exactly once
@@ -116,8 +116,8 @@ def test_an_append_failure_answers_held_requests_and_reloads(
     async def scenario() -> None:
         partition = await active(settings_for(tmp_path))
         answers = Answers()
-        shot = OneShot(partition._append_and_sync)
-        monkeypatch.setattr(partition, "_append_and_sync", shot)
+        shot = OneShot(partition.serving.append_and_sync)
+        monkeypatch.setattr(partition.serving, "append_and_sync", shot)
         lost = answers.send(partition, commit("g", 7))
         assert (await answers.wait(lost)).errors() == {("t", 0): Errors.NOT_COORDINATOR}
         assert await partition.wait_active(WAIT_S) == "ACTIVE"

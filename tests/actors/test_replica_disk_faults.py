@@ -150,9 +150,9 @@ def test_a_failed_replica_is_retried_on_its_own_whatever_ended_its_recovery(
         await until(lambda: b.disk.failed, "b's disk failure")
         failure = (await b.probe())["failure"]
         assert failure is not None and os.strerror(errno.ENOSPC) in failure, "the probe says why"
-        b._on_deposed(b.epoch + 1)  # what a late fenced push answer does to a former leader
+        b.roles.on_deposed(b.epoch + 1)  # what a late fenced push answer does to a former leader
         assert recovering(b), "a deposition does not end the disk's recovery"
-        for task in list(b._tasks):
+        for task in list(b.host.tasks):
             if task.get_name() == RECOVERY_TASK:
                 task.cancel()  # ended anyway
         await until(lambda: not recovering(b), "the recovery to end")
@@ -168,4 +168,4 @@ def test_a_failed_replica_is_retried_on_its_own_whatever_ended_its_recovery(
 
 
 def recovering(replica: object) -> bool:
-    return any(t.get_name() == RECOVERY_TASK and not t.done() for t in replica._tasks)  # type: ignore[attr-defined]
+    return any(t.get_name() == RECOVERY_TASK and not t.done() for t in replica.host.tasks)  # type: ignore[attr-defined]

@@ -145,7 +145,7 @@ def test_a_deposed_leader_answers_not_coordinator_and_names_itself_no_more(leade
 
 
 async def _depose(leader: PartitionThread) -> None:
-    leader.actor._on_deposed(leader.actor.epoch + 1)
+    leader.actor.roles.on_deposed(leader.actor.epoch + 1)
 
 
 OFFSET_COMMIT, FIND_COORDINATOR = 8, 10
