@@ -174,7 +174,10 @@ class OffsetPartition:
         self.export = LogExport(host, self.roles)
         self.inspection = PartitionInspection(host, loaded, self.recovery, self.roles, self.kafka)
         # Its steps in a repartition (`actors.partition.handoff`).
-        self.handoff = HandoffPart(lambda: host.runtime, self._deliver_driven, host.clock.now_ms)
+        self.handoff = HandoffPart(
+            lambda: host.runtime, self._deliver_driven, host.clock.now_ms,
+            lambda: host.on_io(self.roles.record_leadership, False),
+        )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -373,7 +376,7 @@ class OffsetPartition:
         return await self.handoff.abort()
 
     async def set_routing(self, routing: bytes) -> int | None:
-        return self.handoff.route(routing)
+        return await self.handoff.route(routing)
 
     def _deliver_driven(self, released: Iterable[tuple[Any, Any]]) -> None:
         self.host.deliver(released)

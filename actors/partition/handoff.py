@@ -13,6 +13,8 @@ group arrives exactly as its source's log holds it.
 - `switch(routing)`: the commit point, the routing record in this partition's log.
 - `abort()`: serve frozen groups again.
 - `route(routing)`: the controller's current routing (which groups this leader owns).
+Both a switch and a route are recorded in a replicated leader's state file before they
+are answered (`ReplicaRoles.record_leadership`): a full restart resumes from it.
 A routing travels as `Routing.encode()`'s bytes.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from coordinator import handoff
@@ -44,10 +46,13 @@ class HandoffPart:
         runtime: Callable[[], PartitionRuntime],
         deliver: Callable[[Any], None],
         now_ms: Callable[[], int],
+        record: Callable[[], Awaitable[None]],
     ) -> None:
         self._runtime = runtime
         self._deliver = deliver
         self._now_ms = now_ms
+        # Records the routing the shard now owns by in the leader's state file.
+        self._record = record
 
     async def export(self, routing: bytes, page: int = 0) -> dict[str, Any]:
         grown = parse_routing(routing)
@@ -73,19 +78,24 @@ class HandoffPart:
 
     async def switch(self, routing: bytes) -> dict[str, Any]:
         grown = parse_routing(routing)
-        return _plain(await self._drive(lambda shard, token: handoff.switch_step(shard, grown, token), True))
+        answer = await self._drive(lambda shard, token: handoff.switch_step(shard, grown, token), True)
+        if answer.error is Errors.NONE:
+            await self._record()
+        return _plain(answer)
 
     async def abort(self) -> dict[str, Any]:
         return _plain(await self._drive(handoff.abort_step, False))
 
-    def route(self, routing: bytes) -> int | None:
-        """Own by `routing` from now (a leader; nothing is written). The version known
-        after; None without a shard (loading): the controller pushes again."""
+    async def route(self, routing: bytes) -> int | None:
+        """Own by `routing` from now, recorded in the state file before the answer (nothing
+        is written to the log). The version known after; None without a shard (loading):
+        the controller pushes again."""
         pushed = parse_routing(routing)
         shard = self._runtime().shard
         if shard is None:
             return None
         handoff.route_step(shard, pushed)
+        await self._record()
         return shard.owner.version if shard.owner is not None else 0
 
     async def _drive(self, step: Callable[[Shard, Any], None], writes: bool) -> HandoffAnswer:

@@ -345,11 +345,17 @@ class ReplicaRoles:
     def replica_state(
         self, leader_epoch: int, partition_epoch: int, replicas: Sequence[str], isr: Sequence[str]
     ) -> ReplicaState:
-        """The state file's content for this replica leading with these epochs and ISR."""
+        """The state file's content for this replica leading with these epochs and ISR, and
+        the routing its shard owns groups by once a repartition ran (a full restart resumes or
+        ends the repartition from it, `actors/controller/forgotten_logs.py`)."""
         settings = self.host.settings
+        shard = self.host.runtime.shard
+        owner = shard.owner if shard is not None else None
+        count = settings.num_partitions if owner is None else owner.partitions
+        routing = "" if owner is None else owner.encode().decode("ascii")
         return ReplicaState(
             tuple(replicas), tuple(isr), self.host.replica_id, leader_epoch, partition_epoch,
-            settings.num_partitions, settings.replication_factor,
+            count, settings.replication_factor, routing,
         )
 
     def _leadership_state(self, leadership: Leadership) -> ReplicaState:
@@ -358,11 +364,13 @@ class ReplicaRoles:
         )
 
     def record_state(self, state: ReplicaState) -> None:
-        """On the I/O thread (which orders the writes): write the state file unless
-        a state as new was written already."""
+        """On the I/O thread (which orders the writes): write the state file unless a
+        state as new was written already (with the same routing, at the same epochs)."""
         written = self._state_written
-        if written is not None and state.version <= written.version:
-            return
+        if written is not None:
+            older = state.version < written.version
+            if older or (state.version == written.version and state.routing == written.routing):
+                return
         write_replica_state(self.host.directory(), state, self.host.settings.log.fsync)
         self._state_written = state
 

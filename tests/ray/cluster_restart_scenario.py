@@ -51,8 +51,9 @@ NAMES = {HEAD_NAME, *(worker_name(i) for i in range(1, WORKERS + 1))}
 TOPIC = "orders"
 
 
-def first_life(data_dir: str) -> tuple[list[GroupLoad], dict[int, dict[str, object]], Any]:
-    """Serve and commit on the first cluster; it is shut down under the service on return."""
+def first_life(data_dir: str, grow: bool) -> tuple[list[GroupLoad], dict[int, dict[str, object]], Any]:
+    """Serve and commit on the first cluster (with `grow`, growing the partition count from
+    PARTITIONS to twice that while the groups commit); it is shut down under the service on return."""
     with simulated_cluster(WORKERS, NAMESPACE, "unused-", data_dir=data_dir, named=True) as (cluster, path):
         client = actors.start(settings=settings_for(path), namespace=NAMESPACE, address=cluster.address)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
@@ -63,6 +64,10 @@ def first_life(data_dir: str) -> tuple[list[GroupLoad], dict[int, dict[str, obje
         assert all(set(row["replicas"]) <= NAMES for row in before.values()), before  # replicas by name
         loads, stop, thread = start_load([g for p in range(PARTITIONS) for g in groups_on(client, p)])
         time.sleep(3.0)
+        if grow:
+            client.repartition(2 * PARTITIONS)
+            wait_for("every partition fully replicated", lambda: fully_replicated(client), 120.0)
+            before = rows(client)
         stop.set()
         thread.join(timeout=30)
         assert all(load.acked > 0 for load in loads), [(load.group, load.acked) for load in loads]
@@ -81,11 +86,13 @@ def lose_disk(data_dir: str, before: dict[int, dict[str, object]]) -> str:
 def second_life(
     data_dir: str, loads: list[GroupLoad], before: dict[int, dict[str, object]], lost: str | None, topics: Any
 ) -> None:
+    """`before`: the partitions' rows at the end of the first life (as many as it grew to)."""
     with simulated_cluster(WORKERS, NAMESPACE, "unused-", data_dir=data_dir, named=True) as (cluster, path):
         assert GcsKvStore(NAMESPACE, path).load() is None, "the new cluster's GCS is not new"
         client = actors.start(settings=settings_for(path), namespace=NAMESPACE, address=cluster.address)
         wait_for("every partition led and fully replicated again", lambda: fully_replicated(client), 120.0)
         after = rows(client)
+        assert sorted(after) == sorted(before), (sorted(after), sorted(before))
         for p, row in after.items():
             # Where a lost disk held the only record of a replica's node, another live node has it.
             same = len if lost else sorted
@@ -94,17 +101,18 @@ def second_life(
         total = check_nothing_lost(loads)
         assert (client.describe_topics(), client.topic_ids(), client.end_offsets()) == topics
         actors.stop(NAMESPACE)
-    print(f"Ray cluster restarted (GCS lost): {PARTITIONS} partitions recovered from the replicas' "
+    print(f"Ray cluster restarted (GCS lost): {len(before)} partitions recovered from the replicas' "
           f"disks under their node names; {total} commits acknowledged, none lost", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lose-disk", action="store_true", help="a node comes back without its disk")
+    parser.add_argument("--grow", action="store_true", help="the partition count grew before the restart")
     args = parser.parse_args(argv)
     data_dir = tempfile.mkdtemp(prefix="raygroups-cluster-restart-")
     try:
-        loads, before, topics = first_life(data_dir)
+        loads, before, topics = first_life(data_dir, args.grow)
         lost = lose_disk(data_dir, before) if args.lose_disk else None
         second_life(data_dir, loads, before, lost, topics)
     finally:
