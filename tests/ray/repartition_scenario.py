@@ -3,15 +3,16 @@ controller and a source partition's leader killed midway (issue 46's crash safet
 
 Run in its own process: `python -m tests.ray.repartition_scenario CASE [SEED]`, CASE one of:
 - `kills`: 4 partitions grow to 8 while groups of every partition commit; once the first
-  source has switched, the controller is killed (Ray restarts it, and it resumes the
-  recorded plan), then the leader of a source still handing off (or of any source) is
-  killed (a follower takes over with its hot copy; the handoff is retried with it). The
-  repartition finishes by itself; every acknowledged commit is where its group now lives.
+  source has switched (the others hand off concurrently), a source's leader is killed (a
+  follower takes over with its hot copy; a handoff under way is retried with it) and the
+  controller with it (Ray restarts it; it resumes the recorded plan). The repartition
+  finishes by itself; every acknowledged commit is where its group now lives.
 Exits non-zero if a check fails.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 import time
@@ -34,16 +35,16 @@ def kills(cluster: Cluster, data_dir: str) -> None:
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     loads, stop, thread = start_load([g for p in range(4) for g in groups_on(client, p, 2)])
     wait_for("every group committed", lambda: all(load.acked > 0 for load in loads))
+    bulk = fill(client, 4_000)  # enough state that the handoffs take a while to kill into
     controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
     client.repartition(8, wait=False)
     wait_for("a source switched", lambda: client.repartition_status().get("switched", 8) >= 1, 120)
-    time.sleep(rng.uniform(0, 0.2))
-    ray.kill(controller, no_restart=False)
-    wait_for("the controller back", lambda: bool(ray.get(controller.stats.remote(), timeout=5)))
-    client.refresh()
+    time.sleep(rng.uniform(0, 0.05))
     status = client.repartition_status()
     source = rng.randrange(4)
-    ray.kill(client.leader(source), no_restart=True)
+    ray.kill(client.leader(source), no_restart=True)  # the others' handoffs are under way
+    ray.kill(controller, no_restart=False)
+    wait_for("the controller back", lambda: bool(ray.get(controller.stats.remote(), timeout=5)))
     wait_for("the repartition done", lambda: not client.repartition_status()["running"], 180)
     client.refresh()
     wait_for("every partition fully replicated", lambda: fully_replicated(client), 120)
@@ -55,10 +56,28 @@ def kills(cluster: Cluster, data_dir: str) -> None:
     thread.join(timeout=30)
     assert client.num_partitions == 8 and client.repartition_status()["partitions"] == 8
     total = check_nothing_lost(loads)
+    fetched = asyncio.run(fetch_all(client, bulk))
+    assert fetched == {group: 7 for group in bulk}, [g for g, o in fetched.items() if o != 7][:5]
     moved = sum(1 for load in loads if client.partition_for(load.group) >= 4)
     print(f"grew 4 -> 8 with the controller and partition {source}'s leader killed midway "
           f"(at the kill: {status}); {moved} of {len(loads)} groups moved; {total} commits "
           "acknowledged, none lost", flush=True)
+
+
+async def commit_all(client: actors.Client, groups: list[str]) -> None:
+    await asyncio.gather(*(client.commit_offsets_async(g, {("bulk", 0): 7}) for g in groups))
+
+
+async def fetch_all(client: actors.Client, groups: list[str]) -> dict[str, int]:
+    answers = await asyncio.gather(*(client.fetch_offsets_async(g, [("bulk", 0)]) for g in groups))
+    return {g: a.offsets().get(("bulk", 0), -1) for g, a in zip(groups, answers, strict=True)}
+
+
+def fill(client: actors.Client, count: int) -> list[str]:
+    """`count` offsets-only groups, each committed once (offset 7), acknowledged."""
+    groups = [f"bulk-{i}" for i in range(count)]
+    asyncio.run(commit_all(client, groups))
+    return groups
 
 
 CASES = {"kills": kills}
