@@ -236,6 +236,12 @@ class LeaderReplication:
             self._isr_wake.set()
 
     def _depose(self, newer_epoch: int) -> None:
+        """A newer epoch exists. Not when this replica already leads it: the controller
+        answered an ISR change of this leader's older epoch while the replica moved on to
+        the new one (`ReplicaRoles._relead`, which stops this object once the epoch is on
+        disk); deposing then would step the new leadership down."""
+        if newer_epoch <= self.host.epoch:
+            return
         if not self.stopped:
             self.stopped = True
             logger.warning(
