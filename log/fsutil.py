@@ -106,3 +106,21 @@ def check_disk(directory: str) -> None:
         os.close(fd)
     os.unlink(path)
     fsync_dir(directory)
+
+
+RETIRED_PREFIX = "retired-"
+
+
+def retire_directory(directory: str, version: int) -> str:
+    """Rename a partition's directory that a shrink emptied to `retired-v<version>-<name>`
+    beside it (atomic, the parent fsynced), so no start, scan or recovery takes it for a
+    live partition's; the new path, or "" when it is gone already (a retried retirement)."""
+    if not os.path.isdir(directory):
+        return ""
+    parent, name = os.path.split(directory.rstrip(os.sep))
+    retired = os.path.join(parent, f"{RETIRED_PREFIX}v{version}-{name}")
+    if os.path.exists(retired):  # a retirement that crashed after its rename, then made again
+        raise FileExistsError(f"{retired} exists beside {directory}")
+    os.rename(directory, retired)
+    fsync_dir(parent)
+    return retired

@@ -226,7 +226,7 @@ def _one_line(exc: Exception) -> str:
 
 
 def cmd_repartition(client: Client, args: argparse.Namespace) -> int:
-    """Grow the offsets partition count online; waits until done unless --no-wait."""
+    """Change the offsets partition count online; waits until done unless --no-wait."""
     try:
         status = client.repartition(args.partitions, wait=not args.no_wait)
     except Exception as exc:  # a refusal (RepartitionRefused) arrives wrapped in Ray's error
@@ -277,10 +277,11 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--node", help="with --unclean: the replica (node name) that leads")
     p = commands.add_parser(
         "repartition", parents=[common],
-        help="change the offsets partition count while the service runs (a multiple of today's)",
-        description="Grow the offsets partitions to --partitions (a multiple of today's count) "
-        "under load: each old partition hands the groups that move to its new partitions, "
-        "whole, one fenced handoff each (docs/capacity.md).",
+        help="change the offsets partition count while the service runs (a multiple or divisor of today's)",
+        description="Grow the offsets partitions to --partitions (a multiple of today's count), or "
+        "shrink them to a divisor, under load: each partition whose groups move hands them to their "
+        "new partitions, whole, one fenced handoff each; a shrink then retires the emptied "
+        "partitions (docs/capacity.md).",
     )
     p.add_argument("--partitions", type=int, required=True, help="the new count")
     p.add_argument("--no-wait", action="store_true", help="return once it has started")

@@ -419,7 +419,7 @@ class Client:
         return epoch  # type: ignore[no-any-return]
 
     def repartition(self, count: int, wait: bool = True, timeout_s: float = 600.0) -> dict[str, Any]:
-        """Change the offsets partition count to `count` (a multiple of today's) while the
+        """Change the offsets partition count to `count` (a multiple or a divisor of today's) while the
         service runs (`actors.controller.repartition`); raises RepartitionRefused with the
         reason when it cannot start. With `wait`, returns once it is done (TimeoutError
         after `timeout_s`: it goes on); the routing is refreshed after."""

@@ -150,6 +150,23 @@ class ControlPlane(Succession, Publication):
             self._locks.setdefault(partition, asyncio.Lock())
         self.state.num_partitions = count
 
+    def partition_lock(self, partition: int) -> asyncio.Lock:
+        """The lock a partition's checks and operations hold (the watch skips it meanwhile)."""
+        return self._locks[partition]
+
+    def replica_handles(self, partition: int) -> list[Any]:
+        """Every actor holding the partition's log: here its leader."""
+        handle = self.leaders.get(partition)
+        return [] if handle is None else [handle]
+
+    def forget_partitions(self, count: int) -> None:
+        """A shrink retired partitions `count`.. : no metadata, leader or check of them stays."""
+        for partition in [p for p in self.state.partitions if p >= count]:
+            del self.state.partitions[partition]
+            for table in (self.leaders, self.refused, self.awaiting, self._observations, self._checks):
+                table.pop(partition, None)
+            self._unpublished.discard(partition)
+
     def unfit_for_repartition(self) -> list[str]:
         """Why a partition cannot take part in a repartition now (empty: every one can)."""
         leaderless = [p for p in range(self.num_partitions) if self._routed(p) is None]

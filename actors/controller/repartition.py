@@ -28,8 +28,11 @@ Growing N to kN:
 A controller restarted midway resumes the plan: a source that wrote its switch record
 but was not recorded exports nothing more and answers its switch as done.
 
-Shrinking is refused for now (docs/capacity.md): it needs the emptied partitions'
-actors and logs retired, which is the next step.
+Shrinking N to N/k is the reverse: the sources are partitions N/k..N-1, each handing
+all its groups to `p % (N/k)`; once all switched, each emptied partition's replicas stop
+and rename their directories away (`retire`: `retired-v<version>-offsets-<p>`, never
+read again), then the controller forgets them. A controller or a full restart midway
+resumes the plan (the retirement is retried; a directory gone already is fine).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.controller.cluster_view import ClusterError
+from actors.controller.cluster_view import ActorGone, ClusterError
 from coordinator.handoff import refusal
 from coordinator.routing import Routing
 
@@ -68,6 +71,11 @@ class Plan:
 
     def routing(self) -> Routing:
         return Routing(self.count, self.previous, frozenset(self.switched), self.version)
+
+    def sources(self) -> range:
+        """The partitions whose groups move: every old one when growing; when shrinking,
+        those the new count drops (their groups go to `p % count`)."""
+        return range(self.previous) if self.count > self.previous else range(self.count, self.previous)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "previous": self.previous, "count": self.count,
@@ -103,12 +111,13 @@ class Repartitioner:
     # ------------------------------------------------------------ starting
 
     async def start(self, count: int) -> dict[str, Any]:
-        """Begin growing to `count` partitions; returns at once with the plan (`status`)."""
+        """Begin growing or shrinking to `count` partitions; returns at once with the plan (`status`)."""
         self._check(count)
         state = self.plane.state
         plan = Plan(state.routing_version + 1, state.num_partitions, count)
         state.plan, state.routing_version = plan, plan.version
-        self.plane.add_partitions(count)
+        if count > plan.previous:
+            self.plane.add_partitions(count)
         await self.plane._persist()
         logger.info("repartition %d: %d -> %d offsets partitions", plan.version, plan.previous, plan.count)
         self.resume()
@@ -128,10 +137,6 @@ class Repartitioner:
         limit = self.plane.settings.max_partitions
         if count > limit:
             raise RepartitionRefused(f"at most {limit} offsets partitions (max_partitions), not {count}")
-        if count < current:
-            raise RepartitionRefused(
-                f"shrinking ({current} -> {count}) is not supported yet: grow only (docs/capacity.md)"
-            )
         if unfit := self.plane.unfit_for_repartition():
             raise RepartitionRefused("not while a partition cannot take writes: " + "; ".join(unfit))
 
@@ -156,13 +161,13 @@ class Repartitioner:
         assert plan is not None
         loop = asyncio.get_running_loop()
         began = loop.time()
-        await self._until_published(range(plan.count))
+        await self._until_published(range(max(plan.count, plan.previous)))
         # Every leader records the plan (its state file: a full restart resumes it) before
         # any group moves.
         while not await self.push_routing():
             await asyncio.sleep(PUBLISH_POLL_S)
         published = loop.time()
-        sources = [p for p in range(plan.previous) if p not in plan.switched]
+        sources = [p for p in plan.sources() if p not in plan.switched]
         gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
 
         async def one(source: int) -> None:
@@ -170,12 +175,39 @@ class Repartitioner:
                 await self._hand_off(plan, source)
 
         await asyncio.gather(*(one(p) for p in sources))
-        self.timings = {"partitions_ready_s": published - began, "handoffs_s": loop.time() - published}
+        handed = loop.time()
+        for partition in range(plan.count, plan.previous):  # a shrink: the emptied partitions go
+            await self._retire(plan, partition)
+        self.timings = {"partitions_ready_s": published - began, "handoffs_s": handed - published}
+        self.plane.forget_partitions(plan.count)
         self.plane.state.num_partitions = plan.count
         self.plane.state.plan = None
         await self.plane._persist()
         logger.info("repartition %d done: %d offsets partitions", plan.version, plan.count)
         await self.push_routing()
+
+    async def _retire(self, plan: Plan, partition: int) -> None:
+        """Stop every replica of an emptied partition and rename its directory away (under
+        the partition's lock: no check restarts it meanwhile), retried until each answered or
+        is gone (a dead node's directory stays, and a full restart ignores it: the recovered
+        count is below it)."""
+        delay = RETRY_INITIAL_S
+        async with self.plane.partition_lock(partition):
+            while True:
+                calls = [
+                    self.plane.cluster.call(handle, "retire", plan.version, timeout_s=STEP_TIMEOUT_S)
+                    for handle in self.plane.replica_handles(partition)
+                ]
+                results = await asyncio.gather(*calls, return_exceptions=True)
+                failed = [r for r in results if isinstance(r, BaseException) and not isinstance(r, ActorGone)]
+                if not failed:
+                    logger.info("repartition %d: partition %d retired: %s", plan.version, partition, results)
+                    return
+                logger.warning(
+                    "repartition %d: retiring partition %d retried: %r", plan.version, partition, failed[0]
+                )
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, RETRY_MAX_S)
 
     async def _until_published(self, partitions: range) -> None:
         while missing := [p for p in partitions if self.plane._routed(p) is None]:

@@ -178,6 +178,15 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
         if isinstance(leading, dict):
             await self._push_routing_if_stale(partition, leading)
 
+    def replica_handles(self, partition: int) -> list[Any]:
+        return [handle for handle in self.handles.get(partition, {}).values() if handle is not None]
+
+    def forget_partitions(self, count: int) -> None:
+        super().forget_partitions(count)
+        for table in (self.handles, self._given, self._failed_leaders, self._probes):
+            for partition in [p for p in table if p >= count]:
+                del table[partition]
+
     def unfit_for_repartition(self) -> list[str]:
         unfit = super().unfit_for_repartition()
         for partition, meta in sorted(self.state.partitions.items()):

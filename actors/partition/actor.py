@@ -57,7 +57,8 @@ them. A part sees the others only through the narrow interface it declares
   KafkaPlug (kafka_plug)        the Kafka listener                    kafka_listener
   HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_admit,
                                                                       handoff_switch, handoff_abort,
-                                                                      set_routing
+                                                                      set_routing (and retire: the
+                                                                      loader's unload, then the rename)
   PartitionInspection           nothing (reads the others)            probe, info
     (inspection)
   the actor itself              mailboxes; the request path           handle, handle_wire,
@@ -128,6 +129,7 @@ from coordinator.checks import InvalidRequestError
 from coordinator.handoff import owns
 from coordinator.replication import DiskHealth
 from coordinator.runtime import PartitionRuntime
+from log.fsutil import retire_directory
 from log.partition import PartitionLog
 
 GC_YOUNG_THRESHOLD = 20_000
@@ -377,6 +379,16 @@ class OffsetPartition:
 
     async def set_routing(self, routing: bytes) -> int | None:
         return await self.handoff.route(routing)
+
+    async def retire(self, version: int) -> str:
+        """A shrink emptied this partition (its groups are other partitions' now): stop
+        serving and rename its directory out of the way (`log.fsutil.retire_directory`);
+        the new path ("" when gone already). The controller then forgets the partition."""
+        if type(version) is not int or version < 1:
+            raise ValueError(f"retire takes the repartition's version, an int >= 1, got {version!r}")
+        host = self.host
+        await self.loader.unload(host.epoch)
+        return await host.on_io(retire_directory, host.directory(), version)  # type: ignore[no-any-return]
 
     def _deliver_driven(self, released: Iterable[tuple[Any, Any]]) -> None:
         self.host.deliver(released)

@@ -366,3 +366,17 @@ def test_an_unreadable_routing_is_refused_naming_its_file(tmp_path: Path) -> Non
     grown(tmp_path, {0: "not a routing"}, count=2)
     with pytest.raises(ForgottenLogsError, match="no readable routing.*offsets-0"):
         recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+
+
+def test_after_a_shrink_the_retired_partitions_left_on_disk_are_ignored(tmp_path: Path) -> None:
+    grown(tmp_path, {0: "2;2;0;", 1: "2;2;0;", 2: "2;2;4;0,1,2,3", 3: "2;2;4;0,1,2,3"})
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and sorted(recovered.partitions) == [0, 1] and recovered.plan is None
+
+
+def test_a_shrink_under_way_resumes_with_every_partition(tmp_path: Path) -> None:
+    grown(tmp_path, {0: "2;2;4;", 2: "2;2;4;2"})
+    recovered = recover_state(scan_replicas(str(tmp_path)), settings(tmp_path), NODES)
+    assert recovered is not None and sorted(recovered.partitions) == [0, 1, 2, 3]
+    assert recovered.plan is not None and (recovered.plan.previous, recovered.plan.count) == (4, 2)
+    assert recovered.plan.switched == [2]

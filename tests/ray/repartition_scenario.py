@@ -6,13 +6,16 @@ Run in its own process: `python -m tests.ray.repartition_scenario CASE [SEED]`, 
   source has switched (the others hand off concurrently), a source's leader is killed (a
   follower takes over with its hot copy; a handoff under way is retried with it) and the
   controller with it (Ray restarts it; it resumes the recorded plan). The repartition
-  finishes by itself; every acknowledged commit is where its group now lives.
+  finishes by itself; every acknowledged commit is where its group now lives. Then it
+  shrinks back to 4 under the same load: every replica of partitions 4..7 is retired.
 Exits non-zero if a check fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
 import random
 import sys
 import time
@@ -52,15 +55,24 @@ def kills(cluster: Cluster, data_dir: str) -> None:
     wait_for("every group commits at its new partition", lambda: all(
         load.acked > seen[load.group] for load in loads
     ), 60)
+    assert client.num_partitions == 8 and client.repartition_status()["partitions"] == 8
+    fetched = asyncio.run(fetch_all(client, bulk))
+    assert fetched == {group: 7 for group in bulk}, [g for g, o in fetched.items() if o != 7][:5]
+    client.repartition(4)  # and back, under the same load: partitions 4..7 merge and retire
+    assert client.num_partitions == 4
+    seen = {load.group: load.acked for load in loads}
+    wait_for("every group commits at its partition again", lambda: all(
+        load.acked > seen[load.group] for load in loads
+    ), 60)
     stop.set()
     thread.join(timeout=30)
-    assert client.num_partitions == 8 and client.repartition_status()["partitions"] == 8
     total = check_nothing_lost(loads)
     fetched = asyncio.run(fetch_all(client, bulk))
     assert fetched == {group: 7 for group in bulk}, [g for g, o in fetched.items() if o != 7][:5]
-    moved = sum(1 for load in loads if client.partition_for(load.group) >= 4)
-    print(f"grew 4 -> 8 with the controller and partition {source}'s leader killed midway "
-          f"(at the kill: {status}); {moved} of {len(loads)} groups moved; {total} commits "
+    retired = glob.glob(os.path.join(data_dir, "nodes", "*", "retired-v2-offsets-*"))
+    assert len(retired) == 4 * 3, retired  # every replica of partitions 4..7
+    print(f"grew 4 -> 8 with the controller and partition {source}'s leader killed midway, then shrank to 4 "
+          f"(at the kill: {status}); {len(loads) + len(bulk)} groups; {total} commits "
           "acknowledged, none lost", flush=True)
 
 

@@ -4,6 +4,8 @@ now lives, members keep their group, and counts that cannot be reached are refus
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import tempfile
 import threading
@@ -26,12 +28,14 @@ from tests.gateway.test_direct_clients import kp_consumer
 from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, wait_until
 
 NAMESPACE = "raygroups-repartition-test"
+DATA_DIRS: list[str] = []  # the running small service's
 GROUPS = [f"grow-{i}" for i in range(40)]
 
 
 @pytest.fixture
 def small_service(ray_session: None) -> Iterator[actors.Client]:
     path = tempfile.mkdtemp(prefix="raygroups-repartition-")
+    DATA_DIRS[:] = [path]
     client = actors.start(
         path, num_partitions=2, namespace=NAMESPACE,
         coordinator_config=CoordinatorConfig(
@@ -89,7 +93,7 @@ def committed(client: actors.Client, group: str) -> int:
 
 
 def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_service: actors.Client) -> None:
-    """Refused counts first (nothing changes), then 2 -> 8 under load."""
+    """Refused counts first (nothing changes), then 2 -> 8 under load, then 8 -> 2."""
     client = small_service
     with actors.GroupMember("grow-members", ["orders"], client=client) as member:
         client.create_topic("orders", 4)
@@ -97,7 +101,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
         member.commit({tp: 11 for tp in owned})
         with Committers(client) as load:
             load.wait_for(3)
-            refused = ((3, "neither a multiple nor a divisor"), (1, "shrinking"), (2, "already has 2"))
+            refused = ((3, "neither a multiple nor a divisor"), (4096, "max_partitions"), (2, "already has"))
             for count, why in refused:
                 with pytest.raises(Exception, match=why):
                     client.repartition(count)
@@ -131,6 +135,20 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
     group = moved[0]
     old = ray.get(client.leader(partition_for(group, 2)).handle.remote(OffsetFetchRequest(group, None)))
     assert old.error is Errors.NOT_COORDINATOR
+
+    # and back: 8 -> 2 merges partitions 2..7 into 0 and 1, and retires them
+    with Committers(client) as load:
+        load.wait_for(max(load.acked.values(), default=0) + 1)
+        status = client.repartition(2)
+        assert (status["partitions"], status["version"], status["running"]) == (2, 2, False)
+        load.wait_for(max(load.acked.values()) + 2)
+    assert not load.errors, load.errors[:3]
+    for group in GROUPS:
+        assert committed(client, group) == load.acked[group], group
+    assert sorted(row["partition"] for row in client.status()) == [0, 1]
+    assert set(GROUPS) <= {g.group_id for g in client.list_groups()}
+    retired = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DATA_DIRS[0], "retired-v2-*")))
+    assert retired == [f"retired-v2-offsets-{p}" for p in range(2, 8)], retired
 
 
 def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partition(
