@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from actors.core.settings import ServiceSettings
+from coordinator.routing import Routing
 
 if TYPE_CHECKING:
     from actors.partition.host import PartitionHost
@@ -69,6 +70,9 @@ class ListenerHost(Protocol):
 
     def leads(self) -> bool:
         """True while this actor serves its partition as leader (ACTIVE)."""
+
+    def routing(self) -> Routing | None:
+        """The routing its shard owns groups by (None: every group sent to it; no repartition)."""
 
 
 class PartitionListener(Protocol):
@@ -113,6 +117,10 @@ class ListenerView:
         """The partition counts and ids of the topics the shard's consumer groups see
         (the registry's last view)."""
         return self._topics.counts, self._topics.ids
+
+    def routing(self) -> Routing | None:
+        shard = self._host.runtime.shard
+        return None if shard is None else shard.owner
 
 
 class KafkaPlug:

@@ -67,8 +67,7 @@ class LocalClient:
     def partition_for(self, group_id: str) -> int:
         """By the routing the partition owns groups by, once the controller pushed one
         (a repartition ran), else Kafka's rule over the configured count."""
-        shard = self.host.runtime.shard
-        owner = shard.owner if shard is not None else None
+        owner = self.host.routing()
         if owner is None:
             return partition_for(group_id, self.num_partitions)
         return owner.partition_for(group_id)
