@@ -9,32 +9,34 @@ would send groups from every old partition to every new one; `refusal` says
 so, and which counts are allowed instead.
 
 A partition's shard owns the groups its `owner` routing (coordinator/routing.py)
-sends to it (None: every group sent to it, as before any repartition). The
-driver sets it; the shard answers NOT_COORDINATOR for a group it does not own
-(a client with an old routing, or a group already handed off) and so never
-changes it. A handoff from N to M partitions, sans I/O:
+sends to it (None: every group sent to it, as before any repartition) and answers
+NOT_COORDINATOR for any other (a client with an old routing, or a group already handed
+off), so it never changes one it does not own. `owner` merges what the partition's own
+log says (`switched`: the switch record, below) with what the controller last pushed
+(`pushed`, `route_step`) and the routing an export froze groups under (`frozen`).
 
-The shard's methods of the same names wrap these in a Result.
-
-1. The source: `begin_handoff(shard, routing)` takes the routing in which it
-   has switched to M: the groups that move are frozen at once (their parked requests answered
-   NOT_COORDINATOR, their timers stopped, no request changes them again).
-2. `group_records(shard, group_id)`: the records that rebuild a group's
-   persistent state on the target, in replay order (classic metadata or
-   KIP-848's records with its exact epochs, regular expressions, committed
-   offsets with their metadata and timestamps), read once the source's log
-   holds every record of it durably (the driver waits for that).
-3. The target: `admit_groups(shard, records)` writes them as its own
-   records and starts the admitted groups' timers as a load does.
-4. The source, once the target holds them durably: `release_moved(shard)`
-   forgets them (its log still has their records; a reload under the new
-   count does not serve them). Or, if the handoff is abandoned before the
-   target owns them: `abort_handoff(shard, routing)` serves them again
-   as they were. The target owns the admitted groups once the routing says
-   their source switched.
-Volatile state does not move, as on a failover: members rejoin or
-re-heartbeat at the target (NOT_COORDINATOR sends them there), whose session
-timers start afresh.
+A handoff from N to M partitions, driven by the controller
+(actors/controller/repartition.py) through the runtime (`PartitionRuntime.drive`:
+each step's answer is released once what it depends on is durable at the high
+watermark, and a step that writes is refused below min ISR):
+1. `export_step` at the source, with the routing in which the source has switched:
+   the groups that move are frozen (their parked requests answered NOT_COORDINATOR,
+   their timers stopped, no request changes them again) and their records answered a
+   page at a time: `group_records`, the records that rebuild a group's persistent state
+   in replay order (classic metadata or KIP-848's records with its exact epochs, regular
+   expressions, committed offsets with their metadata and timestamps).
+2. `admit_step` at each target: the records written as its own (whatever it held of
+   those groups deleted first) and their timers started as a load does.
+3. `switch_step` at the source, the commit point: a `routing` record in its own log
+   (replayed by every replica and every reload, `replay_switch`), accepted only from the
+   leader that froze and exported the groups; the moved groups are forgotten
+   (`release_moved`; their older records stay in the log and are never served).
+   Or, abandoned before it: `abort_step` serves the frozen groups again as they were.
+The targets own the admitted groups once the routing they are pushed says their source
+switched. Volatile state does not move, as on a failover: members rejoin or re-heartbeat
+at the target (NOT_COORDINATOR sends them there), whose session timers start afresh.
+The shard's `begin_handoff`, `admit_groups` and `abort_handoff` are the same steps
+without the driver's answers (tests drive them directly).
 """
 
 from __future__ import annotations
