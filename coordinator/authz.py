@@ -200,7 +200,7 @@ def _list_groups(caller: Caller, request: ListGroupsRequest) -> Decision:
     return Decision(request, finish=visible)
 
 
-def _lag(caller: Caller, request: LagRequest) -> Decision:
+def _lag(caller: Caller, request: Any) -> Decision:  # a LagRequest
     """Live lag is what OffsetFetch and DescribeGroups show: the groups the caller may Describe
     (every group with Describe on the cluster), as ListGroups filters."""
     if caller.may(DESCRIBE, CLUSTER, CLUSTER_NAME):
