@@ -243,10 +243,13 @@ class Repartitioner:
             exported = await self._call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
-            for target, payload in exported["exported"].items():
-                admitted = await self._call(int(target), "handoff_admit", plan.version, payload)
-                if admitted["error"] != "NONE":
-                    return f"admit at {target}: {admitted['error']} {admitted['detail']}"
+            targets = sorted(exported["exported"])
+            admitted = await asyncio.gather(*(
+                self._call(int(t), "handoff_admit", plan.version, exported["exported"][t]) for t in targets
+            ))
+            for target, answer in zip(targets, admitted, strict=True):
+                if answer["error"] != "NONE":
+                    return f"admit at {target}: {answer['error']} {answer['detail']}"
             page, moved = exported["next_page"], moved + exported["groups"]
         switched = await self._call(source, "handoff_switch", routing)
         if switched["error"] != "NONE":
@@ -255,8 +258,17 @@ class Repartitioner:
             plan.switched.append(source)
             await self.plane._persist()
         logger.info("repartition %d: partition %d handed off %d groups", plan.version, source, moved)
-        await self.push_routing()
+        # The partitions whose groups changed owner learn it first: the clients told
+        # NOT_COORDINATOR meanwhile are answered the routing once this returns.
+        await self.push_routing(self.takers(plan, source))
         return None
+
+    @staticmethod
+    def takers(plan: Plan, source: int) -> list[int]:
+        """`source` and the partitions its groups go to."""
+        if plan.count > plan.previous:
+            return [source + k * plan.previous for k in range(plan.count // plan.previous)]
+        return [source, source % plan.count]
 
     async def _call(self, partition: int, method: str, *args: Any, quiet: bool = False) -> Any:
         handle = self.plane._routed(partition)
