@@ -73,6 +73,7 @@ from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.client.settings_table import SETTING_KIND, SettingsTable, SettingsView
+from actors.core.setting_keys import SettingError
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
 from coordinator.acl import AclBinding
 from coordinator.consumer.subscriptions import topic_id_for
@@ -310,18 +311,26 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- settings (settings_table.py)
 
-    def config_get(self, keys: list[str] | None) -> list[dict[str, Any]]:
-        """Per key (every one when none): its value in force, its start value, how it changes."""
+    def config_get(self, keys: list[str] | None) -> list[dict[str, Any]] | str:
+        """Per key (every one when none): its value in force, its start value, how it changes;
+        or why not (an unknown key)."""
         self._ready()
-        return self.settings.describe(keys)
+        try:
+            return self.settings.describe(keys)
+        except SettingError as exc:
+            return str(exc)
 
-    def config_set(self, values: dict[str, Any]) -> None:
-        """Make `values` ({key: value}) the settings in force: all or none (SettingError, the reason)."""
+    def config_set(self, values: dict[str, Any]) -> str:
+        """Make `values` ({key: value}) the settings in force: all or none; "" or why not."""
         self._ready()
-        entries = self.settings.check_set(values)
+        try:
+            entries = self.settings.check_set(values)
+        except SettingError as exc:
+            return str(exc)
         self._write(entries)
         self.settings.applied(values)
         self._nudge_soon()
+        return ""
 
     def settings_if_changed(self, token: str | None) -> SettingsView | None:
         """None when `token` is the current one; else (token, every setting changed online)."""

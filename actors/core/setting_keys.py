@@ -165,12 +165,12 @@ def with_overrides(base: ServiceSettings, overrides: Mapping[str, Any]) -> Servi
         (nested[section] if section else top)[key] = typed
     for section, values in nested.items():
         if values:
-            top[section] = _built(lambda: dataclasses.replace(getattr(base, section), **values))
-    return _built(lambda: dataclasses.replace(base, **top)) if top else base
+            top[section] = _built(getattr(base, section), values)
+    return _built(base, top) if top else base
 
 
-def _built(make: Any) -> Any:
+def _built(holder: Any, values: dict[str, Any]) -> Any:
     try:
-        return make()
+        return dataclasses.replace(holder, **values)
     except (TypeError, ValueError) as exc:
         raise SettingError(str(exc)) from exc
