@@ -6,6 +6,9 @@ import asyncio
 import dataclasses
 import json
 import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -22,10 +25,15 @@ from actors.core.setting_keys import (
     with_overrides,
 )
 from actors.core.settings import ServiceSettings
+from actors.partition.actor import OffsetPartition
 from actors.partition.settings_watch import SettingsWatch
+from actors.partition.topics_watch import TopicsWatch
+from coordinator.errors import Errors
+from coordinator.messages import JoinGroupRequest
 from coordinator.service_state import ServiceEntry
 
 from tests.actors.service_store_support import ShardStore
+from tests.actors.support import WAIT_S, Answers, run, until
 
 BASE = ServiceSettings(data_dir="/data")
 
@@ -135,3 +143,54 @@ def test_the_leaders_watch_applies_a_newer_set_and_skips_a_bad_one() -> None:
     assert poll(_Registry(None)) is None
     assert poll(_Registry(("t2", {"fsync": False}))) is None and watch.token == "t2"
     assert watch.overrides == {"group_max_size": 3}
+
+
+class _Handle:
+    """A real TopicRegistry behind Ray's `.method.remote(...)` shape, in this process."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
+
+    def __getattr__(self, method: str) -> Any:
+        async def call(*args: Any) -> Any:
+            return getattr(self.registry, method)(*args)
+        return SimpleNamespace(remote=call)
+
+
+def test_a_running_leader_applies_a_change_and_a_new_leader_starts_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry stores the change in partition 0's log; the leader's topics loop reads it
+    and its shard decides with it (a JoinGroup under the new minimum session timeout is refused);
+    a new actor on the same log (a failover, a restart) applies it at its first read."""
+    store = ShardStore()
+    handle = _Handle(registry(tmp_path / "registry", store))
+    monkeypatch.setattr(TopicsWatch, "_lookup", lambda self: handle)
+    settings = ServiceSettings(data_dir=str(tmp_path), num_partitions=1, topics_refresh_interval_s=0.01)
+    join = JoinGroupRequest("g", 6_000, 30_000, "consumer", (("range", b""),), require_known_member_id=False)
+
+    async def leader() -> OffsetPartition:
+        partition = OffsetPartition(0, 1, settings)
+        await partition.activate()
+        assert await partition.wait_active(WAIT_S) == "ACTIVE"
+        return partition
+
+    async def joined(partition: OffsetPartition) -> Errors:
+        answers = Answers()
+        return (await answers.wait(answers.send(partition, join))).error  # type: ignore[no-any-return]
+
+    async def scenario() -> None:
+        first = await leader()
+        assert await joined(first) is Errors.NONE
+        assert handle.registry.config_set({"group_min_session_timeout_ms": 7_000, "mailbox_ttl_s": 5}) == ""
+        await until(lambda: first.runtime.shard.config.group_min_session_timeout_ms == 7_000, "applied")
+        assert await joined(first) is Errors.INVALID_SESSION_TIMEOUT
+        assert first.mailboxes.ttl_s == 5.0 and first.settings.mailbox_ttl_s == 5.0
+        await first.unload(first.epoch)
+        handle.registry = registry(tmp_path / "registry", store.restarted())  # the registry restarted too
+        second = await leader()
+        await until(lambda: second.settings.coordinator.group_min_session_timeout_ms == 7_000, "at start")
+        assert await joined(second) is Errors.INVALID_SESSION_TIMEOUT
+        await second.unload(second.epoch)
+
+    run(scenario())
