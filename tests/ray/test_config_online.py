@@ -52,7 +52,8 @@ def test_an_online_change_reaches_every_leader_and_a_bad_one_is_refused(
         while not groups.refused_everywhere():
             assert time.monotonic() - began < WAIT_S, "every leader applies the change"
             time.sleep(0.05)
-        print(f"applied by {groups.partitions} leaders in {time.monotonic() - began:.2f} s")
+        with capsys.disabled():
+            print(f"\napplied by {groups.partitions} leaders in {time.monotonic() - began:.2f} s")
         capsys.readouterr()
         assert main(["config", "get", "group_min_session_timeout_ms", "fsync", "--json"]) == 0
         rows = {row["KEY"]: row for row in json.loads(capsys.readouterr().out)}
