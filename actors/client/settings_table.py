@@ -13,7 +13,7 @@ unknown, not changeable online, or out of range together with the values in
 force: nothing is written. An entry that no longer checks (a key a newer or
 older version classifies otherwise) is logged and left out, never fatal.
 
-Readers (every partition leader, `actors/partition/settings_watch.py`) get the
+Readers (every partition leader and the controller, `actors/core/settings_watch.py`) get the
 overrides with `view(writer)` and a token: the registry's incarnation and its
 count of setting changes, so an unchanged table costs one small answer.
 """

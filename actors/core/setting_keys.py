@@ -6,7 +6,8 @@ setting by its field name in snake case: a field of `ServiceSettings`, of its
 (`LogConfig`); `kafka_listener` is one key. `CHANGES` classifies every one:
 
 - online: running leaders (and new ones, at their first read of the registry)
-  apply it within a second; `config set` stores it as service state.
+  and the controller apply it within a second; `config set` stores it as
+  service state.
 - rolling: read when an actor starts (the controller, a log opened, a port
   bound, a value copied at load): it needs `raygroups rolling-restart
   --settings`, so `config set` refuses it and says so (no pending value is
@@ -33,7 +34,7 @@ from log.config import LogConfig
 ONLINE, ROLLING, FIXED = "online", "rolling", "fixed"
 SECTIONS = {"coordinator": CoordinatorConfig, "log": LogConfig}  # flattened into the key space
 
-_CONTROLLER = "read by the controller when it starts"
+_CONTROLLER = "read by the controller when it starts its loops"
 _LOAD = "read when a leader loads its partition"
 # Every key, its change class and why; tests check that every field is here.
 CHANGES: dict[str, tuple[str, str]] = {
@@ -49,22 +50,24 @@ CHANGES: dict[str, tuple[str, str]] = {
     "commit_timeout_ms": (ROLLING, "read by each leader's runtime at start"),
     "replication_link": (ROLLING, "connections are set up when replicas start"),
     "confirm_reads": (ROLLING, "read by each leader's runtime at start"),
-    "probe_interval_s": (ROLLING, _CONTROLLER),
-    "probe_timeout_s": (ROLLING, _CONTROLLER),
     "partition_max_concurrency": (ROLLING, "a Ray actor option, set when the actor is created"),
-    "standby_actors": (ROLLING, _CONTROLLER),
-    "load_stall_timeout_s": (ROLLING, _CONTROLLER),
-    "actor_start_timeout_s": (ROLLING, _CONTROLLER),
-    "kill_wait_s": (ROLLING, _CONTROLLER),
-    "reap_interval_s": (ROLLING, _CONTROLLER),
-    "standby_backoff_max_s": (ROLLING, _CONTROLLER),
-    "replica_reassign_delay_s": (ROLLING, _CONTROLLER),
-    "disk_failure_move_delay_s": (ROLLING, _CONTROLLER),
-    "balance_interval_s": (ROLLING, _CONTROLLER),
     "auto_repartition": (ROLLING, _CONTROLLER),
     "auto_repartition_after_s": (ROLLING, _CONTROLLER),
     "max_partitions": (ROLLING, _CONTROLLER),
     "kafka_listener": (ROLLING, "ports and security are bound when a listener starts"),
+    # read at each use by the controller (`actors.controller.plane.settings_once`)
+    "probe_interval_s": (ONLINE, ""),
+    "probe_timeout_s": (ONLINE, ""),
+    "standby_actors": (ONLINE, ""),
+    "load_stall_timeout_s": (ONLINE, ""),
+    "actor_start_timeout_s": (ONLINE, ""),
+    "kill_wait_s": (ONLINE, ""),
+    "reap_interval_s": (ONLINE, ""),
+    "standby_backoff_max_s": (ONLINE, ""),
+    "replica_reassign_delay_s": (ONLINE, ""),
+    "disk_failure_move_delay_s": (ONLINE, ""),
+    "balance_interval_s": (ONLINE, ""),
+    # read at each use by the partition leaders (`actors.partition.serving.apply_settings`)
     "mailbox_ttl_s": (ONLINE, ""),
     "maintenance_interval_s": (ONLINE, ""),
     "snapshot_every_records": (ONLINE, ""),

@@ -21,7 +21,7 @@ step-down answered its batch) or an append failed. Rules:
   `topics_refresh_interval_s` (`actors.partition.topics_watch`), then the
   end offsets reported since the last read, for live lag
   (`actors.partition.ends_watch`), then the settings changed online
-  (`actors.partition.settings_watch`).
+  (`actors.core.settings_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
   a gauge not refreshed within its TTL), its groups' live lag every
   `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`).
@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from actors.core.settings_watch import SettingsWatch
 from actors.partition.ends_watch import EndsWatch
 from actors.partition.lag_export import export_lag
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
-from actors.partition.settings_watch import SettingsWatch
 from actors.partition.topics_watch import TopicsWatch
 from coordinator import Shard
 from coordinator.records import Record
@@ -83,7 +83,7 @@ class ServingLoops:
         self.topics = TopicsWatch(host.settings.namespace)
         self.ends = EndsWatch(self.topics)  # end offsets for live lag (`actors.partition.ends_watch`)
         self._topics_wake = asyncio.Event()
-        # Settings changed online (`actors.partition.settings_watch`), and who else takes them.
+        # Settings changed online (`actors.core.settings_watch`), and who else takes them.
         self.settings = SettingsWatch(host.settings)
         self.settings_listeners: list[Callable[[ServiceSettings], None]] = []
 

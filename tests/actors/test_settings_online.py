@@ -25,8 +25,8 @@ from actors.core.setting_keys import (
     with_overrides,
 )
 from actors.core.settings import ServiceSettings
+from actors.core.settings_watch import SettingsWatch
 from actors.partition.actor import OffsetPartition
-from actors.partition.settings_watch import SettingsWatch
 from actors.partition.topics_watch import TopicsWatch
 from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest

@@ -1,15 +1,18 @@
-"""The settings a partition actor runs with: its start settings plus those changed online.
+"""The settings an actor runs with: its start settings plus those changed online.
 
 `raygroups config set` (issue 48) stores a change in the topic registry
-(`actors/client/settings_table.py`), which nudges every leader; the leader's
-topics loop (`actors.partition.serving`) then reads the overrides with
-`settings_if_changed(token)`, through the registry handle the topics watch
-holds (one lookup, one failure count), and applies a newer set: the host's
-`settings` (read at each use by the loops and the next load), the shard's
-`config` (read by the handlers at each use) and the listeners the actor
-registers (the mailboxes' TTL). A new actor reads them at its first round,
-right after its load. Only online keys ever reach here
-(`actors.core.setting_keys`).
+(`actors/client/settings_table.py`). Two kinds of reader hold a
+`SettingsWatch` and ask `settings_if_changed(token)`:
+- each partition leader, in its topics loop (`actors.partition.serving`),
+  when the registry nudges it and every `topics_refresh_interval_s`, through
+  the registry handle the topics watch holds; it applies a newer set to the
+  host's `settings` (read at each use by the loops and the next load), the
+  shard's `config` (read by the handlers at each use) and the listeners the
+  actor registers (the mailboxes' TTL). A new actor reads them at its first
+  round, right after its load.
+- the controller, every `SETTINGS_POLL_S` (`actors.controller.plane`): its
+  probe, standby, reaper and move settings, read at each use.
+Only online keys ever reach here (`actors.core.setting_keys`).
 
 Rules: a registry that does not answer keeps the settings in force (tried
 again at the next round); a set that no longer checks against this actor's
