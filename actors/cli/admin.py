@@ -22,6 +22,8 @@ from ray.exceptions import RayTaskError
 # DESCRIBE_COLUMNS and describe_rows are re-exported: the demo prints the describe table.
 from actors.cli.acls import ACL_COMMANDS
 from actors.cli.acls import add_parser as add_acls_parser
+from actors.cli.config import CONFIG_COMMANDS
+from actors.cli.config import add_parser as add_config_parser
 from actors.cli.describe import DESCRIBE_COLUMNS as DESCRIBE_COLUMNS
 from actors.cli.describe import add_parser as add_describe_parser
 from actors.cli.describe import cmd_describe
@@ -249,6 +251,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("groups", nargs="+")
     add_reset_parsers(commands, common)
     add_acls_parser(commands, common)
+    add_config_parser(commands, common)
     p = commands.add_parser("reassign", parents=[common], help="move a partition's leadership")
     p.add_argument("partition", type=int)
     p.add_argument("--node", help="Ray node id to move it to")
@@ -293,6 +296,7 @@ ADMIN_COMMANDS = {
     "delete": cmd_delete,
     **RESET_COMMANDS,
     **ACL_COMMANDS,
+    **CONFIG_COMMANDS,
     "reassign": cmd_reassign,
     "status": cmd_status,
     "capacity": cmd_capacity,

@@ -512,6 +512,27 @@ class Client:
         from actors.client import acls
         return acls.delete_acls(self.controller, filters)
 
+    # ------------------------------------------------- settings (actors.client.settings_table)
+
+    def config(self, keys: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Per setting (of `keys`, else every one): key, value in force, start value, change
+        ("online", "rolling" or "fixed") and why. SettingError for an unknown key."""
+        from actors.client.topics import _call
+        from actors.core.setting_keys import SettingError
+        answer = _call(self.controller, "config_get", list(keys))
+        if isinstance(answer, str):
+            raise SettingError(answer)
+        return answer  # type: ignore[no-any-return]
+
+    def set_config(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Change settings online, all or none, applied by every leader within a second; a key
+        that is unknown, not changeable online or out of range: SettingError with the reason."""
+        from actors.client.topics import _call
+        from actors.core.setting_keys import SettingError
+        why = _call(self.controller, "config_set", {**(values or {}), **kwargs})
+        if why:
+            raise SettingError(why)
+
 
 class _Route:
     """The routing one call's last attempt used: its version (to share the

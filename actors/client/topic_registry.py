@@ -72,6 +72,8 @@ from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, ent
 from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
+from actors.client.settings_table import SETTING_KIND, SettingsTable, SettingsView
+from actors.core.setting_keys import SettingError
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
 from coordinator.acl import AclBinding
 from coordinator.consumer.subscriptions import topic_id_for
@@ -83,7 +85,7 @@ NUDGE_TIMEOUT_S = 10.0
 LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
-KINDS = (TOPIC_KIND, SAMPLE_KIND, ACL_KIND)
+KINDS = (TOPIC_KIND, SAMPLE_KIND, ACL_KIND, SETTING_KIND)
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Kafka's Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID: never a topic's id.
 RESERVED_TOPIC_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
@@ -131,6 +133,7 @@ class TopicRegistry:
         self.start: dict[str, dict[int, int]] = {}
         self.history = EndOffsetHistory(limits)
         self.acls = AclTable()  # the ACL bindings (actors/client/acl_table.py)
+        self.settings = SettingsTable(settings)  # settings changed online (actors/client/settings_table.py)
         self.feed = EndOffsetFeed()  # new samples, for the leaders' live lag
         # One nudging thread at a time; changes meanwhile make it nudge once more.
         self._nudge_lock = threading.Lock()
@@ -153,6 +156,7 @@ class TopicRegistry:
     def _apply_entries(self, entries: dict[tuple[str, str], bytes]) -> None:
         self.partitions, self.ids, self.start = {}, {}, {}
         self.acls.load(name for kind, name in entries if kind == ACL_KIND)  # corrupt ones: kept apart
+        self.settings.load((name, data) for (kind, name), data in entries.items() if kind == SETTING_KIND)
         samples: list[Sample] = []
         for (kind, name), data in entries.items():
             try:
@@ -303,6 +307,35 @@ class TopicRegistry:
         """None when `token` is the current one; else (token, every binding)."""
         self._ready()
         view = self.acls.view(self.writer)
+        return None if view[0] == token else view
+
+    # ------------------------------------------------------------- settings (settings_table.py)
+
+    def config_get(self, keys: list[str] | None) -> list[dict[str, Any]] | str:
+        """Per key (every one when none): its value in force, its start value, how it changes;
+        or why not (an unknown key)."""
+        self._ready()
+        try:
+            return self.settings.describe(keys)
+        except SettingError as exc:
+            return str(exc)
+
+    def config_set(self, values: dict[str, Any]) -> str:
+        """Make `values` ({key: value}) the settings in force: all or none; "" or why not."""
+        self._ready()
+        try:
+            entries = self.settings.check_set(values)
+        except SettingError as exc:
+            return str(exc)
+        self._write(entries)
+        self.settings.applied(values)
+        self._nudge_soon()
+        return ""
+
+    def settings_if_changed(self, token: str | None) -> SettingsView | None:
+        """None when `token` is the current one; else (token, every setting changed online)."""
+        self._ready()
+        view = self.settings.view(self.writer)
         return None if view[0] == token else view
 
     # ------------------------------------------------------------- offsets

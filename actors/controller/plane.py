@@ -69,11 +69,15 @@ from actors.controller.standbys import Standbys
 from actors.controller.state import ControlState, PartitionMeta
 from actors.controller.succession import Succession
 from actors.core.metrics import ControllerMetrics
-from actors.core.settings import ServiceSettings
+from actors.core.settings import TOPIC_REGISTRY_NAME, ServiceSettings
+from actors.core.settings_watch import SettingsWatch
 from coordinator.replication import disk_failed
 from coordinator.routing import Routing as GroupRouting
 
 logger = logging.getLogger(__name__)
+# How often the controller asks the topic registry for settings changed online.
+SETTINGS_POLL_S = 0.5
+Interval = float | Callable[[], float]
 # What clients route by: (number of partitions, leader handles, leader epochs, which
 # partition serves each group: `coordinator.routing.Routing`, which changes in a repartition).
 Routing = tuple[int, list[Any], list[int], GroupRouting]
@@ -118,6 +122,7 @@ class ControlPlane(Succession, Publication):
         # policy that asks for them (`actors.controller.autogrow`).
         self.repartition = Repartitioner(self)
         self.autogrow = AutoGrow(settings.auto_repartition_after_s, settings.max_partitions)
+        self.settings_watch = SettingsWatch(settings)  # changed online (`actors.core.settings_watch`)
 
     @property
     def num_partitions(self) -> int:
@@ -202,26 +207,37 @@ class ControlPlane(Succession, Publication):
     def run_loops(self) -> None:
         """Start the watch, standby and reaper loops (kept referenced here)."""
         loop = asyncio.get_running_loop()
-        interval = self.settings.probe_interval_s
-        loops = [
-            ("watch", self.watch_once, interval),
-            ("standbys", self.refill_standbys_once, interval),
-            ("reaper", self.reap_once, self.settings.reap_interval_s),
+        def probe_interval() -> float:
+            return self.settings.probe_interval_s
+
+        loops: list[tuple[str, Callable[[], Awaitable[object]], Interval]] = [
+            ("watch", self.watch_once, probe_interval),
+            ("standbys", self.refill_standbys_once, probe_interval),
+            ("reaper", self.reap_once, lambda: self.settings.reap_interval_s),
+            ("settings", self.settings_once, SETTINGS_POLL_S),
         ]
         if self.settings.auto_repartition:
             loops.append(("autogrow", self.autogrow_once, AUTO_REPARTITION_CHECK_S))
         for name, step, interval_s in loops:
             self._loops.append(loop.create_task(self.supervise(name, step, interval_s)))
 
-    async def supervise(self, name: str, step: Callable[[], Awaitable[object]], interval_s: float) -> None:
-        """Run `step` every `interval_s`, forever: an exception ends one iteration, never the loop."""
+    async def supervise(self, name: str, step: Callable[[], Awaitable[object]], interval_s: Interval) -> None:
+        """Run `step` every `interval_s` (a number, or a function: a setting changed online),
+        forever: an exception ends one iteration, never the loop."""
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(interval_s() if callable(interval_s) else interval_s)
             try:
                 await step()
             except Exception:
                 logger.exception("controller %s loop: iteration failed", name)
                 self.metrics.loop_error(name)
+
+    async def settings_once(self) -> None:
+        """Take the settings changed online (`raygroups config set`) from the topic registry."""
+        changed = await self.settings_watch.poll(await self.cluster.find(TOPIC_REGISTRY_NAME))
+        if changed is not None:
+            self.settings = self.standbys.settings = changed
+            logger.info("controller: settings changed online: %s", self.settings_watch.overrides)
 
     # ------------------------------------------------------------ watching
 

@@ -153,7 +153,7 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
 
     def run_loops(self) -> None:
         super().run_loops()
-        balance = self.supervise("balance", self.balance_once, self.settings.balance_interval_s)
+        balance = self.supervise("balance", self.balance_once, lambda: self.settings.balance_interval_s)
         self._loops.append(asyncio.get_running_loop().create_task(balance))
 
     async def _reconcile(self, partition: int, live: set[str]) -> None:

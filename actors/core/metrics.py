@@ -116,9 +116,11 @@ class PartitionMetrics:
         self._lag: LagMetrics | None = None
 
     def lag(self, interval_s: float, partitions_max: int) -> LagMetrics:
-        """The live lag gauges of this partition (made at the first call)."""
+        """The live lag gauges of this partition (made at the first call; the settings may
+        change online, `actors.core.setting_keys`: each call passes those in force)."""
         if self._lag is None:
             self._lag = LagMetrics(int(self._partition), interval_s, partitions_max)
+        self._lag.interval_s, self._lag.partitions_max = interval_s, partitions_max
         return self._lag
 
     def observe(self, kind: str, response: Any, started: float, now: float) -> None:

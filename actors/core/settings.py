@@ -81,6 +81,12 @@ class KafkaListenerSettings:
 
 _POSITIVE_INTS = (
     "replication_factor", "replica_lag_time_max_ms", "replication_max_bytes", "commit_timeout_ms",
+    "snapshot_every_records",
+)
+# Intervals and delays: a loop sleeping 0 or less would spin (some change online: setting_keys.py).
+_POSITIVE_NUMBERS = (
+    "auto_repartition_after_s", "lag_metrics_interval_s", "mailbox_ttl_s", "maintenance_interval_s",
+    "compaction_interval_s", "topics_refresh_interval_s",
 )
 
 
@@ -186,19 +192,14 @@ class ServiceSettings:
         if type(self.max_partitions) is not int or not 1 <= self.max_partitions <= MAX_PARTITIONS:
             most = self.max_partitions
             raise ValueError(f"max_partitions must be an int from 1 to {MAX_PARTITIONS}, got {most!r}")
-        after_s = self.auto_repartition_after_s
-        if type(after_s) not in (int, float) or not after_s > 0:
-            raise ValueError(f"auto_repartition_after_s must be a number > 0, got {after_s!r}")
-        if type(self.lag_metrics_interval_s) not in (int, float) or not self.lag_metrics_interval_s > 0:
-            raise ValueError(
-                f"lag_metrics_interval_s must be a number > 0, got {self.lag_metrics_interval_s!r}"
-            )
+        for name in _POSITIVE_NUMBERS:
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not value > 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}")
         if type(self.lag_metrics_partitions_max) is not int or self.lag_metrics_partitions_max < 0:
             raise ValueError(
                 f"lag_metrics_partitions_max must be an int >= 0, got {self.lag_metrics_partitions_max!r}"
             )
-        if type(self.mailbox_ttl_s) not in (int, float) or not self.mailbox_ttl_s > 0:
-            raise ValueError(f"mailbox_ttl_s must be a number > 0, got {self.mailbox_ttl_s!r}")
         for flag in ("replication_link", "shared_data_dir", "confirm_reads", "auto_repartition"):
             if type(getattr(self, flag)) is not bool:
                 raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")

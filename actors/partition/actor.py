@@ -50,7 +50,8 @@ them. A part sees the others only through the narrow interface it declares
                                                                       replication_endpoint
   DiskRecovery (recovery)       disk health, the leader to follow     -
                                 after it, the failed log's end
-  ServingLoops (serving)        flush/timer/topic wake-ups, topics    topics_changed
+  ServingLoops (serving)        flush/timer/topic wake-ups, topics,   topics_changed
+                                settings changed online
   LogExport (export)            the latest listing, backups' holds    log_files, read_log_file,
                                                                       hold_backup, read_held_file,
                                                                       release_backup
@@ -168,6 +169,7 @@ class OffsetPartition:
         # What the loads did: written by the loader, read by the gauges and the probe.
         loaded = LoadStats()
         self.serving = ServingLoops(host, self.roles, loaded)
+        self.serving.settings_listeners.append(self._settings_changed)
         # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
         self.kafka = KafkaPlug(ListenerView(host, self.handle, self.roles.leads, self.serving.topics))
         self.loader = PartitionLoader(host, loaded, self.roles, self.recovery, self.serving, self.kafka)
@@ -309,6 +311,9 @@ class OffsetPartition:
     def _after_requests(self) -> None:
         """Once per call: wake the flush and timer loops as the requests need (`ServingLoops`)."""
         self.serving.after_requests()
+
+    def _settings_changed(self, settings: ServiceSettings) -> None:
+        self.mailboxes.ttl_s = settings.mailbox_ttl_s
 
     async def topics_changed(self) -> None:
         """The topic registry's nudge: read the topics now (topics_watch)."""

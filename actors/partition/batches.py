@@ -97,7 +97,7 @@ class Mailboxes:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, ttl_s: float = MAILBOX_TTL_S) -> None:
         self._clock = clock
-        self._ttl_s = ttl_s
+        self.ttl_s = ttl_s
         self._boxes: dict[int, Mailbox] = {}
         self._swept = clock()
         self._next_generation = 1
@@ -135,10 +135,10 @@ class Mailboxes:
         """Drops the mailboxes of callers silent for the TTL (checked every half TTL),
         answers outstanding or not (module docstring); the time."""
         now = self._clock()
-        if now - self._swept > self._ttl_s / 2:
+        if now - self._swept > self.ttl_s / 2:
             self._swept = now
             for caller, box in list(self._boxes.items()):
-                if not box.collecting and now - box.touched > self._ttl_s:
+                if not box.collecting and now - box.touched > self.ttl_s:
                     box.dropped = True
                     del self._boxes[caller]
         return now

@@ -20,7 +20,8 @@ step-down answered its batch) or an append failed. Rules:
 - topics: reads the topic registry when nudged (`topics_changed`) or every
   `topics_refresh_interval_s` (`actors.partition.topics_watch`), then the
   end offsets reported since the last read, for live lag
-  (`actors.partition.ends_watch`).
+  (`actors.partition.ends_watch`), then the settings changed online
+  (`actors.core.settings_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
   a gauge not refreshed within its TTL), its groups' live lag every
   `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`).
@@ -33,8 +34,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from actors.core.settings_watch import SettingsWatch
 from actors.partition.ends_watch import EndsWatch
 from actors.partition.lag_export import export_lag
 from actors.partition.maintenance import MaintenanceProgress, maintain_once
@@ -44,6 +47,7 @@ from coordinator.records import Record
 from coordinator.runtime import RuntimeState
 
 if TYPE_CHECKING:
+    from actors.core.settings import ServiceSettings
     from actors.partition.host import PartitionHost
     from actors.partition.leader import LeaderReplication
 
@@ -79,6 +83,9 @@ class ServingLoops:
         self.topics = TopicsWatch(host.settings.namespace)
         self.ends = EndsWatch(self.topics)  # end offsets for live lag (`actors.partition.ends_watch`)
         self._topics_wake = asyncio.Event()
+        # Settings changed online (`actors.core.settings_watch`), and who else takes them.
+        self.settings = SettingsWatch(host.settings)
+        self.settings_listeners: list[Callable[[ServiceSettings], None]] = []
 
     def spawn_loops(self) -> None:
         spawn = self.host.spawn
@@ -177,10 +184,25 @@ class ServingLoops:
             if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
                 self._apply_topics(self.topics.counts, self.topics.ids)
             await self.ends.poll(runtime)
+            changed = await self.settings.poll(self.topics.registry)
+            if changed is not None:
+                self.apply_settings(changed)
             try:
                 await asyncio.wait_for(self._topics_wake.wait(), self.host.settings.topics_refresh_interval_s)
             except TimeoutError:
                 pass
+
+    def apply_settings(self, settings: ServiceSettings) -> None:
+        """Settings changed online take effect: the loops and the next load read the host's,
+        the shard's handlers its config, and each listener gets them."""
+        host = self.host
+        host.settings = settings
+        shard = host.runtime.shard
+        if shard is not None:
+            shard.config = settings.coordinator
+        for listener in self.settings_listeners:
+            listener(settings)
+        logger.info("partition %d: settings changed online: %s", host.partition, self.settings.overrides)
 
     def _apply_topics(self, counts: dict[str, int], ids: dict[str, Any]) -> None:
         host = self.host

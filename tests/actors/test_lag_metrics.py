@@ -73,3 +73,13 @@ def test_an_export_in_chunks_sets_what_one_export_sets(
     asyncio.run(lag_export.export_lag(tracker, lag_metrics, 1_000))
     for name in ("group_lag", "group_lag_seconds", "group_health", "partition_lag", "not_exported"):
         assert getattr(lag_metrics, name).values == getattr(whole, name).values, name
+
+
+def test_an_interval_and_cap_changed_online_apply_to_the_same_gauges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics.metrics, "Gauge", Recorded)
+    partition = metrics.PartitionMetrics(3)
+    first = partition.lag(10.0, 1)
+    again = partition.lag(2.0, 50)  # `config set lag_metrics_interval_s=2 lag_metrics_partitions_max=50`
+    assert again is first and (again.interval_s, again.partitions_max) == (2.0, 50)

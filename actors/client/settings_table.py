@@ -1,0 +1,82 @@
+"""The settings changed online, as the topic registry keeps them in service state (issue 48).
+
+Each changed setting is one entry of kind `SETTING_KIND` in offsets partition
+0's log (DESIGN section 10), written only by the topic registry (the single
+service-state writer, `actors/client/topic_registry.py`): name the key, data
+its value as JSON. So a change is replicated, fenced, and survives a leader
+failover and a full restart; the service's start settings stay the base and
+the entries override them (`actors.core.setting_keys.with_overrides`, which
+checks every value as `ServiceSettings` does at start).
+
+`set` refuses the whole request with the reason (SettingError) if any key is
+unknown, not changeable online, or out of range together with the values in
+force: nothing is written. An entry that no longer checks (a key a newer or
+older version classifies otherwise) is logged and left out, never fatal.
+
+Readers (every partition leader and the controller, `actors/core/settings_watch.py`) get the
+overrides with `view(writer)` and a token: the registry's incarnation and its
+count of setting changes, so an unchanged table costs one small answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from actors.core.setting_keys import CHANGES, SettingError, check_key, value_of, with_overrides
+from actors.core.settings import ServiceSettings
+from coordinator.service_state import ServiceEntry
+
+logger = logging.getLogger(__name__)
+SETTING_KIND = "setting"  # name: the key; data: its value as JSON
+SettingsView = tuple[str, dict[str, Any]]  # token, every override
+
+
+class SettingsTable:
+    def __init__(self, base: ServiceSettings) -> None:
+        self.base = base
+        self.overrides: dict[str, Any] = {}
+        self.changes = 0
+
+    def load(self, entries: Iterable[tuple[str, bytes]]) -> None:
+        self.overrides = {}
+        for name, data in entries:
+            try:
+                value = json.loads(data)
+                with_overrides(self.base, {**self.overrides, name: value})
+            except (ValueError, SettingError) as exc:
+                logger.warning("setting entry %s left out: %s", name, exc)
+                continue
+            self.overrides[name] = value
+        self.changes += 1
+
+    def settings(self) -> ServiceSettings:
+        return with_overrides(self.base, self.overrides)
+
+    def check_set(self, values: Any) -> list[ServiceEntry]:
+        """The entries that make `values` ({key: value}) the ones in force; SettingError if refused."""
+        if not isinstance(values, Mapping) or not values:
+            raise SettingError("give at least one KEY=VALUE")
+        with_overrides(self.base, {**self.overrides, **values})
+        return [ServiceEntry(SETTING_KIND, key, json.dumps(value).encode()) for key, value in values.items()]
+
+    def applied(self, values: Mapping[str, Any]) -> None:
+        self.overrides.update(values)
+        self.changes += 1
+
+    def describe(self, keys: Any) -> list[dict[str, Any]]:
+        """Per key (every one when `keys` is empty): its value in force, its start value, how it changes."""
+        wanted = list(keys) if keys else sorted(CHANGES)
+        for key in wanted:
+            check_key(key, online_only=False)
+        now = self.settings()
+        return [
+            {"key": key, "value": value_of(now, key), "start": value_of(self.base, key),
+             "change": CHANGES[key][0], "why": CHANGES[key][1]}
+            for key in wanted
+        ]
+
+    def view(self, writer: str) -> SettingsView:
+        return f"{writer}:{self.changes}", dict(self.overrides)
