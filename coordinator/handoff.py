@@ -25,7 +25,8 @@ The shard's methods of the same names wrap these in a Result.
    offsets with their metadata and timestamps), read once the source's log
    holds every record of it durably (the driver waits for that).
 3. The target: `admit_groups(shard, records)` writes them as its own
-   records and starts the admitted groups' timers as a load does.
+   records and starts the admitted groups' timers as a load does; `admit_step`
+   then writes its marker (`ADMIT_KEY`).
 4. The source, once the target holds them durably: `release_moved(shard)`
    forgets them (its log still has their records; a reload under the new
    count does not serve them). Or, if the handoff is abandoned before the
@@ -196,6 +197,12 @@ def abort_handoff(shard: Shard, routing: Routing | None) -> None:
 # groups on every replica and after every reload; it is the handoff's commit point.
 ROUTING_KIND = "routing"
 ROUTING_KEY = ServiceStateKey(ROUTING_KIND, "")
+# A target's own entry, written after each admit's records: every group record before it in
+# this log is a copy of a group this partition did not own yet (a new partition owns nothing
+# before its source switches). Analytics drop those copies by it (spark_bridge/ownership.py);
+# replay keeps it as opaque service state.
+ADMIT_KIND = "admitted"
+ADMIT_KEY = ServiceStateKey(ADMIT_KIND, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +235,7 @@ def export_step(shard: Shard, routing: Routing, token: Any) -> None:
 
 def admit_step(shard: Shard, admitted: list[Record], token: Any) -> None:
     admit_groups(shard, admitted)
+    shard.write(Record(ADMIT_KEY, ServiceStateValue(b"")))
     groups = len({record.key.group_id for record in admitted})
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=groups))
 
