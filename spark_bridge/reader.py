@@ -127,7 +127,7 @@ def log_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> StructType:
 
     spark_types = {
         "int": types.IntegerType(), "long": types.LongType(), "string": types.StringType(),
-        "boolean": types.BooleanType(),
+        "boolean": types.BooleanType(), "binary": types.BinaryType(),
     }
     return types.StructType([types.StructField(name, spark_types[kind], True) for name, kind in columns])
 
