@@ -3,14 +3,18 @@
 Owns the meaning of every analytics table. Each job takes the DataFrame of
 `reader.read_offsets_log` (columns of `rows.COLUMNS`) and returns a lazy
 DataFrame, so user Spark code can filter, join or save it further. Rules:
+- A group's records are those of the partitions that owned it when they
+  were written (`spark_bridge.ownership`): every job reads a DataFrame
+  through `ownership.owned_records` (a summarized read applied the same rule
+  in its tasks), so a group moved by a repartition counts once, as if it
+  had never moved.
 - Replay semantics, as `log.loader` applies them: per key (group, topic,
-  partition for offsets; group for metadata) the record with the highest
-  offset wins and a tombstone deletes the key. A key lives in one offsets
-  partition (groups are routed by id), so its offsets order its records.
+  partition for offsets; group for metadata) the newest record wins and a
+  tombstone deletes the key. A group's owners are ever higher-numbered
+  partitions (`ownership`), so its records' (partition, offset) orders them.
   A compacted log gives the same answers as the full one, except for
   history jobs (rates, rebalances) over records compaction removed.
-- A group's history is in log order, (partition, offset): a group's records
-  all live in its one offsets partition. The rebalance history reads both
+- A group's history is in log order, (partition, offset). The rebalance history reads both
   group types (classic GroupMetadata; KIP-848's ConsumerGroupMetadata,
   member metadata and target assignment metadata) as one history per group
   id, since a group converts between the types online; `group_type` tells
@@ -45,6 +49,7 @@ from spark_bridge.end_offsets import (
     history_frame,
     is_history,
 )
+from spark_bridge.ownership import owned_records
 from spark_bridge.rows import (
     CLASSIC_GROUP_TYPE,
     CONSUMER_GROUP_METADATA,
@@ -71,7 +76,8 @@ LogInput = DataFrame | SummarizedLog
 
 
 def _frame(log: LogInput) -> DataFrame:
-    return log.frame if isinstance(log, SummarizedLog) else log
+    """The rows a job reads: a summarized read's (owned already), or the owned records of a log."""
+    return log.frame if isinstance(log, SummarizedLog) else owned_records(log)
 
 
 def _summary_for(log: SummarizedLog, window_ms: int) -> DataFrame:
@@ -94,7 +100,7 @@ def _group_records(log_df: DataFrame) -> DataFrame:
 
 def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
     """The newest record of each key, tombstones included."""
-    newest_first = Window.partitionBy(*key).orderBy(F.col("offset").desc())
+    newest_first = Window.partitionBy(*key).orderBy(F.col("partition").desc(), F.col("offset").desc())
     ranked = records.withColumn("_rank", F.row_number().over(newest_first))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
 
@@ -106,7 +112,11 @@ def _window_start(timestamp: Column, window_ms: int) -> Column:
 
 def committed_offsets(log: LogInput) -> DataFrame:
     """The compacted view: the live committed offset of every group, topic and partition."""
-    latest = _latest(_offset_records(_frame(log)), OFFSET_KEY).where(~F.col("tombstone"))
+    return _committed(_frame(log))
+
+
+def _committed(log_df: DataFrame) -> DataFrame:
+    latest = _latest(_offset_records(log_df), OFFSET_KEY).where(~F.col("tombstone"))
     return latest.select(
         *OFFSET_KEY, "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
         F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
@@ -127,7 +137,7 @@ def consumer_lag(log: LogInput, end_offsets: EndOffsets | None = None) -> DataFr
     without an end offset has a null end and lag.
     """
     log_df = _frame(log)
-    committed = committed_offsets(log_df)
+    committed = _committed(log_df)
     joined = committed.join(_ends(log_df, end_offsets), ["topic", "topic_partition"], "left")
     return joined.select(
         *OFFSET_KEY,
@@ -230,7 +240,7 @@ def lag_over_time(
         summary = _summary_for(log, window_ms)
         grid = _window_grid(summary, _end_history(summary, None), window_ms)
         return _lag_over_time_of_summary(summary, grid, window_ms)
-    log_df = log
+    log_df = _frame(log)
     history = _end_history(log_df, end_offsets)
     grid = _window_grid(log_df, history, window_ms)
     if end_offsets is None or not is_history(end_offsets):
@@ -335,7 +345,7 @@ def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
             F.col("partitions").cast("long").alias("partitions"),
         )
     else:
-        commits = _offset_records(log).where(~F.col("tombstone"))
+        commits = _offset_records(_frame(log)).where(~F.col("tombstone"))
         start = _window_start(F.col("batch_timestamp"), window_ms)
         counted = commits.groupBy("group_id", start.alias("window_start_ms")).agg(
             F.count(F.lit(1)).alias("offset_commits"),

@@ -88,7 +88,8 @@ def test_group_metadata_row() -> None:
         "partition": 2, "offset": 5, "batch_timestamp": T0 + 1, "record_type": GROUP_METADATA,
         "group_id": "g", "topic": None, "topic_partition": None, **NONE_COMMIT_FIELDS,
         "generation": 4, "protocol_type": "consumer", "protocol": "range", "leader": "m0",
-        "member_count": 3, "state_timestamp": T0, "tombstone": False, **NONE_CONSUMER_FIELDS, **NONE_STATE_FIELDS,
+        "member_count": 3, "state_timestamp": T0, "tombstone": False,
+        **NONE_CONSUMER_FIELDS, **NONE_STATE_FIELDS,
     }
 
 
