@@ -25,7 +25,10 @@ Why a marker rather than the switch record: the switch is in p's log, and no ord
 p's offsets to t's; their batch times come from two clocks. The marker is in t's own log,
 so the rule needs nothing but each partition's own records: exact, and cheap.
 - `owned_table` applies it to one whole partition's rows in Arrow, where a summarized read
-  already holds them (`reader.summarized_batches`): no extra read.
+  already holds them (`reader.summarized_batches`): no extra read. A summary sums each
+  partition's changes of a group's lag, so the copies are not thrown away there: they
+  are each moved key's state before the target's first record of it (`split_admitted`),
+  and the source's last state plus the target's changes from it is the group's lag.
 - `owned_records` applies it to a log DataFrame: the markers (a few rows per partition)
   are found by a small aggregate and broadcast to every task, so the log is scanned once
   more for them unless the caller cached it (as the CLI does). No row comes to the driver.
@@ -65,6 +68,14 @@ def owned_records(log_df: DataFrame) -> DataFrame:
 def owned_table(table: pa.Table) -> pa.Table:
     """The rows of one whole partition's `table` (its every record, `rows.arrow_schema()`) less
     the admitted copies (module rule)."""
+    return split_admitted(table)[0]
+
+
+def split_admitted(table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """`owned_table(table)`, and the admitted copies it drops, in offset order (None: none).
+
+    A summarized read gives the copies to `summary.summarize` as the moved keys' state before
+    this partition's first record of them: the state their source's rows end with."""
     import pyarrow.compute as pc
 
     from coordinator.handoff import ADMIT_KIND  # here: the executors' workers load it only to use it
@@ -73,6 +84,7 @@ def owned_table(table: pa.Table) -> pa.Table:
     is_marker = pc.and_(is_service, pc.equal(table["state_kind"], ADMIT_KIND))
     last_marker = pc.max(pc.filter(table["offset"], pc.fill_null(is_marker, False))).as_py()
     if last_marker is None:
-        return table
-    copy = pc.and_(pc.invert(is_service), pc.less(table["offset"], last_marker))
-    return table.filter(pc.invert(pc.fill_null(copy, False)))
+        return table, None
+    copy = pc.fill_null(pc.and_(pc.invert(is_service), pc.less(table["offset"], last_marker)), False)
+    copies = table.filter(copy)
+    return table.filter(pc.invert(copy)), copies.take(pc.sort_indices(copies["offset"]))

@@ -23,7 +23,7 @@ from coordinator.shard import Shard
 from spark_bridge import jobs
 from spark_bridge.ownership import owned_table
 from spark_bridge.reader import read_log_batches, read_offsets_log, read_summarized_log
-from spark_bridge.rows import COLUMN_NAMES, arrow_schema
+from spark_bridge.rows import arrow_schema
 
 from tests.core.harness import Harness
 from tests.core.test_handoff import groups_on
@@ -158,6 +158,10 @@ def test_every_job_over_the_moved_log_equals_the_reference(spark: Any, logs: tup
 @pytest.mark.spark
 def test_a_summarized_read_drops_the_copies_too(spark: Any, logs: tuple[Path, Path]) -> None:
     moved, reference = (read_summarized_log(spark, d, MINUTE) for d in logs)
-    for job in (jobs.committed_offsets, lambda log: jobs.commit_rate(log, MINUTE)):
+    for job in (
+        jobs.committed_offsets, lambda log: jobs.commit_rate(log, MINUTE),
+        lambda log: jobs.lag_over_time(log, None, MINUTE),  # each key's state counted once
+    ):
         assert without_log_position(job(moved)) == without_log_position(job(reference))
-    assert COLUMN_NAMES[-2:] == ("state_kind", "state_data")
+    lag = without_log_position(jobs.lag_over_time(moved, None, MINUTE))
+    assert [r[2] for r in lag if r[0] == MOVE] == [28, 23, 2, 2]  # ends: the highest commits
