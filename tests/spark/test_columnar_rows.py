@@ -101,8 +101,9 @@ def commit(group_id: str, topic: str, partition: int, offset: int, *, epoch: int
     return Record(OffsetCommitKey(group_id, topic, partition), value)
 
 
-def random_batch(rng: random.Random, i: int) -> list[Record]:
-    """Mostly commits of a few groups, with every variation of their fields, now and then the rest."""
+def random_batch(rng: random.Random, i: int, service_state: bool = False) -> list[Record]:
+    """Mostly commits of a few groups, with every variation of their fields, now and then the rest
+    (with `service_state`, the handoff's entries too)."""
     records = []
     for j in range(rng.randint(1, 12)):
         g = f"group-{rng.randint(0, 5)}"
@@ -121,7 +122,7 @@ def random_batch(rng: random.Random, i: int) -> list[Record]:
             records.append(group_tombstone(g))
     if i % 17 == 0:
         records += consumer_group_kinds(f"cg-{i % 3}", i + 1)
-    if i % 23 == 5:  # the handoff's entries and a service state tombstone: the row path's rows
+    if service_state and i % 23 == 5:  # the handoff's entries and a service state tombstone
         records += [Record(ROUTING_KEY, ServiceStateValue(f"{i};4;2;0".encode())),
                     Record(ADMIT_KEY, ServiceStateValue(b"")), Record(ServiceStateKey("topic", g), None)]
     return records
@@ -133,7 +134,7 @@ def write_generated(
     rng = random.Random(seed)
     log = PartitionLog.open(directory, EPOCH, config)
     for i in range(batches):
-        log.append(random_batch(rng, i), EPOCH, T0 + i)
+        log.append(random_batch(rng, i, service_state=True), EPOCH, T0 + i)
     log.sync()
     return log
 
