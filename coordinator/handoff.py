@@ -126,14 +126,16 @@ def group_records(shard: Shard, group_id: str) -> list[Record]:
     return out
 
 
-def admit_groups(shard: Shard, admitted: list[Record]) -> None:
+def admit_groups(shard: Shard, admitted: list[Record]) -> int:
     """Write another partition's groups as this shard's own and start their timers (step 3).
 
     Whatever this shard held of an admitted group before (an earlier handoff that was
-    abandoned) is deleted first, so the group is exactly what its source exported."""
+    abandoned) is deleted first, so the group is exactly what its source exported.
+    Returns how many records it wrote."""
     ids = list(dict.fromkeys(record.key.group_id for record in admitted))
+    written = len(admitted)
     for group_id in ids:
-        _forget_durably(shard, group_id)
+        written += _forget_durably(shard, group_id)
     for record in admitted:
         key = record.key
         if type(key) is OffsetCommitKey:
@@ -142,20 +144,29 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> None:
             shard.write(record)
     for group_id in ids:
         _start_timers(shard, group_id)
+    return written
 
 
-def _forget_durably(shard: Shard, group_id: str) -> None:
+def _forget_durably(shard: Shard, group_id: str) -> int:
+    """Delete what this shard holds of `group_id`; how many records that wrote."""
+    written = 0
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
-        for record in records.group_tombstone_records(consumer):
+        tombstones = records.group_tombstone_records(consumer)
+        for record in tombstones:
             shard.write(record)
+        written += len(tombstones)
     group = shard.groups.get(group_id)
     if group is not None:
-        for key in list(group.offsets):
+        keys = list(group.offsets)
+        for key in keys:
             shard.write_offset(key, None)
+        written += len(keys)
         if group.generation_id > 0:
             shard.write(Record(GroupMetadataKey(group_id), None))
+            written += 1
         shard.groups.pop(group_id, None)
+    return written
 
 
 def _start_timers(shard: Shard, group_id: str) -> None:
@@ -197,10 +208,10 @@ def abort_handoff(shard: Shard, routing: Routing | None) -> None:
 # groups on every replica and after every reload; it is the handoff's commit point.
 ROUTING_KIND = "routing"
 ROUTING_KEY = ServiceStateKey(ROUTING_KIND, "")
-# A target's own entry, written after each admit's records: every group record before it in
-# this log is a copy of a group this partition did not own yet (a new partition owns nothing
-# before its source switches). Analytics drop those copies by it (spark_bridge/ownership.py);
-# replay keeps it as opaque service state.
+# A target's own entry, written right after each admit's records: "version;count", the
+# repartition's version and how many records the admit wrote, so the `count` records before
+# it in this log are copies of groups this partition did not own yet. Analytics tell them
+# from its own records by it (spark_bridge/ownership.py); replay keeps it as opaque state.
 ADMIT_KIND = "admitted"
 ADMIT_KEY = ServiceStateKey(ADMIT_KIND, "")
 
@@ -233,9 +244,10 @@ def export_step(shard: Shard, routing: Routing, token: Any) -> None:
     shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=len(moved)))
 
 
-def admit_step(shard: Shard, admitted: list[Record], token: Any) -> None:
-    admit_groups(shard, admitted)
-    shard.write(Record(ADMIT_KEY, ServiceStateValue(b"")))
+def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 0) -> None:
+    """Admit another partition's groups (`version`: the repartition's), then the marker."""
+    written = admit_groups(shard, admitted)
+    shard.write(Record(ADMIT_KEY, ServiceStateValue(f"{version};{written}".encode("ascii"))))
     groups = len({record.key.group_id for record in admitted})
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=groups))
 
