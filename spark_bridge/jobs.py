@@ -3,18 +3,16 @@
 Owns the meaning of every analytics table. Each job takes the DataFrame of
 `reader.read_offsets_log` (columns of `rows.COLUMNS`) and returns a lazy
 DataFrame, so user Spark code can filter, join or save it further. Rules:
-- A group's records are those of the partitions that owned it when they
-  were written (`spark_bridge.ownership`): every job reads a DataFrame
-  through `ownership.owned_records` (a summarized read applied the same rule
-  in its tasks), so a group moved by a repartition counts once, as if it
-  had never moved.
+- A group's records belong to the partition that owned it when they were
+  written (`spark_bridge.ownership`, which marks the rows `_copy` and `_era`):
+  history jobs (rates, rebalances) skip the admitted copies, so a group moved
+  by a repartition counts once, as if it had never moved.
 - Replay semantics, as `log.loader` applies them: per key (group, topic,
-  partition for offsets; group for metadata) the newest record wins and a
-  tombstone deletes the key. A group's owners are ever higher-numbered
-  partitions (`ownership`), so its records' (partition, offset) orders them.
+  partition for offsets; group for metadata) the newest record by
+  (`_era`, offset) wins and a tombstone deletes the key.
   A compacted log gives the same answers as the full one, except for
   history jobs (rates, rebalances) over records compaction removed.
-- A group's history is in log order, (partition, offset). The rebalance history reads both
+- A group's history is in log order, (`_era`, partition, offset). The rebalance history reads both
   group types (classic GroupMetadata; KIP-848's ConsumerGroupMetadata,
   member metadata and target assignment metadata) as one history per group
   id, since a group converts between the types online; `group_type` tells
@@ -49,7 +47,7 @@ from spark_bridge.end_offsets import (
     history_frame,
     is_history,
 )
-from spark_bridge.ownership import owned_records
+from spark_bridge.ownership import COPY, ERA, annotate
 from spark_bridge.rows import (
     CLASSIC_GROUP_TYPE,
     CONSUMER_GROUP_METADATA,
@@ -76,8 +74,13 @@ LogInput = DataFrame | SummarizedLog
 
 
 def _frame(log: LogInput) -> DataFrame:
-    """The rows a job reads: a summarized read's (owned already), or the owned records of a log."""
-    return log.frame if isinstance(log, SummarizedLog) else owned_records(log)
+    """The rows a job reads, with `ownership`'s columns."""
+    return annotate(log.frame if isinstance(log, SummarizedLog) else log)
+
+
+def _history(log_df: DataFrame) -> DataFrame:
+    """The rows a history job reads: no admitted copies."""
+    return log_df.where(~F.col(COPY))
 
 
 def _summary_for(log: SummarizedLog, window_ms: int) -> DataFrame:
@@ -100,7 +103,7 @@ def _group_records(log_df: DataFrame) -> DataFrame:
 
 def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
     """The newest record of each key, tombstones included."""
-    newest_first = Window.partitionBy(*key).orderBy(F.col("partition").desc(), F.col("offset").desc())
+    newest_first = Window.partitionBy(*key).orderBy(F.col(ERA).desc(), F.col("offset").desc())
     ranked = records.withColumn("_rank", F.row_number().over(newest_first))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
 
@@ -240,7 +243,7 @@ def lag_over_time(
         summary = _summary_for(log, window_ms)
         grid = _window_grid(summary, _end_history(summary, None), window_ms)
         return _lag_over_time_of_summary(summary, grid, window_ms)
-    log_df = _frame(log)
+    log_df = log
     history = _end_history(log_df, end_offsets)
     grid = _window_grid(log_df, history, window_ms)
     if end_offsets is None or not is_history(end_offsets):
@@ -345,7 +348,7 @@ def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
             F.col("partitions").cast("long").alias("partitions"),
         )
     else:
-        commits = _offset_records(_frame(log)).where(~F.col("tombstone"))
+        commits = _offset_records(_history(_frame(log))).where(~F.col("tombstone"))
         start = _window_start(F.col("batch_timestamp"), window_ms)
         counted = commits.groupBy("group_id", start.alias("window_start_ms")).agg(
             F.count(F.lit(1)).alias("offset_commits"),
@@ -359,7 +362,7 @@ def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
 
 
 def _in_log_order(*key: str) -> WindowSpec:
-    return Window.partitionBy(*key).orderBy("partition", "offset")
+    return Window.partitionBy(*key).orderBy(ERA, "partition", "offset")
 
 
 def _group_epoch_records(log_df: DataFrame) -> DataFrame:
@@ -414,7 +417,7 @@ def rebalance_history(log: LogInput) -> DataFrame:
     generation usually carries over), and `previous_*` columns refer to the previous row of
     either type.
     """
-    log_df = _frame(log)
+    log_df = _history(_frame(log))
     events = _group_epoch_records(log_df).unionByName(_member_changes(log_df), allowMissingColumns=True)
     is_target = F.col("record_type") == CONSUMER_TARGET_ASSIGNMENT_METADATA
     targets = log_df.where(is_target & ~F.col("tombstone"))

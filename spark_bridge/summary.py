@@ -70,7 +70,8 @@ def summarize(table: pa.Table, window_ms: int, baseline: pa.Table | None = None)
     `baseline`: records (in offset order) that are no rows of their own but each key's state
     before `table`'s first record of it: a moved group's admitted copies
     (`spark_bridge.ownership`), so the key's changes here start from the state its source
-    holds, and the source's and this partition's changes sum to the group's."""
+    holds, and the source's and this partition's changes sum to the group's. They are
+    kept as records too (after `table`'s), for the current state."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -88,6 +89,8 @@ def summarize(table: pa.Table, window_ms: int, baseline: pa.Table | None = None)
         kept = np.union1d(kept, commits.rows[commits.kept_records()])  # the table's order
         parts = [commits.window_rows(schema), commits.live_rows(schema)]
     records = table.take(kept)
+    if baseline is not None:
+        records = pa.concat_tables([records, baseline.cast(records.schema)])
     nulls = [pa.nulls(len(records), schema.field(name).type) for name, _ in SUMMARY_COLUMNS]
     records = pa.Table.from_arrays([*records.columns, *nulls], schema=schema)
     return pa.concat_tables([records, *parts])

@@ -20,10 +20,11 @@ from pyspark.sql import DataFrame
 from coordinator import handoff
 from coordinator.routing import Routing
 from coordinator.shard import Shard
+from log.columnar import rows_batch
 from spark_bridge import jobs
-from spark_bridge.ownership import owned_table
+from spark_bridge.ownership import parse_admit, split_admitted
 from spark_bridge.reader import read_log_batches, read_offsets_log, read_summarized_log
-from spark_bridge.rows import arrow_schema
+from spark_bridge.rows import arrow_schema, record_to_row
 
 from tests.core.harness import Harness
 from tests.core.test_handoff import groups_on
@@ -78,13 +79,13 @@ def histories() -> tuple[list[Batch], list[Batch]]:
             before.at(6_000 + i, lambda h, i=i: h.commit(STAY, {("orders", 0): i}))
         before.at(30_000, lambda h: h.commit(MOVE, {("orders", 0): 12}))
     first = source.step(MINUTE + 1_000, lambda s, t: handoff.export_step(s, GROWN, t))
-    target.step(MINUTE + 1_500, lambda s, t: handoff.admit_step(s, first.exported[2], t))
+    target.step(MINUTE + 1_500, lambda s, t: handoff.admit_step(s, first.exported[2], t, 1))
     source.step(MINUTE + 2_000, handoff.abort_step)  # abandoned: the target's copies are stale
     for before in (source, alone):
         before.at(MINUTE + 3_000, lambda h: h.commit(MOVE, {("orders", 1): 25}))
         before.at(MINUTE + 4_000, lambda h: h.commit(STAY, {("orders", 0): 30}))
     second = source.step(2 * MINUTE + 1_000, lambda s, t: handoff.export_step(s, GROWN, t))
-    target.step(2 * MINUTE + 1_500, lambda s, t: handoff.admit_step(s, second.exported[2], t))
+    target.step(2 * MINUTE + 1_500, lambda s, t: handoff.admit_step(s, second.exported[2], t, 1))
     source.step(2 * MINUTE + 2_000, lambda s, t: handoff.switch_step(s, GROWN, t))
     handoff.route_step(target.h.shard, GROWN)
     for after, stay in ((target, source), (alone, alone)):
@@ -116,11 +117,31 @@ def test_the_target_keeps_only_what_it_wrote_as_owner(logs: tuple[Path, Path]) -
     own = [(offset, group) for offset, group, _ in rows if offset > markers[-1]]
     assert own and {group for _, group in own} == {MOVE}
 
-    kept = owned_table(target)
+    kept, copies = split_admitted(target)
     assert [(o, g) for o, g in zip(column(kept, "offset"), column(kept, "group_id")) if g] == own
-    assert column(kept, "state_kind").count(handoff.ADMIT_KIND) == 2
+    assert copies is not None
+    assert column(copies, "offset") == sorted(o for o, g, _ in rows if g and o < markers[-1])
     source = table.filter(pa.compute.equal(table["partition"], 0))
-    assert owned_table(source).equals(source), "a partition without a marker keeps every row"
+    assert split_admitted(source) == (source, None), "a partition without a marker keeps every row"
+
+
+def test_an_old_partition_that_admits_keeps_its_own_records_before_the_admit() -> None:
+    """Shrinking merges groups into a partition that owns groups of its own."""
+    batches: list[Batch] = []
+    merged, retired = Partition(0, batches), Partition(1, [])
+    merged.at(1_000, lambda h: h.commit(STAY, {("orders", 0): 1}))
+    retired.at(1_000, lambda h: h.commit(MOVE, {("orders", 0): 7}))
+    exported = handoff.group_records(retired.h.shard, MOVE)
+    merged.step(2_000, lambda s, t: handoff.admit_step(s, exported, t, 2))
+    merged.at(3_000, lambda h: h.commit(STAY, {("orders", 0): 2}))
+    rows = [record_to_row(0, offset, at, record) for offset, (at, record) in enumerate(
+        (at, record) for _, at, records in batches for record in records
+    )]
+    table = rows_batch(rows, arrow_schema())
+    kept, copies = split_admitted(pa.Table.from_batches([table]))
+    assert copies is not None and column(copies, "group_id") == [MOVE]
+    assert [g for g in column(kept, "group_id") if g] == [STAY, STAY]
+    assert parse_admit(0, 2, column(kept, "state_data")[1]).version == 2
 
 
 def without_log_position(frame: DataFrame) -> list[tuple[Any, ...]]:
