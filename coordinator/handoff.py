@@ -26,7 +26,9 @@ watermark, and a step that writes is refused below min ISR):
    in replay order (classic metadata or KIP-848's records with its exact epochs, regular
    expressions, committed offsets with their metadata and timestamps).
 2. `admit_step` at each target: the records written as its own (whatever it held of
-   those groups deleted first) and their timers started as a load does.
+   those groups deleted first) and their timers started as a load does, then its
+   marker (`ADMIT_KEY`, `version;count`: the analytics tell the copies from the
+   target's own records by it, spark_bridge/ownership.py).
 3. `switch_step` at the source, the commit point: a `routing` record in its own log
    (replayed by every replica and every reload, `replay_switch`), accepted only from the
    leader that froze and exported the groups; the moved groups are forgotten
@@ -127,14 +129,16 @@ def group_records(shard: Shard, group_id: str) -> list[Record]:
     return out
 
 
-def admit_groups(shard: Shard, admitted: list[Record]) -> None:
+def admit_groups(shard: Shard, admitted: list[Record]) -> int:
     """Write another partition's groups as this shard's own and start their timers (step 3).
 
     Whatever this shard held of an admitted group before (an earlier handoff that was
-    abandoned) is deleted first, so the group is exactly what its source exported."""
+    abandoned) is deleted first, so the group is exactly what its source exported.
+    Returns how many records it wrote."""
     ids = list(dict.fromkeys(record.key.group_id for record in admitted))
+    written = len(admitted)
     for group_id in ids:
-        _forget_durably(shard, group_id)
+        written += _forget_durably(shard, group_id)
     for record in admitted:
         key = record.key
         if type(key) is OffsetCommitKey:
@@ -143,20 +147,29 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> None:
             shard.write(record)
     for group_id in ids:
         _start_timers(shard, group_id)
+    return written
 
 
-def _forget_durably(shard: Shard, group_id: str) -> None:
+def _forget_durably(shard: Shard, group_id: str) -> int:
+    """Delete what this shard holds of `group_id`; how many records that wrote."""
+    written = 0
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
-        for record in records.group_tombstone_records(consumer):
+        tombstones = records.group_tombstone_records(consumer)
+        for record in tombstones:
             shard.write(record)
+        written += len(tombstones)
     group = shard.groups.get(group_id)
     if group is not None:
-        for key in list(group.offsets):
+        keys = list(group.offsets)
+        for key in keys:
             shard.write_offset(key, None)
+        written += len(keys)
         if group.generation_id > 0:
             shard.write(Record(GroupMetadataKey(group_id), None))
+            written += 1
         shard.groups.pop(group_id, None)
+    return written
 
 
 def _start_timers(shard: Shard, group_id: str) -> None:
@@ -199,6 +212,12 @@ def abort_handoff(shard: Shard, routing: Routing | None) -> None:
 # groups on every replica and after every reload; it is the handoff's commit point.
 ROUTING_KIND = "routing"
 ROUTING_KEY = ServiceStateKey(ROUTING_KIND, "")
+# A target's own entry, written right after each admit's records: "version;count", the
+# repartition's version and how many records the admit wrote, so the `count` records before
+# it in this log are copies of groups this partition did not own yet. Analytics tell them
+# from its own records by it (spark_bridge/ownership.py); replay keeps it as opaque state.
+ADMIT_KIND = "admitted"
+ADMIT_KEY = ServiceStateKey(ADMIT_KIND, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +266,10 @@ def export_step(
     shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page))
 
 
-def admit_step(shard: Shard, admitted: list[Record], token: Any) -> None:
-    admit_groups(shard, admitted)
+def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 0) -> None:
+    """Admit another partition's groups (`version`: the repartition's), then the marker."""
+    written = admit_groups(shard, admitted)
+    shard.write(Record(ADMIT_KEY, ServiceStateValue(f"{version};{written}".encode("ascii"))))
     groups = len({record.key.group_id for record in admitted})
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=groups))
 

@@ -3,14 +3,16 @@
 Owns the meaning of every analytics table. Each job takes the DataFrame of
 `reader.read_offsets_log` (columns of `rows.COLUMNS`) and returns a lazy
 DataFrame, so user Spark code can filter, join or save it further. Rules:
+- A group's records belong to the partition that owned it when they were
+  written (`spark_bridge.ownership`, which marks the rows `_copy` and `_era`):
+  history jobs (rates, rebalances) skip the admitted copies, so a group moved
+  by a repartition counts once, as if it had never moved.
 - Replay semantics, as `log.loader` applies them: per key (group, topic,
-  partition for offsets; group for metadata) the record with the highest
-  offset wins and a tombstone deletes the key. A key lives in one offsets
-  partition (groups are routed by id), so its offsets order its records.
+  partition for offsets; group for metadata) the newest record by
+  (`_era`, offset) wins and a tombstone deletes the key.
   A compacted log gives the same answers as the full one, except for
   history jobs (rates, rebalances) over records compaction removed.
-- A group's history is in log order, (partition, offset): a group's records
-  all live in its one offsets partition. The rebalance history reads both
+- A group's history is in log order, (`_era`, partition, offset). The rebalance history reads both
   group types (classic GroupMetadata; KIP-848's ConsumerGroupMetadata,
   member metadata and target assignment metadata) as one history per group
   id, since a group converts between the types online; `group_type` tells
@@ -49,6 +51,7 @@ from spark_bridge.end_offsets import (
     is_history,
 )
 from spark_bridge.lag_columns import lag_column
+from spark_bridge.ownership import COPY, ERA, annotate
 from spark_bridge.rows import (
     CLASSIC_GROUP_TYPE,
     CONSUMER_GROUP_METADATA,
@@ -75,7 +78,13 @@ LogInput = DataFrame | SummarizedLog
 
 
 def _frame(log: LogInput) -> DataFrame:
-    return log.frame if isinstance(log, SummarizedLog) else log
+    """The rows a job reads, with `ownership`'s columns."""
+    return annotate(log.frame if isinstance(log, SummarizedLog) else log)
+
+
+def _history(log_df: DataFrame) -> DataFrame:
+    """The rows a history job reads: no admitted copies."""
+    return log_df.where(~F.col(COPY))
 
 
 def _summary_for(log: SummarizedLog, window_ms: int) -> DataFrame:
@@ -98,7 +107,7 @@ def _group_records(log_df: DataFrame) -> DataFrame:
 
 def _latest(records: DataFrame, key: tuple[str, ...]) -> DataFrame:
     """The newest record of each key, tombstones included."""
-    newest_first = Window.partitionBy(*key).orderBy(F.col("offset").desc())
+    newest_first = Window.partitionBy(*key).orderBy(F.col(ERA).desc(), F.col("offset").desc())
     ranked = records.withColumn("_rank", F.row_number().over(newest_first))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
 
@@ -110,7 +119,11 @@ def _window_start(timestamp: Column, window_ms: int) -> Column:
 
 def committed_offsets(log: LogInput) -> DataFrame:
     """The compacted view: the live committed offset of every group, topic and partition."""
-    latest = _latest(_offset_records(_frame(log)), OFFSET_KEY).where(~F.col("tombstone"))
+    return _committed(_frame(log))
+
+
+def _committed(log_df: DataFrame) -> DataFrame:
+    latest = _latest(_offset_records(log_df), OFFSET_KEY).where(~F.col("tombstone"))
     return latest.select(
         *OFFSET_KEY, "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
         F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
@@ -132,7 +145,7 @@ def consumer_lag(log: LogInput, end_offsets: EndOffsets | None = None) -> DataFr
     without an end offset has a null end and lag.
     """
     log_df = _frame(log)
-    committed = committed_offsets(log_df)
+    committed = _committed(log_df)
     joined = committed.join(_ends(log_df, end_offsets), ["topic", "topic_partition"], "left")
     return joined.select(
         *OFFSET_KEY,
@@ -341,7 +354,7 @@ def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
             F.col("partitions").cast("long").alias("partitions"),
         )
     else:
-        commits = _offset_records(log).where(~F.col("tombstone"))
+        commits = _offset_records(_history(_frame(log))).where(~F.col("tombstone"))
         start = _window_start(F.col("batch_timestamp"), window_ms)
         counted = commits.groupBy("group_id", start.alias("window_start_ms")).agg(
             F.count(F.lit(1)).alias("offset_commits"),
@@ -355,7 +368,7 @@ def commit_rate(log: LogInput, window_ms: int = DEFAULT_WINDOW_MS) -> DataFrame:
 
 
 def _in_log_order(*key: str) -> WindowSpec:
-    return Window.partitionBy(*key).orderBy("partition", "offset")
+    return Window.partitionBy(*key).orderBy(ERA, "partition", "offset")
 
 
 def _group_epoch_records(log_df: DataFrame) -> DataFrame:
@@ -410,7 +423,7 @@ def rebalance_history(log: LogInput) -> DataFrame:
     generation usually carries over), and `previous_*` columns refer to the previous row of
     either type.
     """
-    log_df = _frame(log)
+    log_df = _history(_frame(log))
     events = _group_epoch_records(log_df).unionByName(_member_changes(log_df), allowMissingColumns=True)
     is_target = F.col("record_type") == CONSUMER_TARGET_ASSIGNMENT_METADATA
     targets = log_df.where(is_target & ~F.col("tombstone"))

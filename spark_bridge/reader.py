@@ -19,8 +19,10 @@ for small logs and tests, into rows on the driver). Rules:
   and the driver-side reader for small logs and tests).
 - A summarized read (`read_summarized_log`, `spark_bridge.summary`) runs one
   task per partition instead, reading all of its segments in order: its
-  summary needs every record of a group, and a group lives in one partition.
-  Bad input fails it as it fails the plain read (the same decoder).
+  summary needs every record of a group, and a group lives in one partition
+  (once its admitted copies are set apart: `ownership.split_admitted`, the
+  same rule the jobs apply to a plain read). Bad input fails it as it fails the
+  plain read (the same decoder).
 - A prefetched summarized read (`prefetch_summarized_log`, what the CLI
   does on RayDP) runs the same summary in one Ray task on this node, started
   before Spark is: it decodes while RayDP starts (8 s of a 10 M-record read
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from log.columnar import RowModel, arrow_batches
 from log.reader import LogReader
+from spark_bridge.ownership import split_admitted
 from spark_bridge.rows import COLUMNS, LogRow, arrow_schema, ipc_stream, record_to_row, row_model
 from spark_bridge.summary import SUMMARIZED_COLUMNS, check_window, summarize
 
@@ -127,7 +130,7 @@ def log_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> StructType:
 
     spark_types = {
         "int": types.IntegerType(), "long": types.LongType(), "string": types.StringType(),
-        "boolean": types.BooleanType(),
+        "boolean": types.BooleanType(), "binary": types.BinaryType(),
     }
     return types.StructType([types.StructField(name, spark_types[kind], True) for name, kind in columns])
 
@@ -217,8 +220,8 @@ def summarized_batches(batches: Iterable[pa.RecordBatch], window_ms: int) -> Ite
     """A whole partition's rows (`batches`, in offset order) summarized by `window_ms` windows."""
     import pyarrow as pa
 
-    table = pa.Table.from_batches(list(batches), arrow_schema())
-    yield from summarize(table, window_ms).to_batches()
+    table, admitted = split_admitted(pa.Table.from_batches(list(batches), arrow_schema()))
+    yield from summarize(table, window_ms, admitted).to_batches()
 
 
 class PrefetchedSummary(NamedTuple):

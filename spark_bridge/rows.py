@@ -20,6 +20,10 @@ the driver-side reader and the tests. Rules:
   of their fields (subscriptions, assignments) have no columns. Offset
   commits and classic group metadata leave these three columns None, and
   jobs select records by `record_type`.
+- Service state records fill `state_kind` (their key's kind: "topic",
+  "routing", "admitted", ...) and `state_data` (the value's bytes, None for
+  a tombstone); every other record leaves both None. The analytics read the
+  handoff's entries from them (`spark_bridge.ownership`).
 - New columns go at the end of `COLUMNS`, so a row's existing positions
   never move.
 - Kafka's "none" sentinels (-1 leader epoch, -1 expire timestamp) become
@@ -111,6 +115,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("member_id", "string"),
     ("member_epoch", "int"),
     ("assignment_epoch", "int"),
+    ("state_kind", "string"),
+    ("state_data", "binary"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 
@@ -121,6 +127,8 @@ _NO_GROUP_FIELDS = (None,) * 6
 _NO_COMMIT_FIELDS = (None,) * 5
 # member_id, member_epoch, assignment_epoch: only consumer group records have them.
 _NO_CONSUMER_FIELDS = (None,) * 3
+# state_kind, state_data: only service state records have them.
+_NO_STATE_FIELDS = (None,) * 2
 _MEMBER_KEYS = frozenset({
     ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -141,7 +149,8 @@ def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: 
         return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key, value)
     if type(key) is ServiceStateKey:
         head = (partition, offset, batch_timestamp_ms, SERVICE_STATE, None, None, None)
-        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (value is None,) + _NO_CONSUMER_FIELDS
+        state = (key.kind, None if value is None else value.data)
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (value is None,) + _NO_CONSUMER_FIELDS + state
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -150,11 +159,11 @@ def _offset_commit_row(
 ) -> LogRow:
     head = (partition, offset, batch_ms, OFFSET_COMMIT, key.group_id, key.topic, key.partition)
     if value is None:
-        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS + _NO_STATE_FIELDS
     epoch = None if value.leader_epoch == NO_LEADER_EPOCH else value.leader_epoch
     expire = None if value.expire_timestamp_ms == NO_TIMESTAMP else value.expire_timestamp_ms
     fields = (value.offset, epoch, value.metadata, value.commit_timestamp_ms, expire)
-    return head + fields + _NO_GROUP_FIELDS + (False,) + _NO_CONSUMER_FIELDS
+    return head + fields + _NO_GROUP_FIELDS + (False,) + _NO_CONSUMER_FIELDS + _NO_STATE_FIELDS
 
 
 def _group_row(
@@ -162,12 +171,12 @@ def _group_row(
 ) -> LogRow:
     head = (partition, offset, batch_ms, GROUP_METADATA, key.group_id, None, None)
     if value is None:
-        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS
+        return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (True,) + _NO_CONSUMER_FIELDS + _NO_STATE_FIELDS
     fields = (
         value.generation, value.protocol_type, value.protocol, value.leader, len(value.members),
         value.current_state_timestamp_ms,
     )
-    return head + _NO_COMMIT_FIELDS + fields + (False,) + _NO_CONSUMER_FIELDS
+    return head + _NO_COMMIT_FIELDS + fields + (False,) + _NO_CONSUMER_FIELDS + _NO_STATE_FIELDS
 
 
 def _consumer_group_row(
@@ -185,6 +194,7 @@ def _consumer_group_row(
     )
     return (
         head + _NO_COMMIT_FIELDS + group_fields + (value is None, member_id, member_epoch, assignment_epoch)
+        + _NO_STATE_FIELDS
     )
 
 
@@ -197,7 +207,10 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] = COLUMNS) -> pa.Schema:
     """The Arrow schema of `columns` (the log's rows; Spark reads it as `reader.log_schema()`)."""
     import pyarrow as pa
 
-    types = {"int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
+    types = {
+        "int": pa.int32(), "long": pa.int64(), "string": pa.string(), "boolean": pa.bool_(),
+        "binary": pa.binary(),
+    }
     return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind in columns])
 
 

@@ -63,9 +63,15 @@ def check_window(window_ms: int) -> None:
         raise ValueError(f"window_ms must be >= 1 (an int of milliseconds), got {window_ms!r}")
 
 
-def summarize(table: pa.Table, window_ms: int) -> pa.Table:
+def summarize(table: pa.Table, window_ms: int, baseline: pa.Table | None = None) -> pa.Table:
     """The summarized rows (module rules) of `table`, every record of one offsets partition:
-    the records kept, in the table's order, then the summary rows."""
+    the records kept, in the table's order, then the summary rows.
+
+    `baseline`: records (in offset order) that are no rows of their own but each key's state
+    before `table`'s first record of it: a moved group's admitted copies
+    (`spark_bridge.ownership`), so the key's changes here start from the state its source
+    holds, and the source's and this partition's changes sum to the group's. They are
+    kept as records too (after `table`'s), for the current state."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -76,10 +82,15 @@ def summarize(table: pa.Table, window_ms: int) -> pa.Table:
     kept = np.flatnonzero(~is_commit)
     parts = []
     if len(commit_rows):
-        commits = _Commits(table, commit_rows, window_ms)
+        before = None
+        if baseline is not None:
+            before = baseline.filter(pc.equal(baseline["record_type"], OFFSET_COMMIT))
+        commits = _Commits(table, commit_rows, window_ms, before)
         kept = np.union1d(kept, commits.rows[commits.kept_records()])  # the table's order
         parts = [commits.window_rows(schema), commits.live_rows(schema)]
     records = table.take(kept)
+    if baseline is not None:
+        records = pa.concat_tables([records, baseline.cast(records.schema)])
     nulls = [pa.nulls(len(records), schema.field(name).type) for name, _ in SUMMARY_COLUMNS]
     records = pa.Table.from_arrays([*records.columns, *nulls], schema=schema)
     return pa.concat_tables([records, *parts])
@@ -93,7 +104,9 @@ class _Commits:
     into runs: one run per key and window, its last row the newest by (time, offset).
     Indices below are into `rows`, in offset order."""
 
-    def __init__(self, table: pa.Table, rows: np.ndarray, window_ms: int) -> None:
+    def __init__(
+        self, table: pa.Table, rows: np.ndarray, window_ms: int, baseline: pa.Table | None = None
+    ) -> None:
         # In offset order: a later row is a later record (the decoder may put them otherwise).
         offsets = _ints(table["offset"])[rows]
         reordered = bool(np.any(offsets[1:] < offsets[:-1]))
@@ -103,13 +116,20 @@ class _Commits:
         commits = table.select(list(_READ))
         if reordered or len(rows) < len(table):
             commits = commits.take(rows)
-        ts = self.ts = _ints(commits["batch_timestamp"])
+        count = len(rows)
+        if baseline is not None and len(baseline):  # coded with the commits: one key, one code
+            import pyarrow as pa
+
+            commits = pa.concat_tables([commits, baseline.select(list(_READ)).cast(commits.schema)])
+        self.ts = _ints(commits["batch_timestamp"])
         self.live = ~commits["tombstone"].to_numpy(zero_copy_only=False)
         self.committed = _ints(commits["committed_offset"].fill_null(0))
         self.group = _codes(commits["group_id"])
         topic_partition = _ints(commits["topic_partition"])
         self.partition_key = _pair_codes(_codes(commits["topic"]), topic_partition - topic_partition.min())
         self.key = _pair_codes(self.group, self.partition_key)
+        self._split_baseline(count)
+        ts = self.ts
         self.window = ts - ts % window_ms  # Spark's pmod for a positive divisor
         key_window = _pair_codes(self.key, (self.window - self.window.min()) // window_ms)
         # Stable sorts keep log (offset) order among equals: by time within each key and window.
@@ -120,6 +140,20 @@ class _Commits:
         self.order = order
         self.starts = _run_starts(key_window[order])
         self.newest = order[np.r_[self.starts[1:], len(order)] - 1]
+
+    def _split_baseline(self, count: int) -> None:
+        """Keep the first `count` rows (the commits); the rest, the baseline, become each key's
+        state before its first commit here (`base_live`, `base_value` by key code)."""
+        key = self.key
+        self.base_live = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
+        self.base_value = np.zeros(len(self.base_live), dtype=np.int64)
+        if len(key) > count:
+            base_keys = key[count:][::-1]  # the newest of each key first
+            keys, first = np.unique(base_keys, return_index=True)
+            self.base_live[keys] = self.live[count:][::-1][first]
+            self.base_value[keys] = np.where(self.base_live[keys], self.committed[count:][::-1][first], 0)
+        for name in ("ts", "live", "committed", "group", "partition_key", "key"):
+            setattr(self, name, getattr(self, name)[:count])
 
     def kept_records(self) -> np.ndarray:
         """Rows kept whole: each key's newest by offset, the oldest and newest by time, each
@@ -141,9 +175,10 @@ class _Commits:
         newest = self.newest
         live = self.live[newest]
         value = np.where(live, self.committed[newest], 0)
-        same_key = np.r_[False, self.key[newest][1:] == self.key[newest][:-1]]
-        live_before = np.where(same_key, np.r_[False, live[:-1]], False)
-        value_before = np.where(same_key, np.r_[0, value[:-1]], 0)
+        keys = self.key[newest]
+        same_key = np.r_[False, keys[1:] == keys[:-1]]
+        live_before = np.where(same_key, np.r_[False, live[:-1]], self.base_live[keys])
+        value_before = np.where(same_key, np.r_[0, value[:-1]], self.base_value[keys])
         return live, value, live_before, value_before
 
     def _source(self, indices: np.ndarray, columns: tuple[str, ...]) -> pa.Table:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from coordinator import handoff
@@ -74,7 +75,8 @@ class HandoffPart:
             raise ValueError(f"the exported records do not decode: {exc!r}") from None
         if not records:
             return _plain(HandoffAnswer(Errors.NONE))
-        return _plain(await self._drive(lambda shard, token: handoff.admit_step(shard, records, token), True))
+        step = partial(handoff.admit_step, admitted=records, version=version)
+        return _plain(await self._drive(lambda shard, token: step(shard, token=token), True))
 
     async def switch(self, routing: bytes) -> dict[str, Any]:
         grown = parse_routing(routing)

@@ -68,6 +68,9 @@ def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() 
     assert "admit" not in target.answers
     target.durable()
     assert target.answers["admit"] == HandoffAnswer(Errors.NONE, groups=1)
+    assert target.log[-1].key == handoff.ADMIT_KEY, "the admit ends with its marker (analytics use it)"
+    assert target.log[-1].value.data == f"0;{len(target.log) - 1}".encode(), "version;records written"
+    assert {r.key.group_id for r in target.log[:-1]} == {move}
     assert target.shard.persistent_view()[move] == h.shard.persistent_view()[move]
 
     source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)

@@ -25,6 +25,7 @@ SAMPLES: dict[str, list[Any]] = {
     "int64": [0, -1, 2**63 - 1, -(2**63), None],
     "string": ["", "orders", "grüppe ☃ 𝄞", "x" * 1000, None],
     "bool": [True, False, None, True, False],
+    "binary": [b"", b"1;4;2;0", bytes(range(256)), None, b"\xff"],
 }
 
 
@@ -49,7 +50,7 @@ def check_and_pass_on(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
 def test_every_column_type_round_trips_through_the_jvm(spark: SparkSession) -> None:
     schema = arrow_schema()
-    assert {str(field.type) for field in schema} == {"int32", "int64", "string", "bool"}
+    assert {str(field.type) for field in schema} == {"int32", "int64", "string", "bool", "binary"}
 
     frame = spark.range(1, numPartitions=1).mapInArrow(emit, log_schema())
     again = frame.mapInArrow(check_and_pass_on, log_schema())

@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator.handoff import ADMIT_KEY, ROUTING_KEY
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record, ServiceStateKey, ServiceStateValue
 from log.batch import encode_batch
 from log.codec import encode_payload
 from log.columnar import arrow_batches
@@ -100,8 +101,9 @@ def commit(group_id: str, topic: str, partition: int, offset: int, *, epoch: int
     return Record(OffsetCommitKey(group_id, topic, partition), value)
 
 
-def random_batch(rng: random.Random, i: int) -> list[Record]:
-    """Mostly commits of a few groups, with every variation of their fields, now and then the rest."""
+def random_batch(rng: random.Random, i: int, service_state: bool = False) -> list[Record]:
+    """Mostly commits of a few groups, with every variation of their fields, now and then the rest
+    (with `service_state`, the handoff's entries too)."""
     records = []
     for j in range(rng.randint(1, 12)):
         g = f"group-{rng.randint(0, 5)}"
@@ -120,6 +122,9 @@ def random_batch(rng: random.Random, i: int) -> list[Record]:
             records.append(group_tombstone(g))
     if i % 17 == 0:
         records += consumer_group_kinds(f"cg-{i % 3}", i + 1)
+    if service_state and i % 23 == 5:  # the handoff's entries and a service state tombstone
+        records += [Record(ROUTING_KEY, ServiceStateValue(f"{i};4;2;0".encode())),
+                    Record(ADMIT_KEY, ServiceStateValue(b"")), Record(ServiceStateKey("topic", g), None)]
     return records
 
 
@@ -129,7 +134,7 @@ def write_generated(
     rng = random.Random(seed)
     log = PartitionLog.open(directory, EPOCH, config)
     for i in range(batches):
-        log.append(random_batch(rng, i), EPOCH, T0 + i)
+        log.append(random_batch(rng, i, service_state=True), EPOCH, T0 + i)
     log.sync()
     return log
 
@@ -201,7 +206,8 @@ def test_a_generated_log_of_every_kind_gives_the_row_paths_rows(tmp_path: Path) 
     rows = assert_same_rows(tmp_path)
 
     kinds = {row[COLUMN_NAMES.index("record_type")] for row in rows}
-    assert len(kinds) == 9  # offset commits, group metadata, seven consumer group kinds
+    assert len(kinds) == 10  # offset commits, group metadata, seven consumer group kinds, service state
+    assert {row[COLUMN_NAMES.index("state_kind")] for row in rows} == {None, "routing", "admitted", "topic"}
     assert any(name.endswith(".snapshot") for name in os.listdir(tmp_path / "offsets-1"))
     assert {row[1] for row in rows if row[0] == 3} == {0, 1, 2, 3, 4, 5, 8, 10, 14, 19}
     assert sum(1 for row in rows if row[COLUMN_NAMES.index("tombstone")]) > 10

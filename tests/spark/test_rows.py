@@ -21,6 +21,8 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    ServiceStateKey,
+    ServiceStateValue,
     TopicPartitions,
 )
 from spark_bridge.rows import (
@@ -31,6 +33,7 @@ from spark_bridge.rows import (
     CONSUMER_MEMBER_METADATA,
     GROUP_METADATA,
     OFFSET_COMMIT,
+    SERVICE_STATE,
     record_to_row,
     row_dict,
 )
@@ -44,6 +47,7 @@ NONE_COMMIT_FIELDS = dict.fromkeys(
     ["committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp"]
 )
 NONE_CONSUMER_FIELDS = dict.fromkeys(["member_id", "member_epoch", "assignment_epoch"])
+NONE_STATE_FIELDS = dict.fromkeys(["state_kind", "state_data"])
 
 
 def test_offset_commit_row() -> None:
@@ -54,7 +58,7 @@ def test_offset_commit_row() -> None:
         "partition": 3, "offset": 42, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
         "group_id": "g", "topic": "orders", "topic_partition": 7, "committed_offset": 1234,
         "leader_epoch": 1, "metadata": "meta-1234", "commit_timestamp": T0 - 5, "expire_timestamp": T0 + 99,
-        **NONE_GROUP_FIELDS, "tombstone": False, **NONE_CONSUMER_FIELDS,
+        **NONE_GROUP_FIELDS, "tombstone": False, **NONE_CONSUMER_FIELDS, **NONE_STATE_FIELDS,
     }
 
 
@@ -73,7 +77,7 @@ def test_offset_tombstone_keeps_its_key() -> None:
     assert row == {
         "partition": 1, "offset": 9, "batch_timestamp": T0, "record_type": OFFSET_COMMIT,
         "group_id": "g", "topic": "t", "topic_partition": 2, **NONE_COMMIT_FIELDS, **NONE_GROUP_FIELDS,
-        "tombstone": True, **NONE_CONSUMER_FIELDS,
+        "tombstone": True, **NONE_CONSUMER_FIELDS, **NONE_STATE_FIELDS,
     }
 
 
@@ -84,7 +88,8 @@ def test_group_metadata_row() -> None:
         "partition": 2, "offset": 5, "batch_timestamp": T0 + 1, "record_type": GROUP_METADATA,
         "group_id": "g", "topic": None, "topic_partition": None, **NONE_COMMIT_FIELDS,
         "generation": 4, "protocol_type": "consumer", "protocol": "range", "leader": "m0",
-        "member_count": 3, "state_timestamp": T0, "tombstone": False, **NONE_CONSUMER_FIELDS,
+        "member_count": 3, "state_timestamp": T0, "tombstone": False,
+        **NONE_CONSUMER_FIELDS, **NONE_STATE_FIELDS,
     }
 
 
@@ -179,7 +184,21 @@ def test_new_columns_come_after_the_existing_ones() -> None:
         "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
         "generation", "protocol_type", "protocol", "leader", "member_count", "state_timestamp", "tombstone",
     )
-    assert COLUMNS[19:] == (("member_id", "string"), ("member_epoch", "int"), ("assignment_epoch", "int"))
+    assert COLUMNS[19:] == (
+        ("member_id", "string"), ("member_epoch", "int"), ("assignment_epoch", "int"),
+        ("state_kind", "string"), ("state_data", "binary"),
+    )
+
+
+def test_service_state_rows_carry_their_kind_and_data() -> None:
+    switch = record_to_row(3, 9, T0, Record(ServiceStateKey("routing", ""), ServiceStateValue(b"1;4;2;0")))
+    gone = record_to_row(0, 2, T0, Record(ServiceStateKey("topic", "orders"), None))
+
+    assert (row_dict(switch)["record_type"], row_dict(switch)["group_id"]) == (SERVICE_STATE, None)
+    assert (row_dict(switch)["state_kind"], row_dict(switch)["state_data"]) == ("routing", b"1;4;2;0")
+    assert (row_dict(gone)["state_kind"], row_dict(gone)["state_data"], row_dict(gone)["tombstone"]) == (
+        "topic", None, True,
+    )
 
 
 def test_every_consumer_group_record_type_has_a_distinct_row_kind() -> None:
