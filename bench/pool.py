@@ -164,12 +164,12 @@ def main(argv: list[str] | None = None) -> None:
         source = Source(args.per_record_ms / 1000)
         topic, group = names["pool"]
         pools.append(ConsumerPool(group, [topic], source, cooldown_s=args.cooldown_s,
-                                  scale_up_interval_s=2.0, **common))  # type: ignore[arg-type]
+                                  scale_up_interval_s=2.0, **common))
         topic, group = names["KEDA"]
         keda = KedaPolicy(Target(messages=args.target), 1, PARTITIONS, PARTITIONS,
                           poll_interval_ms=int(30_000 / args.keda_scale),
                           stabilization_ms=int(300_000 / args.keda_scale))
-        pools.append(ConsumerPool(group, [topic], source, policy=keda, **common))  # type: ignore[arg-type]
+        pools.append(ConsumerPool(group, [topic], source, policy=keda, **common))
         for pool in pools:
             pool.start()
         monitor = Monitor(client, [g for _, g in names.values()])

@@ -183,7 +183,7 @@ class PoolMemberLogic:
         return {**self.status(), "commits_made": list(self.commits)}
 
 
-@ray.remote(max_restarts=-1, max_concurrency=4)
+@ray.remote(max_restarts=-1, max_concurrency=4)  # type: ignore[call-overload]
 class PoolMember:
     """The Ray actor hosting a `PoolMemberLogic`; see the module docstring."""
 

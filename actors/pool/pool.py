@@ -196,7 +196,7 @@ class ConsumerPool:
         if not absent:
             return
         starts = client.start_offsets(self.topics)
-        offsets = {(t, p): starts.get((t, p), 0) for t, p in absent}  # type: ignore[call-overload]
+        offsets = {(t, p): starts.get((t, p), 0) for t, p in absent}
         response = client.commit_offsets(self.group, offsets)
         refused = {p.error for p in response.partitions if p.error is not Errors.NONE}
         if refused:
@@ -258,7 +258,7 @@ class ConsumerPool:
         """Ask the autoscaler for the members' CPUs when the cluster has fewer (0: withdraw)."""
         if not self.request_resources:
             return
-        have = float(ray.cluster_resources().get("CPU", 0.0))
+        have = float(ray.cluster_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
         if cpus and cpus <= have and not self._requested_cpus:
             return
         try:
