@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from actors.member.async_group_member import AsyncGroupMember
     from actors.member.group_member import GroupMember
+    from actors.pool.pool import ConsumerPool
     from actors.service import connect, init_local_ray, start, stop
 
 # public name -> the module that defines it
@@ -39,6 +40,7 @@ _EXPORTS = {
     "AsyncGroupMember": "actors.member.async_group_member",
     "Client": "actors.client.client",
     "CommitFailedError": "actors.member.api",
+    "ConsumerPool": "actors.pool.pool",
     "CoordinatorUnavailableError": "actors.client.retry",
     "FencedInstanceError": "actors.member.api",
     "GroupMember": "actors.member.group_member",
@@ -56,6 +58,7 @@ __all__ = [
     "AsyncGroupMember",
     "Client",
     "CommitFailedError",
+    "ConsumerPool",
     "CoordinatorUnavailableError",
     "FencedInstanceError",
     "GroupMember",

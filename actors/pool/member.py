@@ -1,0 +1,200 @@
+"""PoolMember: one member of a `ConsumerPool`, a Ray actor running the user's function.
+
+The actor hosts a `GroupMember` (classic protocol, the cooperative-sticky
+assignor: a partition moves only after its owner revoked it) and a consumer
+thread that, for each partition it owns in turn, calls
+
+    process_fn(topic, partition, start_offset) -> next_offset
+
+and commits `next_offset` when it moved (the function read and processed the
+records [start_offset, next_offset) from the user's own source; returning
+`start_offset` means nothing to do now). One partition is processed and
+committed at a time under a lock the revoke listener takes too, so a partition
+handed to another member (a scale-down, a rebalance) is revoked only after its
+last processed range is committed: no partition is processed by two members at
+once and no range is committed twice. A commit refused while the group
+completes a rebalance is retried while the partition is still owned.
+
+A function that raises: the error is recorded (`status()["errors"]`, the
+pool's `errors()`) and logged, the member leaves the group (its partitions are
+revoked, their commits kept, so another member or this one takes them from
+the last commit) and joins again with a fresh GroupMember after a backoff.
+The process dying (a node lost): Ray restarts the actor (`max_restarts=-1`),
+and the group reassigns its partitions after the session timeout meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import ray
+
+from actors.member.api import CommitFailedError
+from actors.member.group_member import GroupMember
+from coordinator.errors import Errors
+from coordinator.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+ProcessFn = Callable[[str, int, int], int]
+IDLE_S = 0.02  # nothing processed in a round: wait this long before the next
+MAX_ERRORS_KEPT = 20
+MAX_COMMITS_KEPT = 100_000
+COMMIT_RETRY_S = 0.05
+
+
+class PoolMemberLogic:
+    """The consumer thread and its listeners, without Ray (the actor below hosts it)."""
+
+    def __init__(self, name: str, group_id: str, topics: list[str], process_fn: ProcessFn,
+                 member_options: dict[str, Any], restart_backoff_s: float = 0.5) -> None:
+        self.name, self.group_id, self.topics = name, group_id, topics
+        self.process_fn = process_fn
+        self.member_options = {**member_options, "assignors": ("cooperative-sticky",)}
+        self.restart_backoff_s = restart_backoff_s
+        self.lock = threading.Lock()  # held while one partition is processed and committed
+        self.owned: dict[TopicPartition, int] = {}  # partition -> next offset to process
+        self.member: GroupMember | None = None
+        self.errors: list[dict[str, Any]] = []
+        self.error_count = 0
+        self.restarts = 0
+        self.commits: list[tuple[str, int, int, int]] = []  # (topic, partition, start, end)
+        self.first_commit_at: float | None = None  # wall clock, for the benchmark
+        self.started_at = time.time()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"pool-member-{name}", daemon=True)
+        self.thread.start()
+
+    # ------------------------------------------------------------ listeners (member's thread)
+
+    def _on_assigned(self, parts: set[TopicPartition]) -> None:
+        member = self.member
+        assert member is not None
+        committed = member.committed(parts)
+        with self.lock:
+            for tp in parts:
+                found = committed.get(tp)
+                self.owned[tp] = found.offset if found is not None else 0
+
+    def _on_revoked(self, parts: set[TopicPartition]) -> None:
+        with self.lock:  # waits for the range in progress to be committed
+            for tp in parts:
+                self.owned.pop(tp, None)
+
+    def _on_lost(self, parts: set[TopicPartition]) -> None:
+        self._on_revoked(parts)
+
+    # ------------------------------------------------------------ consumer thread
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            member = GroupMember(
+                self.group_id, self.topics, on_assigned=self._on_assigned,
+                on_revoked=self._on_revoked, on_lost=self._on_lost, **self.member_options,
+            )
+            self.member = member
+            try:
+                member.start()
+                self._consume(member)
+            except Exception as exc:
+                self._failed(exc)
+            finally:
+                try:
+                    member.close()
+                except Exception:
+                    logger.exception("%s: closing the group member failed", self.name)
+                with self.lock:
+                    self.owned.clear()
+            if not self.stopping.is_set():
+                self.restarts += 1
+                self.stopping.wait(min(self.restart_backoff_s * self.restarts, 10.0))
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error_count += 1
+        self.errors.append({"at": time.time(), "error": repr(exc), "traceback": traceback.format_exc()})
+        del self.errors[:-MAX_ERRORS_KEPT]
+        logger.error("%s of %s: the function failed, the member restarts: %r", self.name, self.group_id, exc)
+
+    def _consume(self, member: GroupMember) -> None:
+        while not self.stopping.is_set():
+            member.poll()  # alive (max.poll.interval.ms); raises the member's fatal error
+            moved = False
+            for tp in sorted(self.owned):
+                if self.stopping.is_set():
+                    break
+                moved = self._process(member, tp) or moved
+            if not moved:
+                self.stopping.wait(IDLE_S)
+
+    def _process(self, member: GroupMember, tp: TopicPartition) -> bool:
+        with self.lock:
+            start = self.owned.get(tp)
+            if start is None:
+                return False  # revoked meanwhile
+            end = self.process_fn(tp.topic, tp.partition, start)
+            if isinstance(end, bool) or not isinstance(end, int) or end < start:
+                call = f"process_fn({tp.topic!r}, {tp.partition}, {start})"
+                raise ValueError(f"{call} must return an int >= {start}, got {end!r}")
+            if end == start:
+                return False
+            self._commit(member, tp, end)
+            self.owned[tp] = end
+            self.commits.append((tp.topic, tp.partition, start, end))
+            del self.commits[:-MAX_COMMITS_KEPT]
+            if self.first_commit_at is None:
+                self.first_commit_at = time.time()
+            return True
+
+    def _commit(self, member: GroupMember, tp: TopicPartition, end: int) -> None:
+        while True:
+            try:
+                member.commit({tp: end})
+                return
+            except CommitFailedError as exc:
+                # Completing a rebalance: the partition is still ours (its revoke waits for
+                # this lock), so the commit goes again with the generation that follows.
+                if set(exc.errors.values()) != {Errors.REBALANCE_IN_PROGRESS} or self.stopping.is_set():
+                    raise
+                time.sleep(COMMIT_RETRY_S)
+
+    # ------------------------------------------------------------ control
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "owned": sorted((tp.topic, tp.partition) for tp in self.owned),
+            "errors": list(self.errors),
+            "error_count": self.error_count,
+            "restarts": self.restarts,
+            "commits": len(self.commits),
+            "first_commit_at": self.first_commit_at,
+            "started_at": self.started_at,
+        }
+
+    def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Finish the range in progress, commit it, leave the group; returns the final
+        status, with the commits made (`commits_made`)."""
+        self.stopping.set()
+        self.thread.join(timeout_s)
+        return {**self.status(), "commits_made": list(self.commits)}
+
+
+@ray.remote(max_restarts=-1, max_concurrency=4)  # type: ignore[call-overload]
+class PoolMember:
+    """The Ray actor hosting a `PoolMemberLogic`; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.logic = PoolMemberLogic(*args, **kwargs)
+
+    def status(self) -> dict[str, Any]:
+        return self.logic.status()
+
+    def commits(self) -> list[tuple[str, int, int, int]]:
+        return list(self.logic.commits)
+
+    def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        return self.logic.stop(timeout_s)

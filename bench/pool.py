@@ -1,0 +1,210 @@
+"""Benchmark of `actors.ConsumerPool` against KEDA's way of scaling: `python -m bench.pool`.
+
+One run, on an embedded service: two topics of 8 partitions, two groups, two
+pools side by side over the same simulated producers (a thread advances both
+topics' end offsets with `client.set_end_offsets` every 0.1 s, the records the
+members "read"). Each member processes a record in `--per-record-ms` (a sleep:
+its capacity), 50 records per call at most. The producers run at `--low` records/s per
+partition, step to `--high` for `--step-s`, then fall back to `--low`.
+
+- the pool: `ConsumerPool` with its own policy (coordinator/pool_policy.py
+  LagPolicy), the group's live lag asked every 0.2 s, cooldown `--cooldown-s`;
+- KEDA: the same pool driven by `KedaPolicy` (KEDA's Kafka scaler, lagThreshold =
+  the target, and the HPA's scale-down window), its 30 s poll and 300 s window
+  divided by `--keda-scale` (10: 3 s and 30 s) so the run stays short; the
+  ratio between the two is what a real KEDA would show `--keda-scale` times larger.
+
+Figures per pool, times from the moment the group's lag crossed the target
+(a monitor asks both groups' live lag every 50 ms): the pool's first scale-up,
+a member started after the step committing its first range, lag back under the
+target, the largest lag, back to one member after the step ended, and the
+members over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Any
+
+from bench.table import print_figures, progress
+
+PARTITIONS = 8
+TICK_S = 0.1
+
+
+class Source:
+    """The members' source: the registry's end offsets are the records (cached 50 ms)."""
+
+    def __init__(self, per_record_s: float, batch: int = 50) -> None:
+        self.per_record_s, self.batch = per_record_s, batch
+        self.client: Any = None
+        self.ends: dict[Any, int] = {}
+        self.read_at = 0.0
+
+    def __call__(self, topic: str, partition: int, start: int) -> int:
+        if self.client is None:
+            import actors
+            self.client = actors.connect()
+        if time.monotonic() - self.read_at > 0.05:
+            self.ends, self.read_at = self.client.end_offsets(), time.monotonic()
+        upto = min(self.ends.get((topic, partition), 0), start + self.batch)
+        time.sleep(self.per_record_s * (upto - start))
+        return upto
+
+
+class Producers(threading.Thread):
+    """Advances the topics' end offsets at `rate` records/s per partition."""
+
+    def __init__(self, client: Any, topics: list[str], rate: float) -> None:
+        super().__init__(daemon=True)
+        self.client, self.topics, self.rate = client, topics, rate
+        self.ends = {(t, p): 0.0 for t in topics for p in range(PARTITIONS)}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(TICK_S):
+            for key in self.ends:
+                self.ends[key] += self.rate * TICK_S
+            self.client.set_end_offsets({k: int(v) for k, v in self.ends.items()})
+
+
+class Monitor(threading.Thread):
+    """Samples each group's live lag every 50 ms: [(time, lag)] per group."""
+
+    def __init__(self, client: Any, groups: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.client, self.groups = client, groups
+        self.samples: dict[str, list[tuple[float, int]]] = {g: [] for g in groups}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            for g in self.client.lag(self.groups, partitions=False):
+                if g.lag is not None:
+                    self.samples[g.group_id].append((time.time(), g.lag))
+
+
+def figures(name: str, pool: Any, samples: list[tuple[float, int]], target: int,
+            step_at: float, step_end: float) -> list[tuple[str, ...]]:
+    crossed = next((t for t, lag in samples if t >= step_at and lag > target), None)
+    if crossed is None:
+        return [(f"{name}: the lag never crossed the target", "", "", "")]
+    largest, peak = max((lag, t) for t, lag in samples if t >= step_at)
+    back = next((t for t, lag in samples if t > peak and lag <= target), None)
+    first_up = next((t for t, n, *_ in pool.history if t >= crossed and n > 1), None)
+    statuses = [*pool.finished.values(), *pool.status()]
+    consuming = [s["first_commit_at"] for s in statuses
+                 if s["started_at"] >= step_at and s["first_commit_at"] is not None]
+    new_member = min(consuming) if consuming else None
+    down = next((t for t, n, *_ in pool.history if t >= step_end and n == 1), None)
+
+    def since(t: float | None, origin: float) -> str:
+        return "-" if t is None else f"{t - origin:.1f} s"
+
+    series = ", ".join(f"{t - crossed:+.1f}s:{n}" for t, n, *_ in pool.history if n)
+    changes = [(t, n) for t, n, *_ in pool.history]
+    end = samples[-1][0]
+    member_s = sum(n * (min(nxt, end) - max(t, step_at))
+                   for (t, n), (nxt, _) in zip(changes, [*changes[1:], (end, 0)], strict=True)
+                   if min(nxt, end) > max(t, step_at))
+    return [
+        (f"{name}: first scale-up after the lag crossed the target", since(first_up, crossed), "", ""),
+        (f"{name}: a new member consuming", since(new_member, crossed), "", "target < 2 s"),
+        (f"{name}: lag back under the target (after its peak)", since(back, crossed), "", ""),
+        (f"{name}: largest lag", f"{largest:,} records", f"target {target:,}", ""),
+        (f"{name}: back to 1 member after the step ended", since(down, step_end), "", ""),
+        (f"{name}: member-seconds from the step to the end", f"{member_s:.0f}", "", ""),
+        (f"{name}: members over time (from the crossing)", series, "", ""),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--low", type=float, default=20.0, help="records/s per partition before and after")
+    parser.add_argument("--high", type=float, default=150.0, help="records/s per partition during the step")
+    parser.add_argument("--step-s", type=float, default=40.0)
+    parser.add_argument("--after-s", type=float, default=50.0, help="observed after the step")
+    parser.add_argument("--per-record-ms", type=float, default=2.0, help="a member's cost per record")
+    parser.add_argument("--target", type=int, default=400, help="target lag in records (the group's sum)")
+    parser.add_argument("--cooldown-s", type=float, default=10.0)
+    parser.add_argument("--keda-scale", type=float, default=10.0)
+    args = parser.parse_args(argv)
+
+    import ray
+
+    import actors
+    from actors.pool.pool import ConsumerPool
+    from coordinator import CoordinatorConfig
+    from coordinator.pool_policy import KedaPolicy, Target
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    data_dir = tempfile.mkdtemp(prefix="raygroups-bench-pool-")
+    pools: list[Any] = []
+    threads: list[Any] = []
+    try:
+        actors.init_local_ray(num_cpus=4)
+        client = actors.start(data_dir, num_partitions=4, coordinator_config=CoordinatorConfig(
+            group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500))
+        names = {"pool": ("bench-pool-t", "bench-pool-g"), "KEDA": ("bench-keda-t", "bench-keda-g")}
+        for topic, _ in names.values():
+            client.create_topic(topic, PARTITIONS)
+        producers = Producers(client, [t for t, _ in names.values()], args.low)
+        producers.start()
+        threads.append(producers)
+        time.sleep(0.5)
+        member_options = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300,
+                          "metadata_max_age_ms": 2_000, "retry_backoff_ms": 50}
+        common = {"min_members": 1, "max_members": PARTITIONS, "target_lag_messages": args.target,
+                  "member_cpus": 0, "member_options": member_options}
+        source = Source(args.per_record_ms / 1000)
+        topic, group = names["pool"]
+        pools.append(ConsumerPool(group, [topic], source, cooldown_s=args.cooldown_s,
+                                  scale_up_interval_s=2.0, **common))
+        topic, group = names["KEDA"]
+        keda = KedaPolicy(Target(messages=args.target), 1, PARTITIONS, PARTITIONS,
+                          poll_interval_ms=int(30_000 / args.keda_scale),
+                          stabilization_ms=int(300_000 / args.keda_scale))
+        pools.append(ConsumerPool(group, [topic], source, policy=keda, **common))
+        for pool in pools:
+            pool.start()
+        monitor = Monitor(client, [g for _, g in names.values()])
+        monitor.start()
+        threads.append(monitor)
+        progress(f"steady at {args.low} records/s per partition")
+        time.sleep(8)
+        step_at = time.time()
+        producers.rate = args.high
+        progress(f"step to {args.high} records/s per partition for {args.step_s} s")
+        time.sleep(args.step_s)
+        step_end = time.time()
+        producers.rate = args.low
+        progress(f"back to {args.low}; observing {args.after_s} s")
+        time.sleep(args.after_s)
+        rows: list[tuple[str, ...]] = []
+        for (name, (_, group)), pool in zip(names.items(), pools, strict=True):
+            rows += figures(name, pool, monitor.samples[group], args.target, step_at, step_end)
+        capacity = 1000 / args.per_record_ms
+        notes = [
+            f"8 partitions per pool; a member processes {capacity:.0f} records/s; producers {args.low} -> "
+            f"{args.high} -> {args.low} records/s per partition ({args.step_s:.0f} s step); target lag "
+            f"{args.target} records; pool cooldown {args.cooldown_s:.0f} s; KEDA's 30 s poll and 300 s "
+            f"window / {args.keda_scale:g}",
+        ]
+        print_figures("consumer pool vs KEDA", ("figure", "value", "baseline", "target"), rows, notes=notes)
+    finally:
+        for thread in threads:
+            thread.stopped.set()
+        for pool in pools:
+            pool.stop()
+        actors.stop()
+        ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
