@@ -73,3 +73,26 @@ def test_an_export_in_chunks_sets_what_one_export_sets(
     asyncio.run(lag_export.export_lag(tracker, lag_metrics, 1_000))
     for name in ("group_lag", "group_lag_seconds", "group_health", "partition_lag", "not_exported"):
         assert getattr(lag_metrics, name).values == getattr(whole, name).values, name
+
+
+def test_per_group_series_only_for_the_worst_groups_under_the_cap_and_every_group_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics.metrics, "Gauge", Recorded)
+    capped = metrics.LagMetrics(3, interval_s=10.0, partitions_max=0, groups_max=2)
+    tracker = LagTracker()
+    tracker.on_end(("t", 0), 100, 0)
+    tracker.on_commit("most", ("t", 0), 10, 0)  # lag 90
+    tracker.on_commit("some", ("t", 0), 50, 0)  # lag 50
+    tracker.on_commit("little", ("t", 0), 95, 0)  # lag 5
+    tracker.on_commit("rewound", ("t", 0), 99, 0)
+    tracker.on_commit("rewound", ("t", 0), 98, 1_000)  # lag 2, but a commit moved back
+    capped.set(*tracker.export(2_000, capped.partitions_max))
+
+    def series(gauge: Recorded) -> set[str]:
+        return {dict(tags)["group"] for tags in gauge.values}
+
+    assert series(capped.group_lag) == series(capped.group_health) == {"rewound", "most"}, "unhealthy first"
+    assert capped.groups_not_exported.values == {(("partition", "3"),): 2}
+    by_health = {dict(tags)["health"]: value for tags, value in capped.groups_by_health.values.items()}
+    assert by_health == {"OK": 3, "WARN": 0, "REWIND": 1, "STALLED": 0, "STOPPED": 0}
