@@ -116,7 +116,7 @@ class PartitionMetrics:
         self._flushed_at = time.monotonic()
         self._lag: LagMetrics | None = None
 
-    def lag(self, interval_s: float, partitions_max: int, groups_max: int = 1_000) -> LagMetrics:
+    def lag(self, interval_s: float, partitions_max: int, groups_max: int = 200) -> LagMetrics:
         """The live lag gauges of this partition (made at the first call)."""
         if self._lag is None:
             self._lag = LagMetrics(int(self._partition), interval_s, partitions_max, groups_max)
@@ -187,7 +187,7 @@ class LagMetrics:
     a group gone, or one that left the top."""
 
     def __init__(
-        self, partition: int, interval_s: float, partitions_max: int, groups_max: int = 1_000
+        self, partition: int, interval_s: float, partitions_max: int, groups_max: int = 200
     ) -> None:
         group = ("partition", "group")
         topic_partition = ("partition", "group", "topic", "topic_partition")

@@ -127,10 +127,12 @@ class ServiceSettings:
     # groups' lag gauges, the most (group, topic partition) series it exports (those
     # with most lag; 0: none, per group only) and the most groups it exports series of
     # (the unhealthy first, then those with most lag; every group is counted by health):
-    # the operator's cardinality caps.
+    # the operator's cardinality caps. 200 each: Ray's metrics agent keeps at most 2,000
+    # series of a metric per node (measured; OpenTelemetry's default cardinality limit),
+    # and a node can lead 8 partitions (docs/metrics.md).
     lag_metrics_interval_s: float = 10.0
-    lag_metrics_partitions_max: int = 1_000
-    lag_metrics_groups_max: int = 1_000
+    lag_metrics_partitions_max: int = 200
+    lag_metrics_groups_max: int = 200
     snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
     # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor
