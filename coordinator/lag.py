@@ -333,6 +333,8 @@ class LagTracker:
 
     def _health(self, kept: list[Any], lag: int | None, now_ms: int) -> Health:
         since = now_ms - self.window_ms
+        if kept[_WINDOW] is None:  # committed once: no rewind, stall or growth to see
+            return Health.STOPPED if lag and kept[_AT] < since else Health.OK
         flat = (kept[_WINDOW] or [])[-3 * (WINDOW_COMMITS - 1):]
         earlier = zip(flat[0::3], flat[1::3], [None if lag < 0 else lag for lag in flat[2::3]])
         window = [s for s in earlier if s[0] >= since]

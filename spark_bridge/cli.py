@@ -78,8 +78,9 @@ LIVE_COLUMNS = (*LAG_COLUMNS, "LAG-SECONDS", "HEALTH")
 ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 # The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
 ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
-# The parsed command line -> the live lag rows of its groups (LAG_KEYS, lag_ms, health, ahead).
-ServiceLag = Callable[[argparse.Namespace], list[dict[str, Any]]]
+# The parsed command line -> the live lag rows of its groups (LAG_KEYS, lag_ms, health, ahead);
+# a `json_partitions()` method, if they have one, writes their JSON array.
+ServiceLag = Callable[[argparse.Namespace], Sequence[dict[str, Any]]]
 # A description -> a context that shows progress while it runs (on a terminal) and yields a
 # function replacing the description: actors.cli.tables.progress (spark_bridge never imports actors).
 Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
@@ -428,18 +429,20 @@ def lag_rows(spark: SparkSession, args: argparse.Namespace, ends: Any) -> list[d
     return sorted(rows, key=lambda row: (row["group_id"], row["topic"], row["topic_partition"]))
 
 
-def print_lag(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
+def print_lag(args: argparse.Namespace, rows: Sequence[dict[str, Any]]) -> int:
     """The lag table (JSON: with where the end offsets came from); that source on stderr."""
     live = bool(getattr(args, "live", False))
     source = LIVE_SOURCE if live else end_offsets_source(args)
     if args.json:
-        partitions = [_lag_json(r, live) for r in rows]
-        print(json.dumps({"end_offsets": source, "partitions": partitions}, indent=2))
+        # Compact, one partition a line: a service's every group can be a million rows.
+        written = getattr(rows, "json_partitions", None)  # live rows, written column by column
+        partitions = written() if written else _json_lines([_lag_json(r, live) for r in rows])
+        print(f'{{"end_offsets": {json.dumps(source)}, "partitions": {partitions}}}')
     else:
         columns = LIVE_COLUMNS if live else LAG_COLUMNS
         args.print_table("consumer lag", columns, [_lag_cells(r, live) for r in rows], False)
         print(f"LOG-END-OFFSET: {source}", file=sys.stderr)
-    missing = sorted(set(args.groups) - {row["group_id"] for row in rows})
+    missing = sorted(set(args.groups) - {row["group_id"] for row in rows}) if args.groups else []
     for group in missing:
         print(f"Consumer group '{group}' has no committed offsets.", file=sys.stderr)
     return EXIT_NO_GROUP if missing else EXIT_OK
@@ -454,6 +457,14 @@ def _lag_json(row: dict[str, Any], live: bool = False) -> dict[str, Any]:
     if live:
         out.update(lag_seconds=_seconds(row["lag_ms"]), health=row["health"], ahead=row["ahead"])
     return out
+
+
+def _json_lines(rows: list[dict[str, Any]]) -> str:
+    """A JSON array of `rows`, compact, one a line."""
+    return "[\n" + ",\n".join(map(_compact, rows)) + "\n]" if rows else "[]"
+
+
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _lag_cells(row: dict[str, Any], live: bool = False) -> list[Any]:

@@ -5,18 +5,33 @@
 prints: `raygroups lag`'s rows (spark_bridge/cli.py prints them, beside
 Spark's, so both commands print one table), plus `lag_ms`, each partition's
 `health` and `ahead` (committed past the reported end: lag 0, flagged).
+
+`lag --live` for every group of a large service is a million rows: it takes
+the leaders' plain rows (`Client.lag_rows_async`) as they are, and its JSON is
+written column by column (`LiveRows.json_partitions`), one compact object per
+line, with no dict or object made per row (DESIGN section 9).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from coordinator.lag import GroupLag
+from coordinator.lag import GroupLag, Health
+from coordinator.lag_query import AHEAD, PartitionRow
 
 LagKey = tuple[str, str, int]  # group, topic, partition
+_CHUNK_ROWS = 4_096  # rows written by one `%`
+_HEALTH_NAMES = [health.name for health in sorted(Health)]
+# One row of `raygroups lag --live --json` (spark_bridge/cli.py `_lag_json`'s keys, in order).
+_JSON_ROW = (
+    '{"group":%s,"topic":%s,"partition":%s,"current_offset":%s,"log_end_offset":%s,"lag":%s,'
+    '"lag_seconds":%s,"health":"%s","ahead":%s}'
+)
 
 
 def lag_rows(groups: Iterable[GroupLag]) -> list[dict[str, Any]]:
@@ -32,11 +47,72 @@ def lag_rows(groups: Iterable[GroupLag]) -> list[dict[str, Any]]:
     ]
 
 
-def service_live_lag(args: argparse.Namespace) -> list[dict[str, Any]]:
+class LiveRows(Sequence[dict[str, Any]]):
+    """The leaders' `PartitionRow`s, sorted: `lag_rows`' dicts one at a time (for a table),
+    or the JSON of all of them built column by column."""
+
+    def __init__(self, rows: list[PartitionRow]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [_as_dict(row) for row in self.rows[i]]
+        return _as_dict(self.rows[i])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(_as_dict, self.rows)
+
+    def group_ids(self) -> set[str]:
+        return {row[0] for row in self.rows}
+
+    def json_partitions(self) -> str:
+        """The rows as a JSON array (`_lag_json`'s objects, live), one compact object a line."""
+        if not self.rows:
+            return "[]"
+        # Row-major as the JSON is, each column transformed in place by a slice, one `%` per
+        # chunk of rows: every loop runs in C but the nullable columns' comprehensions.
+        flat = list(chain.from_iterable(self.rows))
+        width = len(self.rows[0])  # group, topic, partition, committed, end, lag, lag_ms, flags, health
+        topics = {topic: encode_basestring_ascii(topic) for topic in set(flat[1::width])}
+        flat[0::width] = map(encode_basestring_ascii, flat[0::width])
+        flat[1::width] = map(topics.__getitem__, flat[1::width])
+        flat[4::width] = _nullable(flat[4::width])
+        flat[5::width] = _nullable(flat[5::width])
+        flat[6::width] = ["null" if ms is None else ms / 1000 for ms in flat[6::width]]
+        flat[7::width] = ["true" if f & AHEAD else "false" for f in flat[7::width]]
+        flat[8::width] = map(_HEALTH_NAMES.__getitem__, flat[8::width])
+        flat[7::width], flat[8::width] = flat[8::width], flat[7::width]  # health, then ahead
+        chunk = _CHUNK_ROWS * width
+        whole = (_JSON_ROW + ",\n") * _CHUNK_ROWS
+        parts = [whole % tuple(flat[i:i + chunk]) for i in range(0, len(flat) - chunk + 1, chunk)]
+        rest = len(flat) % chunk // width
+        if rest:
+            parts.append((_JSON_ROW + ",\n") * rest % tuple(flat[-rest * width:]))
+        return "[\n" + "".join(parts)[:-2] + "\n]"
+
+
+def _nullable(column: list[Any]) -> list[Any]:
+    """`null` for None; the rest as they are (`%s` writes an int, or a float, as JSON does)."""
+    return ["null" if value is None else value for value in column]
+
+
+def _as_dict(row: PartitionRow) -> dict[str, Any]:
+    group_id, topic, partition, committed, end, lag, lag_ms, flags, health = row
+    return {
+        "group_id": group_id, "topic": topic, "topic_partition": partition, "current_offset": committed,
+        "log_end_offset": end, "lag": lag, "lag_ms": lag_ms, "health": _HEALTH_NAMES[health],
+        "ahead": bool(flags & AHEAD),
+    }
+
+
+def service_live_lag(args: argparse.Namespace) -> LiveRows:
     """`lag --live`: the running service's live lag of `args.groups` (every group when none)."""
     import actors
     from actors.core.settings import DEFAULT_NAMESPACE
 
     client = actors.connect(args.ray_address, namespace=args.namespace or DEFAULT_NAMESPACE)
     # Every leader asked at once (the sync `Client.lag` asks them one after another).
-    return lag_rows(asyncio.run(client.lag_async(args.groups or None)))
+    return LiveRows(asyncio.run(client.lag_rows_async(args.groups or None)))

@@ -55,7 +55,7 @@ class CommandLine:
     progress: Any = progress
     print_table: Any = print_table
     # The parsed command line -> the live lag rows of `args.groups` (`raygroups lag --live`).
-    live_lag: Callable[[argparse.Namespace], list[dict[str, Any]]] = service_live_lag
+    live_lag: Callable[[argparse.Namespace], Sequence[dict[str, Any]]] = service_live_lag
 
 
 def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:

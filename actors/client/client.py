@@ -25,6 +25,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -36,7 +37,7 @@ from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.errors import Errors
 from coordinator.lag import GroupLag
-from coordinator.lag_query import LagRequest, LagResponse, rows_to_groups
+from coordinator.lag_query import LagRequest, LagResponse, PartitionRow, rows_to_groups
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -376,6 +377,15 @@ class Client:
 
     async def lag_async(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
         return _lagged(await self._fan_out_async(self._lag_requests(groups, partitions)))
+
+    async def lag_rows_async(self, groups: Iterable[str] | None = None) -> list[PartitionRow]:
+        """`lag_async` as the leaders' plain rows (coordinator/lag_query.py `PartitionRow`), one per
+        committed offset, sorted by group, topic and partition: no object per row, for a caller
+        that prints or exports them column by column (`raygroups lag --live`)."""
+        responses: list[LagResponse] = await self._fan_out_async(self._lag_requests(groups, True))
+        rows = [row for response in responses for row in response.partitions]
+        rows.sort(key=itemgetter(0))  # each leader's rows are sorted, and a group is on one leader
+        return rows
 
     def _lag_requests(self, groups: Iterable[str] | None, partitions: bool) -> dict[int, Request]:
         if groups is None:

@@ -20,6 +20,7 @@ set up (docs/metrics.md).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from typing import Any
 
 from ray.util import metrics
 
-from coordinator.lag import GroupLag, PartitionLag
+from coordinator.lag import GroupLag, Health, PartitionLag
 from coordinator.status import response_error
 
 # The labels of a request refused as malformed (InvalidRequestError).
@@ -115,12 +116,13 @@ class PartitionMetrics:
         self._flushed_at = time.monotonic()
         self._lag: LagMetrics | None = None
 
-    def lag(self, interval_s: float, partitions_max: int) -> LagMetrics:
+    def lag(self, interval_s: float, partitions_max: int, groups_max: int = 200) -> LagMetrics:
         """The live lag gauges of this partition (made at the first call; the settings may
         change online, `actors.core.setting_keys`: each call passes those in force)."""
         if self._lag is None:
-            self._lag = LagMetrics(int(self._partition), interval_s, partitions_max)
-        self._lag.interval_s, self._lag.partitions_max = interval_s, partitions_max
+            self._lag = LagMetrics(int(self._partition), interval_s, partitions_max, groups_max)
+        lag = self._lag
+        lag.interval_s, lag.partitions_max, lag.groups_max = interval_s, partitions_max, groups_max
         return self._lag
 
     def observe(self, kind: str, response: Any, started: float, now: float) -> None:
@@ -179,12 +181,17 @@ class PartitionMetrics:
 class LagMetrics:
     """A leader's live lag (coordinator/lag.py) as gauges, set every `interval_s` from
     `LagTracker.export`: per group its lag in messages and seconds and its health (the
-    `Health` value: 0 OK, 1 WARN, 2 REWIND, 3 STALLED, 4 STOPPED); per topic partition the
-    `partitions_max` with most lag (the operator's cardinality cap), and how many lagging
-    ones the cap left out. Unknown lag (no end offset reported) sets nothing: the series
-    lapses (Ray's TTL) rather than read 0; so does a group gone."""
+    `Health` value: 0 OK, 1 WARN, 2 REWIND, 3 STALLED, 4 STOPPED) for the `groups_max` worst
+    groups (unhealthy first, then most lag in messages), and over every group how many are
+    in each health and how many the cap left out; per topic partition the `partitions_max`
+    with most lag, and how many lagging ones that cap left out (the operator's cardinality
+    caps: Ray's metrics pipeline does not carry 100,000s of series). Unknown lag (no end
+    offset reported) sets nothing: the series lapses (Ray's TTL) rather than read 0; so does
+    a group gone, or one that left the top."""
 
-    def __init__(self, partition: int, interval_s: float, partitions_max: int) -> None:
+    def __init__(
+        self, partition: int, interval_s: float, partitions_max: int, groups_max: int = 200
+    ) -> None:
         group = ("partition", "group")
         topic_partition = ("partition", "group", "topic", "topic_partition")
         self.group_lag = metrics.Gauge("raygroups_group_lag", "Live lag of a group, in messages", group)
@@ -207,10 +214,21 @@ class LagMetrics:
             "Lagging topic partitions of groups left out of the per-partition series by the cap",
             ("partition",),
         )
+        self.groups_not_exported = metrics.Gauge(
+            "raygroups_lag_groups_not_exported",
+            "Groups left out of the per-group series by the cap (lag_metrics_groups_max)",
+            ("partition",),
+        )
+        self.groups_by_health = metrics.Gauge(
+            "raygroups_groups_by_health", "Groups with committed offsets per health, every group counted",
+            ("partition", "health"),
+        )
         self.not_exported.set_default_tags({"partition": str(partition)})
+        self.groups_not_exported.set_default_tags({"partition": str(partition)})
         self._partition = str(partition)
         self.interval_s = interval_s
         self.partitions_max = partitions_max
+        self.groups_max = groups_max
         self._due = 0.0
 
     def due(self, now: float) -> bool:
@@ -226,8 +244,14 @@ class LagMetrics:
         self.set_partitions(partitions, lagging)
 
     def set_groups(self, groups: list[GroupLag]) -> None:
+        """Every group of the partition: the series of the `groups_max` worst, counts of all."""
         p = self._partition
-        for g in groups:
+        counts = Counter(g.health for g in groups)
+        for health in Health:
+            self.groups_by_health.set(counts[health], {"partition": p, "health": health.name})
+        top = heapq.nlargest(self.groups_max, groups, key=_worse) if len(groups) > self.groups_max else groups
+        self.groups_not_exported.set(len(groups) - len(top))
+        for g in top:
             tags = {"partition": p, "group": g.group_id}
             self.group_health.set(int(g.health), tags)
             if g.lag is not None:
@@ -312,3 +336,8 @@ class ControllerMetrics:
     def loop_error(self, loop: str) -> None:
         self.loop_errors[loop] += 1
         self._loop_errors.inc(1, {"loop": loop})
+
+
+def _worse(group: GroupLag) -> tuple[bool, int]:
+    """A group's rank for the per-group series: unhealthy first, then by lag in messages."""
+    return group.health > Health.OK, group.lag or 0

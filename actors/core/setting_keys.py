@@ -75,6 +75,7 @@ CHANGES: dict[str, tuple[str, str]] = {
     "topics_refresh_interval_s": (ONLINE, ""),
     "lag_metrics_interval_s": (ONLINE, ""),
     "lag_metrics_partitions_max": (ONLINE, ""),
+    "lag_metrics_groups_max": (ONLINE, ""),
     # CoordinatorConfig (read by the shard at each use)
     "group_min_session_timeout_ms": (ONLINE, ""),
     "group_max_session_timeout_ms": (ONLINE, ""),

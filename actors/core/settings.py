@@ -130,10 +130,15 @@ class ServiceSettings:
     # nudge after each change (actors/partition/topics_watch.py): the bound on a missed nudge.
     topics_refresh_interval_s: float = 5.0
     # Live lag as metrics (actors/core/metrics.py LagMetrics): how often a leader sets its
-    # groups' lag gauges, and the most (group, topic partition) series it exports (those
-    # with most lag; 0: none, per group only): the operator's cardinality cap.
+    # groups' lag gauges, the most (group, topic partition) series it exports (those
+    # with most lag; 0: none, per group only) and the most groups it exports series of
+    # (the unhealthy first, then those with most lag; every group is counted by health):
+    # the operator's cardinality caps. 200 each: Ray's metrics agent keeps at most 2,000
+    # series of a metric per node (measured; OpenTelemetry's default cardinality limit),
+    # and a node can lead 8 partitions (docs/metrics.md).
     lag_metrics_interval_s: float = 10.0
-    lag_metrics_partitions_max: int = 1_000
+    lag_metrics_partitions_max: int = 200
+    lag_metrics_groups_max: int = 200
     snapshot_every_records: int = 500_000
     compaction_interval_s: float = 600.0
     # Replication (DESIGN 5b), Kafka's names: offsets.topic.replication.factor
@@ -196,10 +201,9 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
-        if type(self.lag_metrics_partitions_max) is not int or self.lag_metrics_partitions_max < 0:
-            raise ValueError(
-                f"lag_metrics_partitions_max must be an int >= 0, got {self.lag_metrics_partitions_max!r}"
-            )
+        for cap in ("lag_metrics_partitions_max", "lag_metrics_groups_max"):
+            if type(getattr(self, cap)) is not int or getattr(self, cap) < 0:
+                raise ValueError(f"{cap} must be an int >= 0, got {getattr(self, cap)!r}")
         for flag in ("replication_link", "shared_data_dir", "confirm_reads", "auto_repartition"):
             if type(getattr(self, flag)) is not bool:
                 raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")

@@ -221,8 +221,10 @@ class ServingLoops:
             if leader is not None:
                 metrics.set_replication(leader.describe())
             metrics.flush_counts()
-            settings = host.settings
-            lag = metrics.lag(settings.lag_metrics_interval_s, settings.lag_metrics_partitions_max)
+            s = host.settings
+            lag = metrics.lag(
+                s.lag_metrics_interval_s, s.lag_metrics_partitions_max, s.lag_metrics_groups_max
+            )
             if shard is not None and lag.due(time.monotonic()):
                 await export_lag(shard.lag, lag, host.clock.now_ms())
             await asyncio.sleep(GAUGE_INTERVAL_S)

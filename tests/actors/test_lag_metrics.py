@@ -83,3 +83,26 @@ def test_an_interval_and_cap_changed_online_apply_to_the_same_gauges(
     first = partition.lag(10.0, 1)
     again = partition.lag(2.0, 50)  # `config set lag_metrics_interval_s=2 lag_metrics_partitions_max=50`
     assert again is first and (again.interval_s, again.partitions_max) == (2.0, 50)
+
+
+def test_per_group_series_only_for_the_worst_groups_under_the_cap_and_every_group_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics.metrics, "Gauge", Recorded)
+    capped = metrics.LagMetrics(3, interval_s=10.0, partitions_max=0, groups_max=2)
+    tracker = LagTracker()
+    tracker.on_end(("t", 0), 100, 0)
+    tracker.on_commit("most", ("t", 0), 10, 0)  # lag 90
+    tracker.on_commit("some", ("t", 0), 50, 0)  # lag 50
+    tracker.on_commit("little", ("t", 0), 95, 0)  # lag 5
+    tracker.on_commit("rewound", ("t", 0), 99, 0)
+    tracker.on_commit("rewound", ("t", 0), 98, 1_000)  # lag 2, but a commit moved back
+    capped.set(*tracker.export(2_000, capped.partitions_max))
+
+    def series(gauge: Recorded) -> set[str]:
+        return {dict(tags)["group"] for tags in gauge.values}
+
+    assert series(capped.group_lag) == series(capped.group_health) == {"rewound", "most"}, "unhealthy first"
+    assert capped.groups_not_exported.values == {(("partition", "3"),): 2}
+    by_health = {dict(tags)["health"]: value for tags, value in capped.groups_by_health.values.items()}
+    assert by_health == {"OK": 3, "WARN": 0, "REWIND": 1, "STALLED": 0, "STOPPED": 0}

@@ -102,6 +102,18 @@ def test_no_commit_for_a_window_with_lag_is_stopped_without_lag_ok() -> None:
     assert health(tracker, 20 * MINUTE) is Health.OK, "caught up: nothing to consume"
 
 
+def test_an_offset_committed_once_is_stopped_only_with_lag_after_a_window() -> None:
+    caught_up = tracker_with_end(100)
+    caught_up.on_commit("g", ("t", 0), 100, 0)
+    assert health(caught_up, 6 * MINUTE) is Health.OK
+    unknown = LagTracker(window_ms=5 * MINUTE)  # no end reported: lag unknown, never judged
+    unknown.on_commit("g", ("t", 0), 40, 0)
+    assert health(unknown, 6 * MINUTE) is Health.OK
+    lagging = tracker_with_end(100)
+    lagging.on_commit("g", ("t", 0), 40, MINUTE)
+    assert [health(lagging, t * MINUTE) for t in (1, 6, 7)] == [Health.OK, Health.OK, Health.STOPPED]
+
+
 def test_a_commit_that_goes_back_is_a_rewind_for_a_window() -> None:
     tracker = tracker_with_end(100)
     tracker.on_commit("g", ("t", 0), 60, 0)
