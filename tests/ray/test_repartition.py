@@ -30,10 +30,13 @@ from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, wait_unti
 NAMESPACE = "raygroups-repartition-test"
 DATA_DIRS: list[str] = []  # the running small service's
 GROUPS = [f"grow-{i}" for i in range(40)]
+KP_TIMEOUT_MS = 60_000  # kafka-python's commit retries without end otherwise
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def small_service(ray_session: None) -> Iterator[actors.Client]:
+    """One service of its own namespace for the module (its tests run in order: the second
+    repartitions what the first left)."""
     path = tempfile.mkdtemp(prefix="raygroups-repartition-")
     DATA_DIRS[:] = [path]
     client = actors.start(
@@ -155,7 +158,8 @@ def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partit
     small_service: actors.Client,
 ) -> None:
     client = small_service
-    group = next(g for g in (f"kp-grow-{i}" for i in range(100)) if partition_for(g, 4) >= 2)
+    count = client.num_partitions
+    group = next(g for g in (f"kp-grow-{i}" for i in range(100)) if partition_for(g, 2 * count) >= count)
     client.create_topic("kp-orders", 2)
     gateway = GatewayThread(actors.connect(namespace=NAMESPACE))  # its routing goes stale
     consumer = kp_consumer(
@@ -164,11 +168,12 @@ def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partit
     )
     try:
         wait_until(lambda: len(consumer.assignment()) == 2, lambda: consumer.poll(100), "assigned")
-        consumer.commit({KpPartition("kp-orders", 0): KpOffset(5, "", -1)})
-        client.repartition(4)
-        assert client.partition_for(group) >= 2, "the group moved"
-        consumer.commit({KpPartition("kp-orders", 0): KpOffset(6, "", -1)})  # re-finds its coordinator
-        assert consumer.committed(KpPartition("kp-orders", 0)) == 6
+        consumer.commit({KpPartition("kp-orders", 0): KpOffset(5, "", -1)}, timeout_ms=KP_TIMEOUT_MS)
+        client.repartition(client.num_partitions * 2)
+        assert client.partition_for(group) != partition_for(group, client.num_partitions // 2), "it moved"
+        # the consumer re-finds its coordinator
+        consumer.commit({KpPartition("kp-orders", 0): KpOffset(6, "", -1)}, timeout_ms=KP_TIMEOUT_MS)
+        assert consumer.committed(KpPartition("kp-orders", 0), timeout_ms=KP_TIMEOUT_MS) == 6
         fetched = client.fetch_offsets(group, [("kp-orders", 0)]).offsets()
         assert fetched == {("kp-orders", 0): 6}
     finally:
