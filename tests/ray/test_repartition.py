@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, wait_unti
 NAMESPACE = "raygroups-repartition-test"
 DATA_DIRS: list[str] = []  # the running small service's
 GROUPS = [f"grow-{i}" for i in range(40)]
+WAIT_S = 180.0  # a bound on any wait here: a stuck group fails the test, never hangs it
 KP_TIMEOUT_MS = 60_000  # kafka-python's commit retries without end otherwise
 
 
@@ -59,6 +61,7 @@ class Committers:
         self.client = client
         self.acked: dict[str, int] = {}
         self.errors: list[Any] = []
+        self.raised: list[str] = []  # calls that raised (the client gave up): retried
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(GROUPS[i::4],)) for i in range(4)]
 
@@ -77,7 +80,11 @@ class Committers:
         while not self.stop.is_set():
             offset += 1
             for group in groups:
-                response = self.client.commit_offsets(group, {("orders", 0): offset})
+                try:
+                    response = self.client.commit_offsets(group, {("orders", 0): offset})
+                except Exception as exc:  # not acknowledged: the next round commits again
+                    self.raised.append(repr(exc))
+                    continue
                 error = response.errors()[("orders", 0)]
                 if error is Errors.NONE:
                     self.acked[group] = offset
@@ -85,9 +92,14 @@ class Committers:
                     self.errors.append((group, error))
 
     def wait_for(self, rounds: int) -> None:
-        """Until every group has an acknowledged commit of at least `rounds`."""
+        """Until every group has an acknowledged commit of at least `rounds` (bounded)."""
+        deadline = time.monotonic() + WAIT_S
         while min((self.acked.get(g, 0) for g in GROUPS), default=0) < rounds:
             assert not self.errors, self.errors[:3]
+            assert time.monotonic() < deadline, (
+                f"groups behind round {rounds}: "
+                f"{[g for g in GROUPS if self.acked.get(g, 0) < rounds][:5]}; raised {self.raised[-3:]}"
+            )
             threading.Event().wait(0.01)
 
 
