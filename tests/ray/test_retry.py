@@ -37,10 +37,12 @@ from coordinator.messages import (
     OffsetCommitResponse,
     PartitionResult,
 )
+from coordinator.routing import Routing
 
 OK = HeartbeatResponse(Errors.NONE)
 QUICK = Backoff(initial_s=0.001, max_s=0.002)
 ROUTING_S = 0.05  # how long the fake controller takes to answer: refreshes overlap
+ONE = Routing(1)  # one partition, never repartitioned
 
 
 class Ref:
@@ -115,8 +117,8 @@ class Controller:
     attempt) with `then`, at a newer epoch."""
 
     def __init__(self, first: Leader, then: Leader) -> None:
-        self.routing = Method(lambda n: (1, [first if n == 1 else then], [n]), ROUTING_S)
-        self.routing_after = Method(lambda n: (1, [then], [n + 1]), ROUTING_S)
+        self.routing = Method(lambda n: (1, [first if n == 1 else then], [n], ONE), ROUTING_S)
+        self.routing_after = Method(lambda n: (1, [then], [n + 1], ONE), ROUTING_S)
 
     def refreshes(self) -> int:
         return len(self.routing.calls) + len(self.routing_after.calls)
@@ -202,7 +204,7 @@ class StaticController:
 
     @property
     def routing(self) -> Method:
-        return Method((1, [live()], [1]))
+        return Method((1, [live()], [1], ONE))
 
 
 def test_a_client_sent_to_another_process_is_a_new_client_there() -> None:

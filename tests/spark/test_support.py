@@ -224,8 +224,8 @@ def test_cli_parsers_dispatch_to_the_commands() -> None:
     lag = parse(["lag", "orders-app", "--data-dir", "d", "--end-offsets", "e.json", "--json"])
     report = parse(["report", "--data-dir", "d", "--out", "o", "--local", "--executors", "2"])
 
-    assert (lag.func, lag.group, lag.data_dir, lag.end_offsets, lag.json) == (
-        cli.lag_command, "orders-app", "d", "e.json", True
+    assert (lag.func, lag.groups, lag.data_dir, lag.end_offsets, lag.json) == (
+        cli.lag_command, ["orders-app"], "d", "e.json", True
     )
     assert (report.func, report.out, report.local, report.executors) == (cli.report_command, "o", True, 2)
     assert cli.COMMANDS == {"lag": cli.lag_command, "report": cli.report_command}
