@@ -2,7 +2,7 @@
 # Prepare a machine to run raygroups: check Python 3.11 and Java 17, create .venv,
 # and install the project (editable, with dev tools) when pyproject.toml changed.
 # Idempotent: a second run with nothing changed takes about a second.
-#   RAYGROUPS_INSTALL_JAVA=1  install Java 17 with apt-get when missing (CI does this).
+#   RAYGROUPS_INSTALL_JAVA=1  install Java 17 and promtool with apt-get when missing (CI does this).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,6 +39,16 @@ if ! java_ok && [[ "${RAYGROUPS_INSTALL_JAVA:-0}" == 1 ]] && command -v apt-get 
     [[ "$(id -u)" -ne 0 ]] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+# promtool (Debian's `prometheus` package) checks the shipped alert rules in the tests.
+if ! command -v promtool >/dev/null 2>&1 && [[ "${RAYGROUPS_INSTALL_JAVA:-0}" == 1 ]] \
+        && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing promtool (prometheus) with apt-get"
+    sudo_cmd=""
+    [[ "$(id -u)" -ne 0 ]] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq || true
+    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+        >/dev/null || echo "setup: promtool did not install; the alert rules are checked by the parser only"
 fi
 java_ok || die "Java 17 is required for Spark (RayDP); install e.g. \`apt-get install openjdk-17-jre-headless\`$(
     command -v java >/dev/null 2>&1 && echo " (found Java $(java_major))")."

@@ -9,6 +9,7 @@ alert fires on the series that should fire it, and only then).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -62,8 +63,14 @@ def test_the_health_codes_the_rules_compare_with_are_the_cores() -> None:
     assert exprs["RaygroupsGroupStalled"].endswith(f"== {int(Health.STALLED)}")
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (apt-get install prometheus)")
 def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
+    if shutil.which("promtool") is None:
+        why = "no promtool (apt-get install prometheus)"
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(why)  # scripts/setup.sh installs it under CI
+        # A developer machine without Debian's prometheus package; the parser tests above
+        # check the same file.
+        pytest.skip(why)
     checked = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     tested = subprocess.run(
