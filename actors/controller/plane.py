@@ -244,10 +244,16 @@ class ControlPlane(Succession, Publication):
     async def watch_once(self) -> None:
         """Start a check of every partition that has none under way and no operation."""
         self.repartition.resume()
+        unstarted = self.repartition.unstarted
         for partition in range(self.num_partitions):
-            if not self._locks[partition].locked():
+            if not self._locks[partition].locked() and partition not in unstarted:
                 self._check_task(partition)
         self.metrics.set_refused(len(self.refused))
+
+    def check_soon(self, partition: int) -> None:
+        """Check `partition` now rather than at the next round (unless an operation holds it)."""
+        if not self._locks[partition].locked():
+            self._check_task(partition)
 
     def _check_task(self, partition: int) -> asyncio.Task[None]:
         task = self._checks.get(partition)

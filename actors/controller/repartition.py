@@ -12,9 +12,12 @@ that partition switched, then to its new one: never to two, and only for the len
 one source's handoff to neither.
 
 Growing N to kN:
-1. The plan and the new partitions' metadata are saved; the planes create, place and
-   publish the new partitions as any other (they own no group until a source switches:
-   no client is routed to them before).
+1. The plan and the new partitions' metadata are saved; the new partitions are started
+   before any group moves, one after another (`unstarted`: the watch leaves them alone
+   until the driver lets each go, once the one before serves), then placed and published
+   as any other (they own no group until a source switches: no client is routed to them
+   before). A replica's process start costs a core for a second or more: all of them at
+   once would stall every running partition on the nodes they share.
 2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
    the groups that move and exports them once durable (`handoff_export`); each target's
    leader admits its share, durably (`handoff_admit`); p's leader writes its switch
@@ -95,6 +98,8 @@ class Repartitioner:
         # The sources whose groups are frozen or about to be: a client told NOT_COORDINATOR
         # there is answered the routing once they switched (`ControlPlane.routing_after`).
         self.handing_off: set[int] = set()
+        # New partitions the watch must not start yet (step 1: the driver starts them in turn).
+        self.unstarted: set[int] = set()
         self.attempts = 0
         # How long the last run (in this controller) took: starting the new partitions,
         # then the handoffs (`status`; bench/repartition.py).
@@ -144,8 +149,11 @@ class Repartitioner:
 
     def resume(self) -> None:
         """Drive the recorded plan, if any, unless already driving it."""
-        if self.plane.state.plan is None or (self._task is not None and not self._task.done()):
+        plan = self.plane.state.plan
+        if plan is None or (self._task is not None and not self._task.done()):
             return
+        # Set before the watch's next round (which calls this first): it starts none of them.
+        self.unstarted = {p for p in range(plan.previous, plan.count) if self.plane._routed(p) is None}
         self._task = asyncio.get_running_loop().create_task(self._drive())
         self._task.add_done_callback(self._driven)
 
@@ -161,6 +169,7 @@ class Repartitioner:
         assert plan is not None
         loop = asyncio.get_running_loop()
         began = loop.time()
+        await self._start_in_turn()
         await self._until_published(range(max(plan.count, plan.previous)))
         # Every leader records the plan (its state file: a full restart resumes it) before
         # any group moves.
@@ -208,6 +217,17 @@ class Repartitioner:
                 )
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, RETRY_MAX_S)
+
+    async def _start_in_turn(self) -> None:
+        """Start the new partitions one at a time: each is checked (which starts its
+        replicas) and served before the next is let go (step 1)."""
+        try:
+            for partition in sorted(self.unstarted):
+                self.unstarted.discard(partition)
+                self.plane.check_soon(partition)
+                await self._until_published(range(partition, partition + 1))
+        finally:
+            self.unstarted.clear()  # a failed driver leaves the watch free to start them
 
     async def _until_published(self, partitions: range) -> None:
         while missing := [p for p in partitions if self.plane._routed(p) is None]:
