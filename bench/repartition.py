@@ -11,6 +11,8 @@ to M partitions while they commit. Prints, each against the baseline in the same
   (retries on NOT_COORDINATOR included), p50 and p99 over the groups that moved and over
   those that did not (target: moved p99 < 1 s; unmoved p99 unchanged within noise),
   against the same measure over an equally long baseline window before it;
+- the longest time a source's moving groups were frozen, and the longest each handoff step
+  took (export, the targets' admits, the switch, the routing to the targets);
 - commits acknowledged during it, and lost: every group's committed offset afterwards
   is its last acknowledged one (0 lost).
 Stdout holds the figures table only; progress goes to stderr.
@@ -124,6 +126,9 @@ def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
         Row("  in the handoffs alone: unmoved p99", quantile(handoff_stay, 0.99), "s",
             quantile(handoff_stay, 0.99) / base_p99, note=f"after {timings['partitions_ready_s']:.2f} s "
             "starting the new partitions"),
+        Row("  a source's groups frozen, longest", timings.get("frozen_s", 0.0), "s", note=", ".join(
+            f"{step} {timings.get(step + '_s', 0.0):.3f}" for step in ("export", "admit", "switch", "routing")
+        )),
         Row("baseline stall p99", base_p99, "s", note=f"p50 {base_p50:.3f} s, before, as long a window"),
         Row("commits during the repartition", during, "", note=f"{per_group:.0f} per group in the run"),
         Row("acknowledged commits lost", lost, "groups"),

@@ -104,6 +104,10 @@ class Repartitioner:
         # How long the last run (in this controller) took: starting the new partitions,
         # then the handoffs (`status`; bench/repartition.py).
         self.timings: dict[str, float] = {}
+        # The longest each step of a source's successful attempt took in this run (where a
+        # moved group's stall goes: export, admits, switch, routing), and the longest time
+        # a source's moving groups were frozen (from its export to the targets' routing).
+        self.steps: dict[str, float] = {}
 
     # ------------------------------------------------------------ routing
 
@@ -176,6 +180,7 @@ class Repartitioner:
         while not await self.push_routing():
             await asyncio.sleep(PUBLISH_POLL_S)
         published = loop.time()
+        self.steps = {}
         sources = [p for p in plan.sources() if p not in plan.switched]
         gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
 
@@ -187,7 +192,9 @@ class Repartitioner:
         handed = loop.time()
         for partition in range(plan.count, plan.previous):  # a shrink: the emptied partitions go
             await self._retire(plan, partition)
-        self.timings = {"partitions_ready_s": published - began, "handoffs_s": handed - published}
+        self.timings = {
+            "partitions_ready_s": published - began, "handoffs_s": handed - published, **self.steps,
+        }
         self.plane.forget_partitions(plan.count)
         self.plane.state.num_partitions = plan.count
         self.plane.state.plan = None
@@ -259,10 +266,15 @@ class Repartitioner:
         """One try; None when the source switched (and it is recorded), else why not."""
         routing = plan.routing().with_switched(source).encode()
         page, moved = 0, 0
+        clock = asyncio.get_running_loop().time
+        took = {"export_s": 0.0, "admit_s": 0.0}
+        frozen = clock()
         while page >= 0:  # the moving groups, a page at a time (a big partition's are many)
+            began = clock()
             exported = await self._call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
+            exported_at = clock()
             targets = sorted(exported["exported"])
             admitted = await asyncio.gather(*(
                 self._call(int(t), "handoff_admit", plan.version, exported["exported"][t]) for t in targets
@@ -271,16 +283,27 @@ class Repartitioner:
                 if answer["error"] != "NONE":
                     return f"admit at {target}: {answer['error']} {answer['detail']}"
             page, moved = exported["next_page"], moved + exported["groups"]
+            took["export_s"] += exported_at - began
+            took["admit_s"] += clock() - exported_at
+        began = clock()
         switched = await self._call(source, "handoff_switch", routing)
         if switched["error"] != "NONE":
             return f"switch: {switched['error']} {switched['detail']}"
+        took["switch_s"] = clock() - began
+        began = clock()
         if source not in plan.switched:
             plan.switched.append(source)
-            await self.plane._persist()
-        logger.info("repartition %d: partition %d handed off %d groups", plan.version, source, moved)
-        # The partitions whose groups changed owner learn it first: the clients told
-        # NOT_COORDINATOR meanwhile are answered the routing once this returns.
-        await self.push_routing(self.takers(plan, source))
+        # The partitions whose groups changed owner learn it first (the clients told
+        # NOT_COORDINATOR meanwhile are answered the routing once this returns), while the
+        # switch is saved: a controller restarted before the save finds the source's switch
+        # record (its export is then empty and its switch answered as done).
+        await asyncio.gather(self.plane._persist(), self.push_routing(self.takers(plan, source)))
+        took["routing_s"] = clock() - began
+        took["frozen_s"] = clock() - frozen
+        for step, seconds in took.items():
+            self.steps[step] = max(self.steps.get(step, 0.0), seconds)
+        logger.info("repartition %d: partition %d handed off %d groups (%s)", plan.version, source, moved,
+                    ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
         return None
 
     @staticmethod
