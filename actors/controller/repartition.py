@@ -231,8 +231,9 @@ class Repartitioner:
         try:
             for partition in sorted(self.unstarted):
                 self.unstarted.discard(partition)
-                self.plane.check_soon(partition)
-                await self._until_published(range(partition, partition + 1))
+                while self.plane._routed(partition) is None:  # checked back to back, not each round
+                    self.plane.check_soon(partition)
+                    await asyncio.sleep(PUBLISH_POLL_S)
         finally:
             self.unstarted.clear()  # a failed driver leaves the watch free to start them
 

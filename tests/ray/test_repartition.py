@@ -128,6 +128,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
                 load.wait_for(1)
             assert (status["partitions"], status["version"], status["running"]) == (8, 1, False)
             assert status["partitions_ready_s"] >= 0 and status["handoffs_s"] >= 0
+            assert {"export_s", "admit_s", "switch_s", "routing_s", "frozen_s"} <= set(status), status
             client.refresh()
             moved_at = dict(load.acked)
             load.wait_for(max(moved_at.values()) + 3)  # every group commits at its new partition
