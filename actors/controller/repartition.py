@@ -231,9 +231,13 @@ class Repartitioner:
         try:
             for partition in sorted(self.unstarted):
                 self.unstarted.discard(partition)
-                while self.plane._routed(partition) is None:  # checked back to back, not each round
+                delay = RETRY_INITIAL_S
+                # Checked again soon, not at the next round, backing off to the round's pace
+                # (a partition that cannot start, such as too few live nodes, waits as before).
+                while self.plane._routed(partition) is None:
                     self.plane.check_soon(partition)
-                    await asyncio.sleep(PUBLISH_POLL_S)
+                    await asyncio.sleep(delay)
+                    delay = min(2 * delay, self.plane.settings.probe_interval_s)
         finally:
             self.unstarted.clear()  # a failed driver leaves the watch free to start them
 
