@@ -11,6 +11,10 @@ to M partitions while they commit. Prints, each against the baseline in the same
   (retries on NOT_COORDINATOR included), p50 and p99 over the groups that moved and over
   those that did not (target: moved p99 < 1 s; unmoved p99 unchanged within noise),
   against the same measure over an equally long baseline window before it;
+- the commits' latency p99 while the new partitions start (per commit: the running
+  groups' slowdown), against the baseline window's;
+- the longest time a source's moving groups were frozen, and the longest each handoff step
+  took (export, the targets' admits, the switch, the routing to the targets);
 - commits acknowledged during it, and lost: every group's committed offset afterwards
   is its last acknowledged one (0 lost).
 Stdout holds the figures table only; progress goes to stderr.
@@ -43,6 +47,9 @@ class GroupCommits:
 
     def stall(self, start: float, end: float) -> float:
         return max((took for at, took in self.commits if start <= at <= end), default=0.0)
+
+    def latencies(self, start: float, end: float) -> list[float]:
+        return [took for at, took in self.commits if start <= at <= end]
 
 
 async def commit_forever(client: actors.Client, load: GroupCommits, stop: threading.Event) -> None:
@@ -105,6 +112,10 @@ def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
     handoff_moved = [load.stall(*handoffs) for load in loads if load.group in moved]
     handoff_stay = [load.stall(*handoffs) for load in loads if load.group not in moved]
     base = [load.stall(base_start, base_end) for load in loads]
+    # Per commit, not per group: a window's longest commit grows with its length, and
+    # starting the partitions lasts many times the baseline window.
+    starting = [t for load in loads for t in load.latencies(started, handoffs[0])]
+    base_latency = [t for load in loads for t in load.latencies(base_start, base_end)]
     during = sum(1 for load in loads for at, _ in load.commits if started <= at <= ended)
     fetch = actors.connect(namespace=NAMESPACE, timeout_s=60.0)
     lost = sum(1 for load in loads if committed(fetch, load.group) < load.acked)
@@ -119,11 +130,17 @@ def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
         Row("moved groups' stall p50", moved_p50, "s", moved_p50 / base_p50, note=f"{len(moved)} groups"),
         Row("moved groups' stall p99", moved_p99, "s", moved_p99 / base_p99),
         Row("unmoved groups' stall p99", stay_p99, "s", stay_p99 / base_p99, note=f"{len(stalls_stay)}"),
+        Row("commit latency p99 while they start", quantile(starting, 0.99), "s",
+            quantile(starting, 0.99) / quantile(base_latency, 0.99),
+            note=f"baseline {quantile(base_latency, 0.99):.3f} s, {len(starting)} commits"),
         Row("  in the handoffs alone: moved p99", quantile(handoff_moved, 0.99), "s",
             quantile(handoff_moved, 0.99) / base_p99, note=f"{timings['handoffs_s']:.2f} s of handoffs"),
         Row("  in the handoffs alone: unmoved p99", quantile(handoff_stay, 0.99), "s",
             quantile(handoff_stay, 0.99) / base_p99, note=f"after {timings['partitions_ready_s']:.2f} s "
             "starting the new partitions"),
+        Row("  a source's groups frozen, longest", timings.get("frozen_s", 0.0), "s", note=", ".join(
+            f"{step} {timings.get(step + '_s', 0.0):.3f}" for step in ("export", "admit", "switch", "routing")
+        )),
         Row("baseline stall p99", base_p99, "s", note=f"p50 {base_p50:.3f} s, before, as long a window"),
         Row("commits during the repartition", during, "", note=f"{per_group:.0f} per group in the run"),
         Row("acknowledged commits lost", lost, "groups"),

@@ -244,10 +244,16 @@ class ControlPlane(Succession, Publication):
     async def watch_once(self) -> None:
         """Start a check of every partition that has none under way and no operation."""
         self.repartition.resume()
+        unstarted = self.repartition.unstarted
         for partition in range(self.num_partitions):
-            if not self._locks[partition].locked():
+            if not self._locks[partition].locked() and partition not in unstarted:
                 self._check_task(partition)
         self.metrics.set_refused(len(self.refused))
+
+    def check_soon(self, partition: int) -> None:
+        """Check `partition` now rather than at the next round (unless an operation holds it)."""
+        if not self._locks[partition].locked():
+            self._check_task(partition)
 
     def _check_task(self, partition: int) -> asyncio.Task[None]:
         task = self._checks.get(partition)
@@ -386,8 +392,14 @@ class ControlPlane(Succession, Publication):
         soon as a leader serves a newer epoch, or serves at all where there was
         none (an election the client saw before its leader served), or this
         check found the old one sound, or `wait_s` passed. The client's next
-        attempt then goes straight to the new leader."""
-        _check_routing_request(partition, epoch, wait_s, self.num_partitions)
+        attempt then goes straight to the new leader.
+        A partition past the count is one a shrink retired (the client's routing is
+        older than its end): the routing now, at once, sends the call to the group's
+        new owner."""
+        bound = max(self.num_partitions, self.settings.max_partitions)
+        _check_routing_request(partition, epoch, wait_s, bound)
+        if partition >= self.num_partitions:
+            return self.routing()
         meta = self.state.partitions[partition]
         leaderless = self._routed(partition) is None
         # A report of an older epoch is already answered; an operation holding

@@ -12,9 +12,12 @@ that partition switched, then to its new one: never to two, and only for the len
 one source's handoff to neither.
 
 Growing N to kN:
-1. The plan and the new partitions' metadata are saved; the planes create, place and
-   publish the new partitions as any other (they own no group until a source switches:
-   no client is routed to them before).
+1. The plan and the new partitions' metadata are saved; the new partitions are started
+   before any group moves, one after another (`unstarted`: the watch leaves them alone
+   until the driver lets each go, once the one before serves), then placed and published
+   as any other (they own no group until a source switches: no client is routed to them
+   before). A replica's process start costs a core for a second or more: all of them at
+   once would stall every running partition on the nodes they share.
 2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
    the groups that move and exports them once durable (`handoff_export`); each target's
    leader admits its share, durably (`handoff_admit`); p's leader writes its switch
@@ -95,10 +98,16 @@ class Repartitioner:
         # The sources whose groups are frozen or about to be: a client told NOT_COORDINATOR
         # there is answered the routing once they switched (`ControlPlane.routing_after`).
         self.handing_off: set[int] = set()
+        # New partitions the watch must not start yet (step 1: the driver starts them in turn).
+        self.unstarted: set[int] = set()
         self.attempts = 0
         # How long the last run (in this controller) took: starting the new partitions,
         # then the handoffs (`status`; bench/repartition.py).
         self.timings: dict[str, float] = {}
+        # The longest each step of a source's successful attempt took in this run (where a
+        # moved group's stall goes: export, admits, switch, routing), and the longest time
+        # a source's moving groups were frozen (from its export to the targets' routing).
+        self.steps: dict[str, float] = {}
 
     # ------------------------------------------------------------ routing
 
@@ -144,8 +153,11 @@ class Repartitioner:
 
     def resume(self) -> None:
         """Drive the recorded plan, if any, unless already driving it."""
-        if self.plane.state.plan is None or (self._task is not None and not self._task.done()):
+        plan = self.plane.state.plan
+        if plan is None or (self._task is not None and not self._task.done()):
             return
+        # Set before the watch's next round (which calls this first): it starts none of them.
+        self.unstarted = {p for p in range(plan.previous, plan.count) if self.plane._routed(p) is None}
         self._task = asyncio.get_running_loop().create_task(self._drive())
         self._task.add_done_callback(self._driven)
 
@@ -161,12 +173,14 @@ class Repartitioner:
         assert plan is not None
         loop = asyncio.get_running_loop()
         began = loop.time()
+        await self._start_in_turn()
         await self._until_published(range(max(plan.count, plan.previous)))
         # Every leader records the plan (its state file: a full restart resumes it) before
         # any group moves.
         while not await self.push_routing():
             await asyncio.sleep(PUBLISH_POLL_S)
         published = loop.time()
+        self.steps = {}
         sources = [p for p in plan.sources() if p not in plan.switched]
         gate = asyncio.Semaphore(MAX_CONCURRENT_SOURCES)
 
@@ -178,7 +192,9 @@ class Repartitioner:
         handed = loop.time()
         for partition in range(plan.count, plan.previous):  # a shrink: the emptied partitions go
             await self._retire(plan, partition)
-        self.timings = {"partitions_ready_s": published - began, "handoffs_s": handed - published}
+        self.timings = {
+            "partitions_ready_s": published - began, "handoffs_s": handed - published, **self.steps,
+        }
         self.plane.forget_partitions(plan.count)
         self.plane.state.num_partitions = plan.count
         self.plane.state.plan = None
@@ -208,6 +224,22 @@ class Repartitioner:
                 )
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, RETRY_MAX_S)
+
+    async def _start_in_turn(self) -> None:
+        """Start the new partitions one at a time: each is checked (which starts its
+        replicas) and served before the next is let go (step 1)."""
+        try:
+            for partition in sorted(self.unstarted):
+                self.unstarted.discard(partition)
+                delay = RETRY_INITIAL_S
+                # Checked again soon, not at the next round, backing off to the round's pace
+                # (a partition that cannot start, such as too few live nodes, waits as before).
+                while self.plane._routed(partition) is None:
+                    self.plane.check_soon(partition)
+                    await asyncio.sleep(delay)
+                    delay = min(2 * delay, self.plane.settings.probe_interval_s)
+        finally:
+            self.unstarted.clear()  # a failed driver leaves the watch free to start them
 
     async def _until_published(self, partitions: range) -> None:
         while missing := [p for p in partitions if self.plane._routed(p) is None]:
@@ -239,10 +271,15 @@ class Repartitioner:
         """One try; None when the source switched (and it is recorded), else why not."""
         routing = plan.routing().with_switched(source).encode()
         page, moved = 0, 0
+        clock = asyncio.get_running_loop().time
+        took = {"export_s": 0.0, "admit_s": 0.0}
+        frozen = clock()
         while page >= 0:  # the moving groups, a page at a time (a big partition's are many)
+            began = clock()
             exported = await self._call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
+            exported_at = clock()
             targets = sorted(exported["exported"])
             admitted = await asyncio.gather(*(
                 self._call(int(t), "handoff_admit", plan.version, exported["exported"][t]) for t in targets
@@ -251,16 +288,27 @@ class Repartitioner:
                 if answer["error"] != "NONE":
                     return f"admit at {target}: {answer['error']} {answer['detail']}"
             page, moved = exported["next_page"], moved + exported["groups"]
+            took["export_s"] += exported_at - began
+            took["admit_s"] += clock() - exported_at
+        began = clock()
         switched = await self._call(source, "handoff_switch", routing)
         if switched["error"] != "NONE":
             return f"switch: {switched['error']} {switched['detail']}"
+        took["switch_s"] = clock() - began
+        began = clock()
         if source not in plan.switched:
             plan.switched.append(source)
-            await self.plane._persist()
-        logger.info("repartition %d: partition %d handed off %d groups", plan.version, source, moved)
-        # The partitions whose groups changed owner learn it first: the clients told
-        # NOT_COORDINATOR meanwhile are answered the routing once this returns.
-        await self.push_routing(self.takers(plan, source))
+        # The partitions whose groups changed owner learn it first (the clients told
+        # NOT_COORDINATOR meanwhile are answered the routing once this returns), while the
+        # switch is saved: a controller restarted before the save finds the source's switch
+        # record (its export is then empty and its switch answered as done).
+        await asyncio.gather(self.plane._persist(), self.push_routing(self.takers(plan, source)))
+        took["routing_s"] = clock() - began
+        took["frozen_s"] = clock() - frozen
+        for step, seconds in took.items():
+            self.steps[step] = max(self.steps.get(step, 0.0), seconds)
+        logger.info("repartition %d: partition %d handed off %d groups (%s)", plan.version, source, moved,
+                    ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
         return None
 
     @staticmethod

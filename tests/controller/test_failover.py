@@ -223,12 +223,28 @@ def test_routing_after_refuses_malformed_arguments_and_keeps_serving() -> None:
         plane = make_plane(cluster, MemoryStore())
         await plane.start()
         leader = leader_of(cluster, 0)
-        for bad in [("0", leader.epoch, 1.0), (9, leader.epoch, 1.0), (0, None, 1.0), (0, leader.epoch, -1),
+        for bad in [("0", leader.epoch, 1.0), (-1, leader.epoch, 1.0), (10**6, leader.epoch, 1.0),
+                    (0, None, 1.0), (0, leader.epoch, -1),
                     (0, leader.epoch, 3600.0), (0, leader.epoch, "1")]:
             with pytest.raises(ValueError):
                 await plane.routing_after(*bad)  # type: ignore[arg-type]
         routing = await plane.routing_after(0, leader.epoch, 5.0)
         assert routing[1][0] is leader, "a sound leader: answered once the check found it so"
+        assert not plane.metrics.failovers
+
+    run(scenario())
+
+
+def test_a_partition_a_shrink_retired_is_answered_the_routing_at_once() -> None:
+    """A client whose call met a partition past the count (retired by a shrink that ended
+    after the client last refreshed) gets the routing that sends it to the group's new
+    owner, at once: not an error its caller would see, nor a wait for a check."""
+    async def scenario() -> None:
+        cluster = FakeCluster()
+        plane = make_plane(cluster, MemoryStore(), num_partitions=2)
+        await plane.start()
+        routing = await plane.routing_after(3, 1, 30.0)
+        assert routing == plane.routing() and routing[0] == 2
         assert not plane.metrics.failovers
 
     run(scenario())

@@ -61,6 +61,7 @@ class GroupLoad:
     attempted: int = -1
     successes: list[float] = field(default_factory=list)
     errors: int = 0
+    last_error: str = ""  # the latest failed commit's exception or error code, for a failure's report
 
 
 async def commit_forever(client: actors.Client, load: GroupLoad, stop: threading.Event) -> None:
@@ -70,14 +71,16 @@ async def commit_forever(client: actors.Client, load: GroupLoad, stop: threading
         load.attempted = offset
         try:
             response = await client.commit_offsets_async(load.group, {("t", 0): offset})
-        except (CoordinatorUnavailableError, ray.exceptions.RayError):
+        except (CoordinatorUnavailableError, ray.exceptions.RayError) as exc:
             load.errors += 1
+            load.last_error = f"{exc!r:.300}"
             continue
         if response.errors() == {("t", 0): Errors.NONE}:
             load.acked = offset
             load.successes.append(time.monotonic())
         else:
             load.errors += 1
+            load.last_error = str(response.errors())
         await asyncio.sleep(0.02)
 
 

@@ -128,6 +128,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
                 load.wait_for(1)
             assert (status["partitions"], status["version"], status["running"]) == (8, 1, False)
             assert status["partitions_ready_s"] >= 0 and status["handoffs_s"] >= 0
+            assert {"export_s", "admit_s", "switch_s", "routing_s", "frozen_s"} <= set(status), status
             client.refresh()
             moved_at = dict(load.acked)
             load.wait_for(max(moved_at.values()) + 3)  # every group commits at its new partition
@@ -152,6 +153,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
     assert old.error is Errors.NOT_COORDINATOR
 
     # and back: 8 -> 2 merges partitions 2..7 into 0 and 1, and retires them
+    stale = actors.connect(namespace=NAMESPACE)  # routes by 8 partitions until a call fails
     with Committers(client) as load:
         load.wait_for(max(load.acked.values(), default=0) + 1)
         status = client.repartition(2)
@@ -164,6 +166,12 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
     assert set(GROUPS) <= {g.group_id for g in client.list_groups()}
     retired = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DATA_DIRS[0], "retired-v2-*")))
     assert retired == [f"retired-v2-offsets-{p}" for p in range(2, 8)], retired
+    # a call sent to a partition the shrink retired is answered by the group's new owner
+    group = next(g for g in GROUPS if stale.partition_for(g) >= 2)
+    answer = stale.commit_offsets(group, {("orders", 0): load.acked[group] + 1})
+    assert answer.errors() == {("orders", 0): Errors.NONE}
+    assert stale.partition_for(group) == partition_for(group, 2)
+    assert committed(client, group) == load.acked[group] + 1
 
 
 def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partition(

@@ -8,9 +8,5 @@ from tests.ray.cluster_support import run_scenario
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-# Known defect (session 25's closing note): in the last CI run this scenario failed after both
-# repartitions had finished (its controller log shows the grow through the kills and the
-# shrink with every replica retired); the failing check is not known yet. Passed 4 of 4 alone.
-@pytest.mark.xfail(reason="a check after the shrink failed once in CI; under investigation", strict=False)
 def test_a_repartition_finishes_by_itself_through_kills_and_loses_nothing() -> None:
     assert "none lost" in run_scenario("tests.ray.repartition_scenario", "kills", "1", timeout_s=400)
