@@ -44,7 +44,7 @@ def new_runs(directory: Path) -> list[list[object]]:
     return [run for payload in payloads for run in payload[1:] if run[0] == NEW_KIND]
 
 
-def test_an_old_follower_keeps_a_new_record_kind_and_gives_it_back_after_compaction(tmp_path: Path) -> None:
+def test_an_old_follower_keeps_a_new_record_kind_through_compaction(tmp_path: Path) -> None:
     leader, follower = tmp_path / "leader", tmp_path / "follower"
     leader.mkdir()
     with open(leader / f"{0:020d}.log", "wb") as file:

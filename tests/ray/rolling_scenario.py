@@ -22,8 +22,14 @@ from actors.demo.sim_cluster import fully_replicated, wait_for
 
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.fault_scenario import longest_gap
-from tests.ray.replication_scenario import NAMESPACE, PARTITIONS, check_nothing_lost, groups_on, settings_for
-from tests.ray.replication_scenario import start_load
+from tests.ray.replication_scenario import (
+    NAMESPACE,
+    PARTITIONS,
+    check_nothing_lost,
+    groups_on,
+    settings_for,
+    start_load,
+)
 
 
 def partition_actor_names(namespace: str) -> set[str]:
