@@ -50,8 +50,10 @@ def test_an_old_follower_keeps_a_new_record_kind_through_compaction(tmp_path: Pa
     with open(leader / f"{0:020d}.log", "wb") as file:
         for i in range(6):
             file.write(new_code_batch(3 * i, i + 1))
-    with PartitionLog.open(leader, EPOCH, CONFIG) as source, PartitionLog.open(follower, EPOCH, CONFIG) as log:
-        log.append_raw(source.read_raw(0, 1 << 20))  # replication ships the bytes unchanged
+    with PartitionLog.open(leader, EPOCH, CONFIG) as source:
+        shipped = source.read_raw(0, 1 << 20)  # replication ships the bytes unchanged
+    with PartitionLog.open(follower, EPOCH, CONFIG) as log:
+        log.append_raw(shipped)
         log.append([group("g")], EPOCH, NOW_MS + 100)  # the old code leads on: its own records
         log.sync()
         assert materialize(log)[commit("g", "t", 0, 6).key] == commit("g", "t", 0, 6).value
