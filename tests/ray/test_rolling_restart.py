@@ -7,7 +7,7 @@ import pytest
 
 from tests.ray.cluster_support import run_scenario
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def test_every_replica_restarts_and_no_acknowledged_commit_is_lost() -> None:
