@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -110,19 +111,30 @@ async def admit_followers(plane: ReplicatedPlane, lagging: frozenset[str] = froz
         await asyncio.sleep(0.005)
 
 
-async def rolled(plane: ReplicatedPlane, **start: Any) -> dict[str, Any]:
-    """Start a roll and drive the cluster until it is done or stopped; its status."""
-    helper = asyncio.get_running_loop().create_task(admit_followers(plane))
+@contextlib.asynccontextmanager
+async def admitting(plane: ReplicatedPlane, lagging: frozenset[str] = frozenset()) -> AsyncIterator[None]:
+    """`admit_followers` running meanwhile."""
+    helper = asyncio.get_running_loop().create_task(admit_followers(plane, lagging))
     try:
-        status = await plane.rolling.start(start.get("runtime_env"), start.get("settings", {}))
-        while status["running"]:
-            await asyncio.sleep(0.01)
-            status = plane.rolling.status()
-        return status
+        yield
     finally:
         helper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await helper
+
+
+async def until_idle(plane: ReplicatedPlane) -> dict[str, Any]:
+    """The roll's status once it is done or stopped."""
+    while plane.rolling.status()["running"]:
+        await asyncio.sleep(0.005)
+    return plane.rolling.status()
+
+
+async def rolled(plane: ReplicatedPlane, **start: Any) -> dict[str, Any]:
+    """Start a roll and drive the cluster until it is done or stopped; its status."""
+    async with admitting(plane):
+        await plane.rolling.start(start.get("runtime_env"), start.get("settings", {}))
+        return await until_idle(plane)
 
 
 async def ready(cluster: FakeCluster | None = None) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
@@ -213,15 +225,9 @@ def test_stops_with_the_reason_mid_roll_and_resumes() -> None:
         laggard = next(n for n in meta.replicas if n != meta.leader)
         meta.isr = [n for n in meta.isr if n != laggard]
         lagging = frozenset({meta.names[laggard]})
-        helper = asyncio.get_running_loop().create_task(admit_followers(plane, lagging))
-        try:
+        async with admitting(plane, lagging):
             await plane.rolling.start(None, {})
-            while plane.rolling.status()["running"]:
-                await asyncio.sleep(0.005)
-        finally:
-            helper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await helper
+            await until_idle(plane)
         plan = plane.state.roll
         assert plan is not None and plan.stopped is not None
         assert f"partition {partition}:" in plan.stopped and "below min ISR 2" in plan.stopped
@@ -230,15 +236,9 @@ def test_stops_with_the_reason_mid_roll_and_resumes() -> None:
         assert stopped_at in meta.replicas and stopped_at != laggard  # the laggard's own exit is fine
         assert all(meta.names.get(n) for n in meta.replicas)
         # The laggard catches up; the operator resumes; the roll finishes.
-        helper = asyncio.get_running_loop().create_task(admit_followers(plane))
-        try:
+        async with admitting(plane):
             await plane.rolling.resume_stopped()
-            while plane.rolling.status()["running"]:
-                await asyncio.sleep(0.005)
-        finally:
-            helper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await helper
+            await until_idle(plane)
         assert plan.phase == DONE and sorted(plan.done) == sorted(order)
 
     run(scenario())
@@ -248,12 +248,9 @@ def test_a_restarted_controller_resumes_the_roll_from_its_metadata() -> None:
     async def scenario() -> None:
         cluster, store, plane = await ready()
         await plane.rolling.start({"env_vars": {"V": "2"}}, {"commit_timeout_ms": 9000})
-        helper = asyncio.get_running_loop().create_task(admit_followers(plane))
-        while not plane.state.roll.done:  # type: ignore[union-attr]
-            await asyncio.sleep(0.005)
-        helper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await helper
+        async with admitting(plane):
+            while not plane.state.roll.done:  # type: ignore[union-attr]
+                await asyncio.sleep(0.005)
         assert plane.rolling._task is not None
         plane.rolling._task.cancel()
         for task in plane._loops:
@@ -262,21 +259,10 @@ def test_a_restarted_controller_resumes_the_roll_from_its_metadata() -> None:
         successor = make(cluster, store)
         await successor.start()
         assert successor.settings.commit_timeout_ms == 9000
-        status = await rolled_from(successor)
+        async with admitting(successor):
+            status = await until_idle(successor)
         assert status["phase"] == DONE and len(status["done"]) == 3
         news = [a for a in cluster.live.values() if a.partition >= 0]
         assert all(a.runtime_env == {"env_vars": {"V": "2"}} for a in news)
 
     run(scenario())
-
-
-async def rolled_from(plane: ReplicatedPlane) -> dict[str, Any]:
-    helper = asyncio.get_running_loop().create_task(admit_followers(plane))
-    try:
-        while plane.rolling.status()["running"]:
-            await asyncio.sleep(0.01)
-        return plane.rolling.status()
-    finally:
-        helper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await helper
