@@ -11,10 +11,11 @@ Per node, in `roll_order`:
    stops the roll with the reason (`status`); nothing was taken out. `resume` retries.
 2. Leadership leaves the node (`reassign` to the first other ISR member: a clean
    election, the old leader keeps serving until the new one took the epoch up).
-3. Each of the node's replicas, under its partition's lock: it leaves the ISR first (a
-   controlled shutdown, as Kafka's: the high watermark never waits for a replica that is
-   going away), its actor is killed and seen dead (two actors never share a log
-   directory), and a new actor (new name) is started on the node, on the same disk, with
+3. Each of the node's replicas, under its partition's lock: its actor is killed and seen
+   dead (two actors never share a log directory), it leaves the ISR (so the leader's
+   high watermark stops waiting for it: `LeaderState` forgets a dropped follower's
+   caught-up time, and no answer of the old actor can bring it back, as it is dead), and
+   a new actor (new name) is started on the node, on the same disk, with
    the plan's runtime_env and settings (`Cluster.configure_actors`). The plan records the
    node as `restarted` once all are, so a resumed plan does not restart them twice.
 4. The node is done once it is back in the ISR of each of its partitions (the leader
@@ -210,8 +211,14 @@ class RollingRestart:
     async def _restart_replica(self, partition: int, node: str) -> None:
         plane = self.plane
         async with plane.partition_lock(partition):
+            handle = plane.handles.get(partition, {}).pop(node, None)
+            if handle is not None:
+                plane.cluster.kill(handle)
+                await self._until_dead(handle)
             meta = plane.state.partitions[partition]
             if node in meta.isr and len(meta.isr) > 1 and meta.leader != node:
+                # Out of the ISR once it can answer no more: the leader's HWM stops waiting
+                # for it, and no answer of the old actor brings it back.
                 isr = tuple(r for r in meta.isr if r != node)
                 out = PartitionState(
                     tuple(meta.replicas), isr, meta.leader, meta.epoch, meta.partition_epoch + 1
@@ -219,10 +226,6 @@ class RollingRestart:
                 await plane._commit(partition, out, "rolling restart")
                 live = set(await plane.cluster.live_nodes())
                 await plane._send_roles(partition, await plane._probe_all(partition, live))
-            handle = plane.handles.get(partition, {}).pop(node, None)
-            if handle is not None:
-                plane.cluster.kill(handle)
-                await self._until_dead(handle)
             await plane._restart(partition, node)
         await plane.check(partition)  # the new replica's role, and its leader learns its handle
 
