@@ -131,7 +131,12 @@ class RollingRestart:
         plan = self.plane.state.roll
         if plan is None:
             return
-        target = self.target_settings(plan)
+        try:
+            target = self.target_settings(plan)
+        except SettingError as exc:  # this code checks a value otherwise than the roll's did
+            logger.error("rolling restart %d: its settings are refused here (%s); start settings kept",
+                         plan.version, exc)
+            target = self.plane.settings_watch.base
         self.plane.settings_watch.base = target
         self.plane.settings = self.plane.standbys.settings = target
         self.plane.cluster.configure_actors(target, plan.runtime_env)
