@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import actors
 from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, simulated_cluster, wait_for
+from bench.driver_log import log_file
 from bench.table import Row, print_table, progress
 from coordinator.errors import Errors
 
@@ -135,8 +136,10 @@ def main() -> None:
     parser.add_argument("--groups-per-partition", type=int, default=2)
     parser.add_argument("--baseline-s", type=float, default=5.0)
     args = parser.parse_args()
-    with simulated_cluster(args.workers, NAMESPACE, "raygroups-bench-rolling-") as (_, data_dir):
-        rows = measure(args, data_dir)
+    # Ray tells the driver of each restarted actor's process on stdout: into a log file.
+    with log_file("raygroups-bench-rolling"):
+        with simulated_cluster(args.workers, NAMESPACE, "raygroups-bench-rolling-") as (_, data_dir):
+            rows = measure(args, data_dir)
     print_table("rolling restart under commits", rows, "vs baseline")
 
 
