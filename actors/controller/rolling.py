@@ -92,6 +92,8 @@ class RollingRestart:
         state = self.plane.state
         if state.roll is not None and state.roll.phase != DONE:
             raise RollRefused(f"rolling restart {state.roll.version} is under way: resume it or wait")
+        if state.plan is not None:
+            raise RollRefused(f"repartition {state.plan.version} is under way; roll once it is done")
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise RollRefused(f"the runtime_env must be a JSON object, got {type(runtime_env).__name__}")
         if not isinstance(settings, dict):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from actors.controller.repartition import Plan, RepartitionRefused
 from actors.controller.replicas import ReplicatedPlane
 from actors.controller.rolling import RollRefused
 from actors.core.metrics import ControllerMetrics
@@ -264,5 +265,45 @@ def test_a_restarted_controller_resumes_the_roll_from_its_metadata() -> None:
         assert status["phase"] == DONE and len(status["done"]) == 3
         news = [a for a in cluster.live.values() if a.partition >= 0]
         assert all(a.runtime_env == {"env_vars": {"V": "2"}} for a in news)
+
+    run(scenario())
+
+
+def test_the_controller_ends_its_process_and_its_restart_finishes_the_roll() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await ready()
+        cluster.live["raygroups-topics"] = FakeActor(cluster, "raygroups-topics", -1, 0, "n1")
+        exits: list[int] = []
+        plane.rolling.exit_process = lambda: exits.append(1)
+        async with admitting(plane):
+            await plane.rolling.start(None, {"replica_lag_time_max_ms": 20000})
+            while not exits:
+                await asyncio.sleep(0.005)
+        assert plane.state.roll is not None and plane.state.roll.phase == "controller"
+        assert store.data is not None and store.data["rolling_restart"]["phase"] == "controller"
+        assert cluster.restarted == []  # the registry waits for the controller's restart
+        for task in plane._loops:
+            task.cancel()
+        # Ray restarts the actor: a new controller over the same metadata.
+        restarted = make(cluster, store)
+        await restarted.start()
+        assert restarted.settings.replica_lag_time_max_ms == 20000
+        status = await until_idle(restarted)
+        assert status["phase"] == DONE and cluster.restarted == ["raygroups-topics"]
+
+    run(scenario())
+
+
+def test_a_roll_and_a_repartition_never_run_together() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        async with admitting(plane):
+            await plane.rolling.start(None, {})
+            with pytest.raises(RepartitionRefused, match="rolling restart 1 is under way"):
+                await plane.repartition.start(6)
+            await until_idle(plane)
+        plane.state.plan = Plan(1, 3, 6)
+        with pytest.raises(RollRefused, match="repartition 1 is under way"):
+            await plane.rolling.start(None, {})
 
     run(scenario())
