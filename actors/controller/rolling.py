@@ -88,10 +88,12 @@ class RollingRestart:
     async def start(
         self, runtime_env: dict[str, Any] | None, settings: dict[str, Any]
     ) -> dict[str, Any]:
-        """Begin a rolling restart; returns at once with its status, or raises RollRefused."""
+        """Begin a rolling restart; returns at once with its status, or raises RollRefused.
+        A stopped one is replaced (every node is rolled again: a runtime_env that does not
+        start, say, is given again fixed, or the previous code for a downgrade back)."""
         state = self.plane.state
-        if state.roll is not None and state.roll.phase != DONE:
-            raise RollRefused(f"rolling restart {state.roll.version} is under way: resume it or wait")
+        if state.roll is not None and state.roll.phase != DONE and state.roll.stopped is None:
+            raise RollRefused(f"rolling restart {state.roll.version} is under way; it finishes by itself")
         if state.plan is not None:
             raise RollRefused(f"repartition {state.plan.version} is under way; roll once it is done")
         if runtime_env is not None and not isinstance(runtime_env, dict):

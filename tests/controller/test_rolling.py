@@ -307,3 +307,25 @@ def test_a_roll_and_a_repartition_never_run_together() -> None:
             await plane.rolling.start(None, {})
 
     run(scenario())
+
+
+def test_a_stopped_roll_is_replaced_by_a_new_one_with_other_code() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        await plane.rolling.start({"pip": ["raygroups==broken"]}, {"commit_timeout_ms": 7000})
+        with pytest.raises(RollRefused, match="under way"):
+            await plane.rolling.start(None, {})
+        assert plane.rolling._task is not None
+        plane.rolling._task.cancel()
+        plan = plane.state.roll
+        assert plan is not None
+        plan.stopped = "replicas on n3 not back in the ISR in 300 s: partitions [0, 1, 2]"
+        async with admitting(plane):
+            await plane.rolling.start({"pip": ["raygroups==fixed"]}, {})
+            status = await until_idle(plane)
+        assert status["version"] == 2 and status["phase"] == DONE
+        assert status["settings"] == {"commit_timeout_ms": 7000}  # settings carry over
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert all(a.runtime_env == {"pip": ["raygroups==fixed"]} for a in news)
+
+    run(scenario())
