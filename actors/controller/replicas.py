@@ -158,6 +158,11 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
     async def refill_standbys_once(self) -> None:
         """No standbys: a replica's place is its node, where its disk is."""
 
+    async def balance_once(self) -> None:
+        if self.rolling.running():
+            return  # a rolling restart moves leadership off each node: not back meanwhile
+        await super().balance_once()
+
     def run_loops(self) -> None:
         super().run_loops()
         balance = self.supervise("balance", self.balance_once, lambda: self.settings.balance_interval_s)

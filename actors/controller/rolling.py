@@ -168,8 +168,8 @@ class RollingRestart:
     async def _drive(self, plan: RollPlan) -> None:
         while plan.phase == REPLICAS and plan.stopped is None:
             node = plan.next_node()
-            if node is None:
-                plan.finish_node("")
+            if node is None:  # every node done, the phase not moved on (an older save)
+                plan.phase = CONTROLLER
                 break
             await self._roll_node(plan, node)
         if plan.stopped is not None:
@@ -204,7 +204,10 @@ class RollingRestart:
                     await self._stop(plan, f"leadership of partition {partition} not moved off {node}: {exc}")
                     return
             for partition in partitions_on(node, views):
-                await self._restart_replica(partition, node)
+                if not await self._restart_replica(partition, node):
+                    await self._stop(plan, f"partition {partition}: leadership came back to {node} (an "
+                                           "election meanwhile); resume moves it off again")
+                    return
             plan.restarted = node
             await self.plane._persist()
             logger.info("rolling restart %d: replicas on %s restarted", plan.version, node)
@@ -217,9 +220,12 @@ class RollingRestart:
         logger.info("rolling restart %d: %s back in sync (%d/%d nodes)",
                     plan.version, node, len(plan.done), len(plan.nodes))
 
-    async def _restart_replica(self, partition: int, node: str) -> None:
+    async def _restart_replica(self, partition: int, node: str) -> bool:
+        """Restart `node`'s replica of `partition`; False (nothing done) if it leads."""
         plane = self.plane
         async with plane.partition_lock(partition):
+            if plane.state.partitions[partition].leader == node:
+                return False
             handle = plane.handles.get(partition, {}).pop(node, None)
             if handle is not None:
                 plane.cluster.kill(handle)
@@ -237,6 +243,7 @@ class RollingRestart:
                 await plane._send_roles(partition, await plane._probe_all(partition, live))
             await plane._restart(partition, node)
         await plane.check(partition)  # the new replica's role, and its leader learns its handle
+        return True
 
     async def _until_dead(self, handle: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -285,11 +292,16 @@ class RollingRestart:
             for p, m in self.plane.state.partitions.items() if m.replicas
         }
 
+    def running(self) -> bool:
+        """A plan under way and not stopped (the balance loop leaves leadership alone then)."""
+        plan = self.plane.state.roll
+        return plan is not None and plan.phase != DONE and plan.stopped is None
+
     def status(self) -> dict[str, Any]:
         plan = self.plane.state.roll
         if plan is None:
             return {"running": False, "phase": None}
         return {
-            "running": plan.phase != DONE and plan.stopped is None, **plan.to_json(),
+            "running": self.running(), **plan.to_json(),
             "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),
         }

@@ -329,3 +329,25 @@ def test_a_stopped_roll_is_replaced_by_a_new_one_with_other_code() -> None:
         assert all(a.runtime_env == {"pip": ["raygroups==fixed"]} for a in news)
 
     run(scenario())
+
+
+def test_the_balance_loop_leaves_leadership_alone_while_a_roll_runs() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        moved: list[tuple[Any, ...]] = []
+
+        async def reassign(*args: Any) -> int:
+            moved.append(args)
+            return 0
+
+        partition, meta = next(iter(plane.state.partitions.items()))
+        meta.leader = next(n for n in meta.replicas if n != meta.replicas[0])  # not the preferred
+        plane.state.roll = RollPlan(1, ["n1"])
+        plane.reassign = reassign  # type: ignore[method-assign]
+        await plane.balance_once()
+        assert moved == []
+        plane.state.roll.stopped = "node n1 is not live"
+        await plane.balance_once()
+        assert moved and moved[0][0] == partition
+
+    run(scenario())
