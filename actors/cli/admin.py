@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
-from ray.exceptions import RayTaskError
 
 # DESCRIBE_COLUMNS and describe_rows are re-exported: the demo prints the describe table.
 from actors.cli.acls import ACL_COMMANDS
@@ -30,6 +29,8 @@ from actors.cli.describe import cmd_describe
 from actors.cli.describe import describe_rows as describe_rows
 from actors.cli.reset import RESET_COMMANDS
 from actors.cli.reset import add_parsers as add_reset_parsers
+from actors.cli.rolling import ROLLING_COMMANDS
+from actors.cli.rolling import add_parser as add_rolling_parser
 from actors.cli.status_table import (
     capacity_table,
     failing,
@@ -39,7 +40,7 @@ from actors.cli.status_table import (
     status_table,
     under_replicated,
 )
-from actors.cli.tables import print_table
+from actors.cli.tables import one_line, print_table
 from actors.client.client import Client
 from coordinator import Errors
 from coordinator.messages import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
@@ -180,7 +181,7 @@ def cmd_elect_leader(
     try:
         result = request_election(client, args.partition, args.unclean, args.node)
     except ValueError as exc:
-        print(f"Error: {_one_line(exc)}", file=sys.stderr)
+        print(f"Error: {one_line(exc)}", file=sys.stderr)
         return 1
     print_table("leader election", ELECTION_COLUMNS, [election_row(result, args.json)], args.json)
     return 0
@@ -221,18 +222,12 @@ def _ask_terminal(prompt: str) -> str | None:
         return None
 
 
-def _one_line(exc: Exception) -> str:
-    """The controller's own message, without the remote traceback Ray wraps it in."""
-    cause = exc.cause if isinstance(exc, RayTaskError) else exc
-    return " ".join(str(cause).split())
-
-
 def cmd_repartition(client: Client, args: argparse.Namespace) -> int:
     """Change the offsets partition count online; waits until done unless --no-wait."""
     try:
         status = client.repartition(args.partitions, wait=not args.no_wait)
     except Exception as exc:  # a refusal (RepartitionRefused) arrives wrapped in Ray's error
-        print(f"repartition refused: {_one_line(exc)}", file=sys.stderr)
+        print(f"repartition refused: {one_line(exc)}", file=sys.stderr)
         return 1
     rows = [[status["partitions"], status["version"], "running" if status["running"] else "done"]]
     print_table("repartition", ["PARTITIONS", "VERSION", "STATE"], rows, args.json)
@@ -288,6 +283,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--partitions", type=int, required=True, help="the new count")
     p.add_argument("--no-wait", action="store_true", help="return once it has started")
+    add_rolling_parser(commands, common)
 
 
 ADMIN_COMMANDS = {
@@ -302,4 +298,5 @@ ADMIN_COMMANDS = {
     "capacity": cmd_capacity,
     "elect-leader": cmd_elect_leader,
     "repartition": cmd_repartition,
+    **ROLLING_COMMANDS,
 }

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from ray.exceptions import RayTaskError
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -214,3 +215,9 @@ def track(
 
 def _ignore(_text: str) -> None:
     return None
+
+
+def one_line(exc: Exception) -> str:
+    """A service's own message for an error line, without the remote traceback Ray wraps it in."""
+    cause = exc.cause if isinstance(exc, RayTaskError) else exc
+    return " ".join(str(cause).split())

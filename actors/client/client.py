@@ -446,6 +446,30 @@ class Client:
     def repartition_status(self) -> dict[str, Any]:
         return ray.get(self.controller.repartition_status.remote())  # type: ignore[no-any-return]
 
+    def rolling_restart(
+        self, runtime_env: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
+        resume: bool = False, wait: bool = True, timeout_s: float = 3600.0,
+    ) -> dict[str, Any]:
+        """Restart every replica one node at a time, then the controller and the topic
+        registry, while the service runs (`actors.controller.rolling`): new replicas get
+        `runtime_env` (Ray's), every actor the `settings` (KEY: VALUE, online or rolling
+        keys). `resume`: drive a stopped one again. Raises RollRefused (wrapped by Ray) with
+        the reason when it cannot start. With `wait`, returns once it is done or stopped
+        (its status says which; TimeoutError after `timeout_s`: it goes on)."""
+        started = self.controller.rolling_restart.remote(runtime_env, settings, resume)
+        status: dict[str, Any] = ray.get(started)
+        deadline = time.monotonic() + timeout_s
+        while wait and status["running"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the rolling restart is still under way: {status}")
+            time.sleep(0.2)
+            status = self.rolling_status()
+        self.refresh()
+        return status
+
+    def rolling_status(self) -> dict[str, Any]:
+        return ray.get(self.controller.rolling_status.remote())  # type: ignore[no-any-return]
+
     # ------------------------------------------------- topic registry (actors.client.topics)
 
     def create_topic(self, name: str, partitions: int) -> None:

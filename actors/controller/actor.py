@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ class Controller:
         if settings.replication_factor > 1:
             me = ray.get_runtime_context().current_actor  # leaders send their ISR changes here
             self.plane = ReplicatedPlane(settings, RayCluster(settings), store, ControllerMetrics(), me)
+            self.plane.rolling.exit_process = _exit_soon
         else:
             self.plane = ControlPlane(settings, RayCluster(settings), store, ControllerMetrics())
         self._startup: asyncio.Task[None] | None = None
@@ -113,7 +115,7 @@ class Controller:
 
     def _replicated(self) -> ReplicatedPlane:
         if not isinstance(self.plane, ReplicatedPlane):
-            raise ValueError("the service runs with replication_factor 1: there is no election")
+            raise ValueError("the service runs with replication_factor 1: no elections, no rolling restart")
         return self.plane
 
     async def repartition(self, count: int) -> dict[str, Any]:
@@ -126,6 +128,25 @@ class Controller:
     async def repartition_status(self) -> dict[str, Any]:
         await self._ready()
         return self.plane.repartition.status()
+
+    async def rolling_restart(
+        self, runtime_env: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
+        resume: bool = False,
+    ) -> dict[str, Any]:
+        """Begin a rolling restart (new replicas get `runtime_env` and every actor the
+        `settings`), or with `resume` drive a stopped one again; returns its status at once,
+        or raises RollRefused saying why not (`actors.controller.rolling`)."""
+        await self._ready()
+        rolling = self._replicated().rolling
+        if resume:
+            return await rolling.resume_stopped()
+        return await rolling.start(runtime_env, dict(settings or {}))
+
+    async def rolling_status(self) -> dict[str, Any]:
+        await self._ready()
+        if not isinstance(self.plane, ReplicatedPlane):
+            return {"running": False, "phase": None}
+        return self.plane.rolling.status()
 
     async def status(self) -> list[dict[str, Any]]:
         await self._ready()
@@ -147,3 +168,10 @@ class Controller:
         """Unload every partition and stop its actor (the data stays on disk)."""
         await self._ready()
         await self.plane.shutdown()
+
+
+def _exit_soon() -> None:
+    """End this process shortly (the call in flight answers first); Ray restarts the actor
+    (max_restarts=-1) with the same handle, and the new process resumes the rolling restart."""
+    logging.getLogger(__name__).warning("controller: exiting for a rolling restart; Ray restarts it")
+    asyncio.get_running_loop().call_later(0.2, os._exit, 1)

@@ -51,6 +51,13 @@ class Cluster(Protocol):
         """Start a named partition actor (a standby when `partition` is None),
         on `node_id` as a preference or, `required`, only there. Raises NameTaken."""
 
+    def configure_actors(self, settings: Any, runtime_env: dict[str, Any] | None) -> None:
+        """The settings and Ray runtime_env every partition actor created from now on gets
+        (a rolling restart's new code and settings, `actors.controller.rolling`)."""
+
+    async def restart(self, handle: Any) -> None:
+        """End a restartable actor's process so Ray restarts it in place (same handle)."""
+
     def kill(self, handle: Any) -> None:
         """Kill an actor without restart; asynchronous, see `is_dead`."""
 

@@ -35,6 +35,10 @@ class RayCluster:
         self.namespace = settings.namespace
         # name -> Ray node id, as of the last `live_nodes`.
         self._node_ids: dict[str, str] = {}
+        self.runtime_env: dict[str, Any] | None = None
+
+    def configure_actors(self, settings: ServiceSettings, runtime_env: dict[str, Any] | None) -> None:
+        self.settings, self.runtime_env = settings, runtime_env
 
     def create(
         self, name: str, partition: int | None, epoch: int, node_id: str | None, required: bool
@@ -47,6 +51,8 @@ class RayCluster:
             "max_concurrency": self.settings.partition_max_concurrency,
             "max_restarts": 0,
         }
+        if self.runtime_env is not None:
+            options["runtime_env"] = self.runtime_env
         if node_id is not None:
             ray_id = self._ray_node_id(node_id)
             if ray_id is None and required:
@@ -65,6 +71,9 @@ class RayCluster:
         if name not in self._node_ids:
             self._node_ids = node_names.live_nodes()
         return self._node_ids.get(name)
+
+    async def restart(self, handle: Any) -> None:
+        await asyncio.to_thread(ray.kill, handle, no_restart=False)
 
     def kill(self, handle: Any) -> None:
         try:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.controller.cluster_view import ActorGone, ClusterError
 from coordinator.handoff import refusal
+from coordinator.replication.rolling import DONE as ROLL_DONE
 from coordinator.routing import Routing
 
 if TYPE_CHECKING:
@@ -141,6 +142,9 @@ class Repartitioner:
             plan = state.plan
             running = f"repartition {plan.version} ({plan.previous} -> {plan.count})"
             raise RepartitionRefused(f"{running} is under way; it finishes by itself")
+        if state.roll is not None and state.roll.phase != ROLL_DONE:
+            roll = state.roll.version
+            raise RepartitionRefused(f"rolling restart {roll} is under way; repartition once it is done")
         if (why := refusal(current, count)) is not None:
             raise RepartitionRefused(why)
         limit = self.plane.settings.max_partitions

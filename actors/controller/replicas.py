@@ -88,6 +88,7 @@ from actors.controller.cluster_view import ActorGone, Cluster, ClusterError, Met
 from actors.controller.moves import ReplicaMoves
 from actors.controller.plane import ControlPlane
 from actors.controller.roles import Probe, RoleSending, holds, refuses
+from actors.controller.rolling import RollingRestart
 from actors.controller.state import NEVER_LOADED, PartitionMeta
 from actors.core.metrics import ControllerMetrics
 from actors.core.settings import ServiceSettings
@@ -136,6 +137,12 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
         self._probes: dict[int, dict[str, Probe]] = {}
         # (partition, replica) -> when its probe first showed a failed disk
         self._disk_failed_since: dict[tuple[int, str], float] = {}
+        # Rolling restarts (`actors.controller.rolling`); the actor shell sets its `exit_process`.
+        self.rolling = RollingRestart(self)
+
+    async def start(self) -> None:
+        await super().start()
+        await self.rolling.on_start()
 
     # ------------------------------------------------------------ checks
 
@@ -150,6 +157,11 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
 
     async def refill_standbys_once(self) -> None:
         """No standbys: a replica's place is its node, where its disk is."""
+
+    async def balance_once(self) -> None:
+        if self.rolling.running():
+            return  # a rolling restart moves leadership off each node: not back meanwhile
+        await super().balance_once()
 
     def run_loops(self) -> None:
         super().run_loops()
@@ -488,6 +500,7 @@ class ReplicatedPlane(ReplicaMoves, RoleSending, ControlPlane):
 
     async def watch_once(self) -> None:
         await super().watch_once()
+        self.rolling.resume()
         parts = self.state.partitions.values()
         self.metrics.set_replication(
             sum(1 for m in parts if _under_replicated(m)),

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from actors.controller.repartition import Plan
+from coordinator.replication.rolling import RollPlan
 
 logger = logging.getLogger(__name__)
 # known_end of a partition never served: an empty new log is fine.
@@ -92,6 +93,9 @@ class ControlState:
     # last one begun (0: the count never changed).
     plan: Plan | None = None
     routing_version: int = 0
+    # The last rolling restart (`actors.controller.rolling`): under way, stopped or done;
+    # kept when done, since actors created later start with its runtime_env and settings.
+    roll: RollPlan | None = None
 
     @classmethod
     def fresh(cls, num_partitions: int) -> ControlState:
@@ -130,6 +134,7 @@ class ControlState:
             "standbys": list(self.standbys),
             "routing_version": self.routing_version,
             **({"repartition": self.plan.to_json()} if self.plan is not None else {}),
+            **({"rolling_restart": self.roll.to_json()} if self.roll is not None else {}),
             "replication": {
                 str(p): {
                     "replicas": m.replicas,
@@ -179,5 +184,7 @@ class ControlState:
         state.routing_version = int(data.get("routing_version", 0))
         plan = data.get("repartition")
         state.plan = None if plan is None else Plan.from_json(plan)
+        roll = data.get("rolling_restart")
+        state.roll = None if roll is None else RollPlan.from_json(roll)
         return state
 

@@ -143,6 +143,15 @@ def check_key(key: str, online_only: bool = True) -> None:
         raise SettingError(f"{key} cannot change online ({why}): it changes by {how}")
 
 
+def rolling_overrides(base: ServiceSettings, overrides: Mapping[str, Any]) -> ServiceSettings:
+    """`base` with `overrides` applied by a rolling restart: online and rolling keys, never a
+    fixed one; SettingError with the reason."""
+    for key in overrides:
+        if key in CHANGES and CHANGES[key][0] == FIXED:
+            raise SettingError(f"{key} never changes ({CHANGES[key][1]})")
+    return with_overrides(base, overrides, online_only=False)
+
+
 def _typed(key: str, value: Any, default: Any) -> Any:
     """`value` if it has the type of the field's default (an int is a float); else SettingError."""
     if isinstance(default, bool) or isinstance(value, bool):
@@ -157,12 +166,15 @@ def _typed(key: str, value: Any, default: Any) -> Any:
     return value
 
 
-def with_overrides(base: ServiceSettings, overrides: Mapping[str, Any]) -> ServiceSettings:
-    """`base` with every online `overrides` key set, checked as at start; SettingError with the reason."""
+def with_overrides(
+    base: ServiceSettings, overrides: Mapping[str, Any], online_only: bool = True
+) -> ServiceSettings:
+    """`base` with every `overrides` key set, checked as at start; SettingError with the reason.
+    Online keys only, unless `online_only` is False (a rolling restart: `rolling_overrides`)."""
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for key, value in overrides.items():
-        check_key(key)
+        check_key(key, online_only)
         section = section_of(key)
         holder = getattr(base, section) if section else base
         typed = _typed(key, value, getattr(holder, key))

@@ -18,6 +18,8 @@ the notes' section and the Kafka source it follows, and its departures:
 - `outcomes`: replication failures mapped to group-request errors (section 3).
 - `placement`: which nodes hold a partition's replicas, and a replacement
   for a lost node.
+- `rolling`: a rolling restart's plan, node order, min ISR check and where
+  leadership goes (issue 48).
 
 The one departure that shapes everything: replication is PUSH. The leader
 sends each follower the batches past the follower's log end; the follower

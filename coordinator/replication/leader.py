@@ -27,7 +27,8 @@ Rules:
   least the HWM and the epoch start offset (KAFKA-7128).
 - The HWM uses the maximal ISR: a pending shrink still counts the leaving
   members, a pending expand already counts the candidate; caught-up
-  followers outside the ISR hold it back too. It does not move while the
+  followers outside the ISR hold it back too, except one the committed ISR
+  just dropped, until it answers again. It does not move while the
   committed ISR is below the effective min ISR, never goes back, and never
   passes the leader's durable end.
 - Read confirmation (Raft's read index, adapted to push replication): every
@@ -343,6 +344,8 @@ class LeaderState:
             return False
         if self.leader not in isr or not set(isr) <= set(self.replicas):
             raise ValueError(f"committed ISR {tuple(isr)} must hold the leader {self.leader}")
+        for replica in set(self._isr) - set(isr):
+            self._forget_caught_up(replica)
         self._isr = in_assignment_order(self.replicas, isr)
         self.partition_epoch = partition_epoch
         self._pending = None
@@ -379,6 +382,16 @@ class LeaderState:
         state.last_ack_ms = now_ms
         state.log_end = log_end
         state.diverged = False
+
+    def _forget_caught_up(self, replica: Replica) -> None:
+        """A replica the committed ISR dropped (the controller's verdict: gone, fenced, or
+        restarting in a rolling restart) holds the HWM back again only once it answers
+        again: never on the strength of answers from before (Kafka leaves fenced and
+        shutting-down brokers out of the HWM, KIP-841). Its log end stays: pushes go on
+        from it."""
+        state = self._followers.get(replica)
+        if state is not None:
+            state.last_caught_up_ms = state.last_ack_ms = state.last_ack_leader_end = None
 
     def _maybe_expand(self, replica: Replica, log_end: int) -> None:
         """Partition.scala `maybeExpandIsr`: in sync = at the HWM and past the epoch start."""

@@ -65,6 +65,9 @@ class FakeActor:
     leader_node: str | None = None
     # The probe's `disk` entry (actors/partition/recovery.py): a failed disk when `failed`.
     disk: dict[str, Any] = field(default_factory=lambda: {"failed": False})
+    # The runtime_env and settings it was created with (`FakeCluster.configure_actors`).
+    runtime_env: Any = None
+    settings: Any = None
 
     def fail_disk(self, error: str = "append: [Errno 28] No space left on device") -> None:
         """The replica's disk failed: it steps aside as the real one does (no role, no log)."""
@@ -204,6 +207,9 @@ class FakeCluster:
     loads_in_flight: int = 0
     max_loads_in_flight: int = 0
     _disks: dict[str, dict[int, int]] = field(default_factory=dict)
+    actor_settings: Any = None
+    runtime_env: Any = None
+    restarted: list[str] = field(default_factory=list)
 
     # ---------------------------------------------------------- the Cluster interface
 
@@ -217,11 +223,18 @@ class FakeCluster:
         if required and node_id not in self.nodes:
             raise Unreachable(f"no live node {node_id!r}")
         node = node_id if node_id in self.nodes else self.nodes[0]
-        actor = FakeActor(self, name, -1 if partition is None else partition, epoch, node)
+        actor = FakeActor(self, name, -1 if partition is None else partition, epoch, node,
+                          runtime_env=self.runtime_env, settings=self.actor_settings)
         self.live[name] = actor
         self.created.append(actor)
         self.events.append(("create", name))
         return actor
+
+    def configure_actors(self, settings: Any, runtime_env: Any) -> None:
+        self.actor_settings, self.runtime_env = settings, runtime_env
+
+    async def restart(self, handle: Any) -> None:
+        self.restarted.append(getattr(handle, "name", str(handle)))
 
     def kill(self, handle: FakeActor) -> None:
         self._maybe_crash("kill", handle.name)

@@ -258,6 +258,27 @@ def test_shrink_waits_for_the_controller_and_counts_the_leaving_member_meanwhile
     assert state.high_watermark == 120
 
 
+def test_a_follower_the_controller_drops_holds_the_hwm_back_only_once_it_answers_again() -> None:
+    state = leader_state()
+    state.on_local_durable(120, now_ms=0)
+    ack(state, "b", 120, now_ms=1)
+    ack(state, "c", 120, now_ms=1)
+    assert state.high_watermark == 120
+    # The controller takes c out (a rolling restart stopped it): its answers from before
+    # no longer count, though it was caught up a moment ago.
+    assert state.on_isr_committed(("a", "b"), 5, 8, now_ms=2)
+    state.on_local_durable(150, now_ms=3)
+    ack(state, "b", 150, now_ms=4)
+    assert state.high_watermark == 150
+    # Back and caught up: it holds the HWM again, and is proposed for the ISR.
+    state.on_local_durable(160, now_ms=5)
+    ack(state, "c", 150, now_ms=6)
+    ack(state, "b", 160, now_ms=6)
+    assert state.high_watermark == 150
+    change = state.pending_isr_change
+    assert change is not None and (change.kind, change.isr) == (IsrChangeKind.EXPAND, ("a", "b", "c"))
+
+
 def test_a_follower_whose_disk_failed_is_out_of_sync_at_once_and_back_only_by_acks() -> None:
     state = leader_state()
     state.on_local_durable(120, now_ms=0)

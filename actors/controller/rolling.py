@@ -1,0 +1,307 @@
+"""Rolling restart: the controller's recorded plan and its driver (issue 48, DESIGN section 10).
+
+The plan and its decisions (order, the min ISR check, where leadership goes, when a node
+is back in sync) are `coordinator.replication.rolling`'s; this drives them across actors,
+as `actors.controller.repartition` drives a repartition: the plan (`RollPlan`) lives in
+the controller's metadata (GCS), is saved before each step acts, and a restarted
+controller resumes it.
+
+Per node, in `roll_order`:
+1. `refusal`: a partition that would fall below min ISR (or has no leader, or is held)
+   stops the roll with the reason (`status`); nothing was taken out. `resume` retries.
+2. Leadership leaves the node (`reassign` to the first other ISR member: a clean
+   election, the old leader keeps serving until the new one took the epoch up).
+3. Each of the node's replicas, under its partition's lock: its actor is killed and seen
+   dead (two actors never share a log directory), it leaves the ISR (so the leader's
+   high watermark stops waiting for it: `LeaderState` forgets a dropped follower's
+   caught-up time, and no answer of the old actor can bring it back, as it is dead), and
+   a new actor (new name) is started on the node, on the same disk, with
+   the plan's runtime_env and settings (`Cluster.configure_actors`). The plan records the
+   node as `restarted` once all are, so a resumed plan does not restart them twice.
+4. The node is done once it is back in the ISR of each of its partitions (the leader
+   admits a caught-up follower, as after any restart); `CATCH_UP_TIMEOUT_S` later it
+   stops with the partitions still behind.
+Then the controller: it records the phase and exits its process; Ray restarts the same
+actor (same handle: every client keeps working), which takes the plan's settings at
+start and finishes the phase. Then the topic registry, restarted in place the same way.
+
+Why the controller and the registry are restarted in place, not re-created: every client
+process holds their handles; a re-created actor is a new actor those handles never reach.
+So their code is what their node has installed (a package upgraded on the nodes), not the
+plan's runtime_env, which only the replicas take (docs/operations.md says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from actors.controller.cluster_view import ClusterError
+from actors.core.setting_keys import SettingError, rolling_overrides
+from actors.core.settings import TOPIC_REGISTRY_NAME, ServiceSettings
+from coordinator.replication import PartitionState
+from coordinator.replication.rolling import (
+    CONTROLLER,
+    DONE,
+    REGISTRY,
+    REPLICAS,
+    PartitionView,
+    RollPlan,
+    behind,
+    leadership_moves,
+    partitions_on,
+    refusal,
+    roll_order,
+)
+
+if TYPE_CHECKING:
+    from actors.controller.replicas import ReplicatedPlane
+
+logger = logging.getLogger(__name__)
+CATCH_UP_TIMEOUT_S = 300.0
+DEAD_TIMEOUT_S = 30.0
+POLL_S = 0.05
+
+
+class RollRefused(ValueError):
+    """A rolling restart that cannot start or resume; nothing changed."""
+
+
+class RollingRestart:
+    """The driver of the plan in `plane.state.roll` (one at a time)."""
+
+    def __init__(self, plane: ReplicatedPlane, exit_process: Callable[[], None] | None = None) -> None:
+        self.plane = plane
+        # Ends this controller's process so Ray restarts it (the actor shell gives it).
+        self.exit_process = exit_process
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ starting
+
+    def target_settings(self, plan: RollPlan | None) -> ServiceSettings:
+        """The settings new actors start with: the controller's start settings plus the plan's."""
+        base = self.plane.settings_watch.base
+        return base if plan is None else rolling_overrides(base, plan.settings)
+
+    async def start(
+        self, runtime_env: dict[str, Any] | None, settings: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Begin a rolling restart; returns at once with its status, or raises RollRefused.
+        A stopped one is replaced (every node is rolled again: a runtime_env that does not
+        start, say, is given again fixed, or the previous code for a downgrade back)."""
+        state = self.plane.state
+        if state.roll is not None and state.roll.phase != DONE and state.roll.stopped is None:
+            raise RollRefused(f"rolling restart {state.roll.version} is under way; it finishes by itself")
+        if state.plan is not None:
+            raise RollRefused(f"repartition {state.plan.version} is under way; roll once it is done")
+        if runtime_env is not None and not isinstance(runtime_env, dict):
+            raise RollRefused(f"the runtime_env must be a JSON object, got {type(runtime_env).__name__}")
+        if not isinstance(settings, dict):
+            raise RollRefused("the settings must be a mapping of KEY to VALUE")
+        previous = {} if state.roll is None else state.roll.settings
+        plan = RollPlan((state.roll.version if state.roll else 0) + 1, roll_order(self.views()),
+                        runtime_env, {**previous, **settings})
+        try:
+            target = self.target_settings(plan)
+        except SettingError as exc:
+            raise RollRefused(str(exc)) from None
+        if not plan.nodes:
+            raise RollRefused("no partition has replicas placed yet")
+        if (why := refusal(plan.nodes[0], self.views(), self.plane.settings.min_insync_replicas)) is not None:
+            raise RollRefused(f"not now: {why}")
+        state.roll = plan
+        self.plane.cluster.configure_actors(target, runtime_env)
+        await self.plane._persist()
+        logger.info("rolling restart %d: nodes %s, settings %s", plan.version, plan.nodes, plan.settings)
+        self.resume()
+        return self.status()
+
+    async def resume_stopped(self) -> dict[str, Any]:
+        """The operator's `--resume`: clear the reason it stopped and drive it again."""
+        plan = self.plane.state.roll
+        if plan is None or plan.phase == DONE:
+            raise RollRefused("no rolling restart to resume")
+        plan.stopped = None
+        await self.plane._persist()
+        self.resume()
+        return self.status()
+
+    async def on_start(self) -> None:
+        """At the controller's start: it and the actors it creates take the recorded plan's
+        settings (and the replicas its runtime_env); a plan under way is resumed. A plan at
+        its controller phase is past it: this is the restarted controller."""
+        plan = self.plane.state.roll
+        if plan is None:
+            return
+        try:
+            target = self.target_settings(plan)
+        except SettingError as exc:  # this code checks a value otherwise than the roll's did
+            logger.error("rolling restart %d: its settings are refused here (%s); start settings kept",
+                         plan.version, exc)
+            target = self.plane.settings_watch.base
+        self.plane.settings_watch.base = target
+        self.plane.settings = self.plane.standbys.settings = target
+        self.plane.cluster.configure_actors(target, plan.runtime_env)
+        if plan.phase == CONTROLLER:
+            await self.finish_controller()
+        self.resume()
+
+    # ------------------------------------------------------------ driving
+
+    def resume(self) -> None:
+        plan = self.plane.state.roll
+        if plan is None or plan.phase == DONE or plan.stopped is not None:
+            return
+        if self._task is not None and not self._task.done():
+            return
+        self._task = asyncio.get_running_loop().create_task(self._drive(plan))
+        self._task.add_done_callback(self._driven)
+
+    def _driven(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("rolling restart driver failed; resumed at the next check",
+                         exc_info=task.exception())
+            self.plane.metrics.loop_error("rolling")
+
+    async def _drive(self, plan: RollPlan) -> None:
+        while plan.phase == REPLICAS and plan.stopped is None:
+            node = plan.next_node()
+            if node is None:  # every node done, the phase not moved on (an older save)
+                plan.phase = CONTROLLER
+                break
+            await self._roll_node(plan, node)
+        if plan.stopped is not None:
+            return
+        if plan.phase == CONTROLLER:
+            await self._restart_controller(plan)
+            return  # this process ends; the restarted controller goes on
+        if plan.phase == REGISTRY:
+            await self._restart_registry()
+            plan.advance()
+            await self.plane._persist()
+            logger.info("rolling restart %d done", plan.version)
+
+    async def _stop(self, plan: RollPlan, why: str) -> None:
+        plan.stopped = why
+        await self.plane._persist()
+        logger.warning("rolling restart %d stopped: %s", plan.version, why)
+
+    async def _roll_node(self, plan: RollPlan, node: str) -> None:
+        if plan.restarted != node:
+            if node not in await self.plane.cluster.live_nodes():
+                await self._stop(plan, f"node {node} is not live")
+                return
+            views = self.views()
+            if (why := refusal(node, views, self.plane.settings.min_insync_replicas)) is not None:
+                await self._stop(plan, why)
+                return
+            for partition, target in leadership_moves(node, views).items():
+                try:
+                    await self.plane.reassign(partition, target)
+                except ValueError as exc:
+                    await self._stop(plan, f"leadership of partition {partition} not moved off {node}: {exc}")
+                    return
+            for partition in partitions_on(node, views):
+                if not await self._restart_replica(partition, node):
+                    await self._stop(plan, f"partition {partition}: leadership came back to {node} (an "
+                                           "election meanwhile); resume moves it off again")
+                    return
+            plan.restarted = node
+            await self.plane._persist()
+            logger.info("rolling restart %d: replicas on %s restarted", plan.version, node)
+        if (late := await self._until_in_sync(node)) is not None:
+            why = f"replicas on {node} not back in the ISR in {CATCH_UP_TIMEOUT_S:.0f} s: partitions {late}"
+            await self._stop(plan, why)
+            return
+        plan.finish_node(node)
+        await self.plane._persist()
+        logger.info("rolling restart %d: %s back in sync (%d/%d nodes)",
+                    plan.version, node, len(plan.done), len(plan.nodes))
+
+    async def _restart_replica(self, partition: int, node: str) -> bool:
+        """Restart `node`'s replica of `partition`; False (nothing done) if it leads."""
+        plane = self.plane
+        async with plane.partition_lock(partition):
+            if plane.state.partitions[partition].leader == node:
+                return False
+            handle = plane.handles.get(partition, {}).pop(node, None)
+            if handle is not None:
+                plane.cluster.kill(handle)
+                await self._until_dead(handle)
+            meta = plane.state.partitions[partition]
+            if node in meta.isr and len(meta.isr) > 1 and meta.leader != node:
+                # Out of the ISR once it can answer no more: the leader's HWM stops waiting
+                # for it, and no answer of the old actor brings it back.
+                isr = tuple(r for r in meta.isr if r != node)
+                out = PartitionState(
+                    tuple(meta.replicas), isr, meta.leader, meta.epoch, meta.partition_epoch + 1
+                )
+                await plane._commit(partition, out, "rolling restart")
+                live = set(await plane.cluster.live_nodes())
+                await plane._send_roles(partition, await plane._probe_all(partition, live))
+            await plane._restart(partition, node)
+        await plane.check(partition)  # the new replica's role, and its leader learns its handle
+        return True
+
+    async def _until_dead(self, handle: Any) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEAD_TIMEOUT_S
+        while not await self.plane.cluster.is_dead(handle):
+            if loop.time() > deadline:
+                raise ClusterError(f"a killed replica is not reported dead after {DEAD_TIMEOUT_S} s")
+            await asyncio.sleep(POLL_S)
+
+    async def _until_in_sync(self, node: str) -> list[int] | None:
+        """None once `node` is in every one of its partitions' ISR; else, after the timeout, the late ones."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CATCH_UP_TIMEOUT_S
+        while late := behind(node, self.views()):
+            if loop.time() > deadline:
+                return late
+            await asyncio.sleep(POLL_S)
+        return None
+
+    async def _restart_controller(self, plan: RollPlan) -> None:
+        """Record that this controller's restart is the step under way, then end the process
+        (Ray restarts the actor; `finish_controller` at its start completes the phase)."""
+        if self.exit_process is None:  # no process to end (the fake cluster): the step is done
+            await self.finish_controller()
+            return
+        logger.info("rolling restart %d: restarting the controller", plan.version)
+        self.exit_process()
+
+    async def finish_controller(self) -> None:
+        plan = self.plane.state.roll
+        if plan is not None and plan.phase == CONTROLLER:
+            plan.advance()
+            await self.plane._persist()
+            self.resume()
+
+    async def _restart_registry(self) -> None:
+        handle = await self.plane.cluster.find(TOPIC_REGISTRY_NAME)
+        if handle is not None:
+            await self.plane.cluster.restart(handle)
+
+    # ------------------------------------------------------------ views
+
+    def views(self) -> dict[int, PartitionView]:
+        return {
+            p: PartitionView(tuple(m.replicas), tuple(m.isr), m.leader, m.held is not None)
+            for p, m in self.plane.state.partitions.items() if m.replicas
+        }
+
+    def running(self) -> bool:
+        """A plan under way and not stopped (the balance loop leaves leadership alone then)."""
+        plan = self.plane.state.roll
+        return plan is not None and plan.phase != DONE and plan.stopped is None
+
+    def status(self) -> dict[str, Any]:
+        plan = self.plane.state.roll
+        if plan is None:
+            return {"running": False, "phase": None}
+        return {
+            "running": self.running(), **plan.to_json(),
+            "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),
+        }

@@ -1,0 +1,141 @@
+"""Rolling restart: the recorded plan and its pure decisions (issue 48, DESIGN section 10).
+
+The controller restarts the service one node at a time, as Kafka operators roll one
+broker at a time: every replica on that node is taken out, restarted with the new code
+(a Ray runtime_env) and/or the new settings that need a restart, and waited for until it
+is back in its partition's ISR; then the next node; then the controller itself and the
+topic registry. The driver is `actors.controller.rolling`; what it decides is here, pure
+(no Ray, no clock, no I/O), so it is tested on plain data.
+
+Rules:
+- Order (`roll_order`): the nodes that lead the fewest partitions first, by name on
+  ties, so leadership moves the fewest times early and the busiest node, whose
+  leaders must all move, goes last (Kafka's practice: the controller broker last).
+- A node may be taken out only if every partition with a replica on it keeps at least
+  `min_insync_replicas` in-sync replicas without it, has a leader, and is not held
+  (`refusal`): otherwise the roll stops and says which partition and why; it never
+  takes a partition below min ISR, so no commit stalls for want of replicas.
+- Leadership leaves the node first (`leadership_moves`): to the first other ISR member
+  in assignment order (the preferred order), so the move is a clean election.
+- The node is done when it is back in every one of its partitions' ISR (`behind`).
+- Phases: REPLICAS (node by node), CONTROLLER, REGISTRY, DONE. A stopped plan keeps
+  its place and the reason; `resume` clears the reason and the driver retries the
+  step it stopped at (a node whose replicas were restarted already is not restarted
+  again: `restarted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+REPLICAS, CONTROLLER, REGISTRY, DONE = "replicas", "controller", "registry", "done"
+PHASES = (REPLICAS, CONTROLLER, REGISTRY, DONE)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """What the roll needs of one partition: its replicas (assignment order), ISR, leader."""
+
+    replicas: tuple[str, ...]
+    isr: tuple[str, ...]
+    leader: str | None
+    held: bool = False
+
+
+Cluster = Mapping[int, PartitionView]
+
+
+def roll_order(partitions: Cluster) -> list[str]:
+    """Every node holding a replica, those leading fewest partitions first (then by name)."""
+    nodes = {node for view in partitions.values() for node in view.replicas}
+    led = {node: sum(1 for view in partitions.values() if view.leader == node) for node in nodes}
+    return sorted(nodes, key=lambda node: (led[node], node))
+
+
+def refusal(node: str, partitions: Cluster, min_insync_replicas: int) -> str | None:
+    """Why `node` may not be taken out now (None: it may), naming the first partition in the way."""
+    for partition, view in sorted(partitions.items()):
+        if node not in view.replicas:
+            continue
+        if view.held:
+            return f"partition {partition} is held after a full restart (an operator elects its leader)"
+        if view.leader is None:
+            return f"partition {partition} has no leader"
+        left = [r for r in view.isr if r != node]
+        if len(left) < min_insync_replicas:
+            return (
+                f"partition {partition}: without {node} its ISR {list(view.isr)} would hold "
+                f"{len(left)} in-sync replica(s), below min ISR {min_insync_replicas}"
+            )
+    return None
+
+
+def leadership_moves(node: str, partitions: Cluster) -> dict[int, str]:
+    """{partition: new leader} for every partition `node` leads: the first other ISR member
+    in assignment order. Call after `refusal` said None (so one exists)."""
+    moves: dict[int, str] = {}
+    for partition, view in sorted(partitions.items()):
+        if view.leader != node:
+            continue
+        others = [r for r in view.replicas if r != node and r in view.isr]
+        if others:
+            moves[partition] = others[0]
+    return moves
+
+
+def partitions_on(node: str, partitions: Cluster) -> list[int]:
+    return sorted(p for p, view in partitions.items() if node in view.replicas)
+
+
+def behind(node: str, partitions: Cluster) -> list[int]:
+    """The partitions with a replica on `node` that is not in their ISR yet."""
+    return [p for p in partitions_on(node, partitions) if node not in partitions[p].isr]
+
+
+@dataclass(slots=True)
+class RollPlan:
+    """A rolling restart under way, kept in the controller's metadata."""
+
+    version: int
+    nodes: list[str]
+    runtime_env: dict[str, Any] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    done: list[str] = field(default_factory=list)
+    # The node whose replicas were restarted and are catching up (not restarted again).
+    restarted: str | None = None
+    phase: str = REPLICAS
+    stopped: str | None = None
+
+    def next_node(self) -> str | None:
+        return next((n for n in self.nodes if n not in self.done), None)
+
+    def finish_node(self, node: str) -> None:
+        if node not in self.done:
+            self.done.append(node)
+        self.restarted = None
+        if self.next_node() is None and self.phase == REPLICAS:
+            self.phase = CONTROLLER
+
+    def advance(self) -> None:
+        """The controller or registry phase is done: the next one."""
+        self.phase = PHASES[min(PHASES.index(self.phase) + 1, len(PHASES) - 1)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "nodes": list(self.nodes), "runtime_env": self.runtime_env,
+            "settings": dict(self.settings), "done": list(self.done), "restarted": self.restarted,
+            "phase": self.phase, "stopped": self.stopped,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RollPlan:
+        phase = str(data.get("phase", REPLICAS))
+        if phase not in PHASES:
+            raise ValueError(f"rolling restart phase {phase!r} unknown")
+        return cls(
+            int(data["version"]), [str(n) for n in data["nodes"]], data.get("runtime_env"),
+            dict(data.get("settings") or {}), [str(n) for n in data.get("done", [])],
+            data.get("restarted"), phase, data.get("stopped"),
+        )

@@ -1,0 +1,353 @@
+"""Rolling restart: the pure decisions (`coordinator.replication.rolling`) on plain data, and
+the controller's driver (`actors.controller.rolling`) on the fake cluster: one node at a
+time, leadership off it first, never below min ISR, new actors with the new runtime_env and
+settings, back in the ISR before the next node, stopped with a reason and resumed, and
+resumed by a restarted controller."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from actors.controller.repartition import Plan, RepartitionRefused
+from actors.controller.replicas import ReplicatedPlane
+from actors.controller.rolling import RollRefused
+from actors.core.metrics import ControllerMetrics
+from coordinator.replication import IsrChange, IsrChangeKind
+from coordinator.replication.rolling import (
+    DONE,
+    PartitionView,
+    RollPlan,
+    behind,
+    leadership_moves,
+    refusal,
+    roll_order,
+)
+
+from tests.controller.fake import FakeActor, FakeCluster, ManualClock, MemoryStore
+from tests.controller.helpers import make_settings, run
+
+# ------------------------------------------------------------------ pure decisions
+
+VIEWS = {
+    0: PartitionView(("a", "b", "c"), ("a", "b", "c"), "a"),
+    1: PartitionView(("b", "c", "a"), ("b", "c", "a"), "b"),
+    2: PartitionView(("a", "c", "b"), ("a", "c", "b"), "a"),
+}
+
+
+def test_order_puts_the_nodes_leading_fewest_first() -> None:
+    assert roll_order(VIEWS) == ["c", "b", "a"]
+
+
+def test_refusal_names_the_partition_that_would_fall_below_min_isr() -> None:
+    assert refusal("a", VIEWS, 2) is None
+    shrunk = {**VIEWS, 1: PartitionView(("b", "c", "a"), ("b", "a"), "b")}
+    assert refusal("c", shrunk, 2) is None  # c is out of partition 1's ISR already
+    why = refusal("a", shrunk, 2)
+    assert why is not None and why.startswith("partition 1:") and "below min ISR 2" in why
+    assert refusal("a", {0: PartitionView(("a", "b"), ("a", "b"), None)}, 1) == "partition 0 has no leader"
+    held = refusal("b", {0: PartitionView(("a", "b"), ("a", "b"), "a", held=True)}, 1)
+    assert held is not None and "held" in held
+
+
+def test_leadership_goes_to_the_first_other_isr_member_in_assignment_order() -> None:
+    assert leadership_moves("a", VIEWS) == {0: "b", 2: "c"}
+    partial = {0: PartitionView(("a", "b", "c"), ("a", "c"), "a")}
+    assert leadership_moves("a", partial) == {0: "c"}
+    assert leadership_moves("c", VIEWS) == {}
+
+
+def test_behind_lists_partitions_whose_isr_lacks_the_node() -> None:
+    views = {**VIEWS, 2: PartitionView(("a", "c", "b"), ("a", "c"), "a")}
+    assert behind("b", views) == [2]
+    assert behind("a", views) == []
+
+
+def test_plan_round_trips_and_walks_its_phases() -> None:
+    plan = RollPlan(3, ["c", "b"], {"pip": ["x"]}, {"commit_timeout_ms": 7000})
+    plan.restarted = "c"
+    assert RollPlan.from_json(plan.to_json()) == plan
+    plan.finish_node("c")
+    assert (plan.restarted, plan.next_node(), plan.phase) == (None, "b", "replicas")
+    plan.finish_node("b")
+    assert plan.phase == "controller"
+    plan.advance()
+    plan.advance()
+    assert plan.phase == DONE
+    with pytest.raises(ValueError, match="phase"):
+        RollPlan.from_json({**plan.to_json(), "phase": "sideways"})
+
+
+# ------------------------------------------------------------------ the driver, fake cluster
+
+
+def make(cluster: FakeCluster, store: MemoryStore, **overrides: Any) -> ReplicatedPlane:
+    values = {"replication_factor": 3, "min_insync_replicas": 2, **overrides}
+    return ReplicatedPlane(make_settings(**values), cluster, store, ControllerMetrics(), "ctl", ManualClock())
+
+
+async def admit_followers(plane: ReplicatedPlane, lagging: frozenset[str] = frozenset()) -> None:
+    """Each leader admits a follower back into the ISR once it follows (a caught-up
+    follower, as `coordinator.replication.leader` proposes), except the `lagging` actors."""
+    while True:
+        for partition, meta in plane.state.partitions.items():
+            actors = plane.handles.get(partition, {})
+            lead = actors.get(meta.leader) if meta.leader else None
+            following = [
+                n for n in meta.replicas
+                if n in actors and actors[n].role == "follower" and actors[n].name not in lagging
+            ]
+            missing = [n for n in following if n not in meta.isr]
+            if lead is None or lead.role != "leader" or not missing:
+                continue
+            isr = tuple(n for n in meta.replicas if n in meta.isr or n in missing)
+            change = IsrChange(IsrChangeKind.EXPAND, isr, lead.node, lead.epoch, lead.partition_epoch)
+            await plane.alter_isr(partition, change)
+        await plane.watch_once()
+        await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def admitting(plane: ReplicatedPlane, lagging: frozenset[str] = frozenset()) -> AsyncIterator[None]:
+    """`admit_followers` running meanwhile."""
+    helper = asyncio.get_running_loop().create_task(admit_followers(plane, lagging))
+    try:
+        yield
+    finally:
+        helper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await helper
+
+
+async def until_idle(plane: ReplicatedPlane) -> dict[str, Any]:
+    """The roll's status once it is done or stopped."""
+    while plane.rolling.status()["running"]:
+        await asyncio.sleep(0.005)
+    return plane.rolling.status()
+
+
+async def rolled(plane: ReplicatedPlane, **start: Any) -> dict[str, Any]:
+    """Start a roll and drive the cluster until it is done or stopped; its status."""
+    async with admitting(plane):
+        await plane.rolling.start(start.get("runtime_env"), start.get("settings", {}))
+        return await until_idle(plane)
+
+
+async def ready(cluster: FakeCluster | None = None) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
+    cluster, store = cluster or FakeCluster(), MemoryStore()
+    plane = make(cluster, store)
+    await plane.start()
+    await plane.watch_once()
+    await plane.settle()
+    return cluster, store, plane
+
+
+def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_settings() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await ready()
+        cluster.live["raygroups-topics"] = FakeActor(cluster, "raygroups-topics", -1, 0, "n1")
+        before = {name for name, a in cluster.live.items() if a.partition >= 0}
+        isr_sizes: list[int] = []
+        original = plane._commit
+
+        async def watched(partition: int, new: Any, reason: str) -> None:
+            isr_sizes.append(len(new.isr))
+            await original(partition, new, reason)
+
+        plane._commit = watched  # type: ignore[method-assign]
+        killed_roles: list[str] = []
+        kill = cluster.kill
+
+        def watched_kill(handle: FakeActor) -> None:
+            killed_roles.append(handle.role)
+            kill(handle)
+
+        cluster.kill = watched_kill  # type: ignore[method-assign]
+        env = {"pip": ["raygroups==9.9"]}
+        status = await rolled(plane, runtime_env=env, settings={"commit_timeout_ms": 7000})
+        assert status["phase"] == DONE and status["stopped"] is None
+        assert status["nodes_done"] == 3
+        after = {name: a for name, a in cluster.live.items() if a.partition >= 0}
+        assert not before & set(after)  # every replica is a new actor
+        assert all(a.runtime_env == env and a.settings.commit_timeout_ms == 7000 for a in after.values())
+        assert min(isr_sizes) >= 2  # never below min ISR
+        assert all(len(m.isr) == 3 and m.leader is not None for m in plane.state.partitions.values())
+        # Leadership left each node before its replicas were killed: no kill of a leader.
+        assert len(killed_roles) == 9 and set(killed_roles) == {"follower"}
+        assert cluster.restarted == ["raygroups-topics"]  # in place, after every replica
+        assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+
+    run(scenario())
+
+
+def test_refused_at_start_when_a_partition_would_fall_below_min_isr() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        node = roll_order(plane.rolling.views())[0]
+        partition, meta = next((p, m) for p, m in plane.state.partitions.items() if node in m.replicas)
+        other = next(n for n in meta.replicas if n != node)
+        meta.isr = [node, other]  # without `node`, one in-sync replica: below min ISR 2
+        meta.leader = other
+        with pytest.raises(RollRefused, match=f"not now: partition {partition}: .* below min ISR 2"):
+            await plane.rolling.start(None, {"commit_timeout_ms": 7000})
+        assert plane.state.roll is None
+
+    run(scenario())
+
+
+def test_fixed_or_unknown_settings_are_refused_with_the_reason() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        with pytest.raises(RollRefused, match="replication_factor never changes"):
+            await plane.rolling.start(None, {"replication_factor": 5})
+        with pytest.raises(RollRefused, match="unknown setting"):
+            await plane.rolling.start(None, {"no_such_key": 1})
+        with pytest.raises(RollRefused, match="must be a int"):
+            await plane.rolling.start(None, {"commit_timeout_ms": "soon"})
+        assert plane.state.roll is None
+
+    run(scenario())
+
+
+def test_stops_with_the_reason_mid_roll_and_resumes() -> None:
+    async def scenario() -> None:
+        # 4 nodes, RF 3: a partition without the first node to roll lags on another of its
+        # replicas, so the roll passes the first node and stops before that partition's.
+        cluster, _store, plane = await ready(FakeCluster(nodes=["n1", "n2", "n3", "n4"]))
+        order = roll_order(plane.rolling.views())
+        partition, meta = next(
+            (p, m) for p, m in plane.state.partitions.items() if order[0] not in m.replicas
+        )
+        laggard = next(n for n in meta.replicas if n != meta.leader)
+        meta.isr = [n for n in meta.isr if n != laggard]
+        lagging = frozenset({meta.names[laggard]})
+        async with admitting(plane, lagging):
+            await plane.rolling.start(None, {})
+            await until_idle(plane)
+        plan = plane.state.roll
+        assert plan is not None and plan.stopped is not None
+        assert f"partition {partition}:" in plan.stopped and "below min ISR 2" in plan.stopped
+        assert order[0] in plan.done and plan.restarted is None
+        stopped_at = plan.next_node()
+        assert stopped_at in meta.replicas and stopped_at != laggard  # the laggard's own exit is fine
+        assert all(meta.names.get(n) for n in meta.replicas)
+        # The laggard catches up; the operator resumes; the roll finishes.
+        async with admitting(plane):
+            await plane.rolling.resume_stopped()
+            await until_idle(plane)
+        assert plan.phase == DONE and sorted(plan.done) == sorted(order)
+
+    run(scenario())
+
+
+def test_a_restarted_controller_resumes_the_roll_from_its_metadata() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await ready()
+        await plane.rolling.start({"env_vars": {"V": "2"}}, {"commit_timeout_ms": 9000})
+        async with admitting(plane):
+            while not plane.state.roll.done:  # type: ignore[union-attr]
+                await asyncio.sleep(0.005)
+        assert plane.rolling._task is not None
+        plane.rolling._task.cancel()
+        for task in plane._loops:
+            task.cancel()
+        # A new controller over the same store and cluster.
+        successor = make(cluster, store)
+        await successor.start()
+        assert successor.settings.commit_timeout_ms == 9000
+        async with admitting(successor):
+            status = await until_idle(successor)
+        assert status["phase"] == DONE and len(status["done"]) == 3
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert all(a.runtime_env == {"env_vars": {"V": "2"}} for a in news)
+
+    run(scenario())
+
+
+def test_the_controller_ends_its_process_and_its_restart_finishes_the_roll() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await ready()
+        cluster.live["raygroups-topics"] = FakeActor(cluster, "raygroups-topics", -1, 0, "n1")
+        exits: list[int] = []
+        plane.rolling.exit_process = lambda: exits.append(1)
+        async with admitting(plane):
+            await plane.rolling.start(None, {"replica_lag_time_max_ms": 20000})
+            while not exits:
+                await asyncio.sleep(0.005)
+        assert plane.state.roll is not None and plane.state.roll.phase == "controller"
+        assert store.data is not None and store.data["rolling_restart"]["phase"] == "controller"
+        assert cluster.restarted == []  # the registry waits for the controller's restart
+        for task in plane._loops:
+            task.cancel()
+        # Ray restarts the actor: a new controller over the same metadata.
+        restarted = make(cluster, store)
+        await restarted.start()
+        assert restarted.settings.replica_lag_time_max_ms == 20000
+        status = await until_idle(restarted)
+        assert status["phase"] == DONE and cluster.restarted == ["raygroups-topics"]
+
+    run(scenario())
+
+
+def test_a_roll_and_a_repartition_never_run_together() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        async with admitting(plane):
+            await plane.rolling.start(None, {})
+            with pytest.raises(RepartitionRefused, match="rolling restart 1 is under way"):
+                await plane.repartition.start(6)
+            await until_idle(plane)
+        plane.state.plan = Plan(1, 3, 6)
+        with pytest.raises(RollRefused, match="repartition 1 is under way"):
+            await plane.rolling.start(None, {})
+
+    run(scenario())
+
+
+def test_a_stopped_roll_is_replaced_by_a_new_one_with_other_code() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        await plane.rolling.start({"pip": ["raygroups==broken"]}, {"commit_timeout_ms": 7000})
+        with pytest.raises(RollRefused, match="under way"):
+            await plane.rolling.start(None, {})
+        assert plane.rolling._task is not None
+        plane.rolling._task.cancel()
+        plan = plane.state.roll
+        assert plan is not None
+        plan.stopped = "replicas on n3 not back in the ISR in 300 s: partitions [0, 1, 2]"
+        async with admitting(plane):
+            await plane.rolling.start({"pip": ["raygroups==fixed"]}, {})
+            status = await until_idle(plane)
+        assert status["version"] == 2 and status["phase"] == DONE
+        assert status["settings"] == {"commit_timeout_ms": 7000}  # settings carry over
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert all(a.runtime_env == {"pip": ["raygroups==fixed"]} for a in news)
+
+    run(scenario())
+
+
+def test_the_balance_loop_leaves_leadership_alone_while_a_roll_runs() -> None:
+    async def scenario() -> None:
+        _cluster, _store, plane = await ready()
+        moved: list[tuple[Any, ...]] = []
+
+        async def reassign(*args: Any) -> int:
+            moved.append(args)
+            return 0
+
+        partition, meta = next(iter(plane.state.partitions.items()))
+        meta.leader = next(n for n in meta.replicas if n != meta.replicas[0])  # not the preferred
+        plane.state.roll = RollPlan(1, ["n1"])
+        plane.reassign = reassign  # type: ignore[method-assign]
+        await plane.balance_once()
+        assert moved == []
+        plane.state.roll.stopped = "node n1 is not live"
+        await plane.balance_once()
+        assert moved and moved[0][0] == partition
+
+    run(scenario())
