@@ -50,6 +50,9 @@ class NoTracker:
     def on_commits(self, *_: Any) -> None:
         pass
 
+    def on_commit_record(self, *_: Any) -> None:
+        pass
+
     def on_offset_deleted(self, *_: Any) -> None:
         pass
 

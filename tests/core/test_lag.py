@@ -227,3 +227,17 @@ def test_the_end_history_keeps_what_the_window_needs_beyond_its_sample_count() -
     for n in range(reports, 4 * HISTORY_SAMPLES_MAX):  # a flood within a window: bounded anyway
         tracker.on_end(("t", 0), 1_000 * (n + 1), reports * step_ms + n)
     assert len(tracker.samples[("t", 0)]) <= HISTORY_SAMPLES_MAX
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_lags_of_a_window_at_once_are_lag_as_of_each_commit(seed: int) -> None:
+    from coordinator.lag import lag_as_of, lags_as_of
+
+    rng = random.Random(seed)
+    samples, at, end = [], 0, 0
+    for _ in range(rng.randrange(1, 30)):
+        at, end = at + rng.randrange(1, 1_000), end + rng.randrange(100)
+        samples.append((at, end))
+    commits = [(rng.randrange(end + 50), rng.randrange(-500, at + 500)) for _ in range(40)]
+    times, ends = [t for t, _ in samples], [e for _, e in samples]
+    assert lags_as_of(commits, times, ends) == [lag_as_of(offset, samples, t) for offset, t in commits]
