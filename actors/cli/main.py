@@ -195,8 +195,11 @@ def exit_at_once(code: int) -> None:
     than the question (0.5-1 s). The driver made nothing that outlives it or needs
     closing; Ray sees it leave as any driver that ends. Only for the program itself
     (`argv` None), never for a caller of `main`."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a reader that left (`| head`): nothing more to write
+        pass
     os._exit(code)
 
 
