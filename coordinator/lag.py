@@ -1,4 +1,4 @@
-"""Live consumer lag and group health, kept incrementally from commits and end offsets.
+"""Live consumer lag and group health: commits and end offsets kept as they arrive, judged when asked.
 
 The coordinator sees every commit as it happens, and the topic registry every
 end offset producers report: this module keeps both as they arrive (a commit
