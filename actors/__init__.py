@@ -21,6 +21,7 @@ import actors.core.wire  # noqa: F401  # isort: skip
 
 if TYPE_CHECKING:
     from actors.client.client import Client
+    from actors.client.connect import connect
     from actors.client.retry import CoordinatorUnavailableError
     from actors.client.topics import TopicError
     from actors.core.settings import ServiceSettings
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from actors.member.async_group_member import AsyncGroupMember
     from actors.member.group_member import GroupMember
     from actors.pool.pool import ConsumerPool
-    from actors.service import connect, init_local_ray, start, stop
+    from actors.service import init_local_ray, start, stop
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -48,7 +49,7 @@ _EXPORTS = {
     "OffsetAndMetadata": "actors.member.api",
     "ServiceSettings": "actors.core.settings",
     "TopicError": "actors.client.topics",
-    "connect": "actors.service",
+    "connect": "actors.client.connect",
     "init_local_ray": "actors.service",
     "start": "actors.service",
     "stop": "actors.service",

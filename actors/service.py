@@ -8,6 +8,8 @@ client for a running service.
 Packages built on the service start actors beside it (the Kafka gateways);
 they `attach` each one by name, and `stop()` stops what was attached before
 it removes the service, so this package never imports them.
+`connect` lives in actors/client/connect.py (re-exported here) so that a client
+imports none of the controller's code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ray
 from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_list, _internal_kv_put
 
 from actors.client.client import Client, controller_handle
+from actors.client.connect import connect as connect  # re-exported: actors.service.connect
 from actors.client.topics import ensure_topic_registry, stop_topic_registry
 from actors.controller.actor import Controller
 from actors.controller.forgotten_logs import recover_forgotten_logs
@@ -158,15 +161,6 @@ def start(
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
     return Client(controller)
-
-
-def connect(
-    address: str | None = None, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0
-) -> Client:
-    """A client for the service running in `namespace` on the Ray cluster."""
-    if not ray.is_initialized():
-        ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
-    return Client(controller_handle(namespace), timeout_s=timeout_s)
 
 
 def stop(namespace: str = DEFAULT_NAMESPACE) -> None:

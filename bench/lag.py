@@ -8,7 +8,8 @@ baseline measured in the same run:
   a log (loading, a follower's replay);
 - one partition's share of the issue's state (100,000 groups, 1 M offsets on
   8 partitions: 12,500 groups, 125,000 offsets): a LagRequest for every group
-  and its response pickled, and the metrics export.
+  and its response pickled, and the metrics export; the same with every offset
+  committed 10 times (full health windows).
 
 Part two (`--service`, or `--only-service`), on Ray: an embedded service with 8
 partitions, 100,000 groups with 10 committed offsets each (1 M), their topic's
@@ -48,6 +49,9 @@ class NoTracker:
         pass
 
     def on_commits(self, *_: Any) -> None:
+        pass
+
+    def on_commit_record(self, *_: Any) -> None:
         pass
 
     def on_offset_deleted(self, *_: Any) -> None:
@@ -148,6 +152,30 @@ def query_rows(records: list[Record]) -> list[tuple[str, ...]]:
          "one eighth of the issue's state"),
         ("metrics export of that partition (every group, top 1,000 partitions)", f"{exported * 1000:.0f} ms",
          "", "", "every lag_metrics_interval_s (10 s)"),
+    ]
+
+
+def window_rows(groups: int) -> list[tuple[str, ...]]:
+    """A LagRequest and the export where every offset has a full health window (10 commits,
+    all in the window, lag > 0): each commit's lag then is looked up when asked."""
+    records = [
+        Record(OffsetCommitKey(f"group-{i}", "t", p), OffsetCommitValue(1_000 * c + i, 1, "", 100_000 + c))
+        for c in range(10)
+        for i in range(groups)
+        for p in group_partitions(i)
+    ]
+    shard = Shard()
+    ends = [("t", p, t, e) for p in range(TOPIC_PARTITIONS) for t, e in ((0, 0), (60_000, 2_000_000))]
+    shard.update_end_offsets(ends, whole=True)
+    shard.replay_many(records)
+    now = 120_000
+    asked = min(cpu_seconds(lambda: shard.handle(LagRequest(None), now, 1)) for _ in range(3))
+    exported = cpu_seconds(lambda: shard.lag.export(now, 1_000))
+    offsets = len(records) // 10
+    return [
+        (f"LagRequest for all {groups:,} groups, {offsets:,} offsets with 10-commit windows",
+         f"{asked * 1000:.0f} ms", "", "", "a question: the windows' lags then looked up"),
+        ("metrics export of that partition, 10-commit windows", f"{exported * 1000:.0f} ms", "", "", ""),
     ]
 
 
@@ -315,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
         progress(f"core: replay and query of {len(share):,} offsets")
         rows += replay_rows(share, args.rounds)
         rows += query_rows(share)
+        rows += window_rows(args.groups // 8)
         progress(f"core: the client's JSON of {args.groups * OFFSETS_PER_GROUP:,} rows")
         rows += client_rows(args.groups)
     if args.service or args.only_service:

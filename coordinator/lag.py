@@ -1,9 +1,12 @@
-"""Live consumer lag and group health, kept incrementally from commits and end offsets.
+"""Live consumer lag and group health: commits and end offsets kept as they arrive, judged when asked.
 
 The coordinator sees every commit as it happens, and the topic registry every
-end offset producers report: this module keeps lag from both as they arrive,
-so a question about a group costs that group's partitions, never a scan of
-every group (DESIGN section 10: signals are pushed, not polled).
+end offset producers report: this module keeps both as they arrive (a commit
+appends its offset and time to its partition's window, a report its sample),
+and a question about a group costs that group's partitions, never a scan of
+every group (DESIGN section 10). Lag, the group's sum and health are computed
+when asked (a question, the metrics timer), not on each commit: the commit
+path is the leader's hottest, and a commit is far more frequent than a look.
 
 One definition of lag, whoever computes it (the live path here; Spark's
 jobs through `spark_bridge/lag_columns.py`, its column form, tested against
@@ -22,7 +25,9 @@ these functions):
   flagged `at_least`) when the committed offset is older than every sample.
 
 Health, per partition then the group's worst, Burrow's rules made exact (the
-window is `window_ms` of commits):
+window is the last WINDOW_COMMITS commits within `window_ms`; each one's lag
+is `lag_as_of` its time, so an end reported late with the producers' earlier
+timestamp still counts; the end history keeps the samples a window needs):
 - REWIND: a commit in the window moved the offset back.
 - STOPPED: lag > 0 and no commit for a whole window.
 - STALLED: lag > 0 and the commits of the window all repeat one offset.
@@ -38,6 +43,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import repeat
 from typing import Any
 
 TopicPartition = tuple[str, int]
@@ -81,16 +87,29 @@ def lag_messages(committed: int, end: int | None) -> int | None:
     return None if end is None else max(end - committed, 0)
 
 
-def end_as_of(samples: list[tuple[int, int]], at_ms: int) -> int | None:
+def end_as_of(samples: list[tuple[int, int]], at_ms: int, times: list[int] | None = None) -> int | None:
     """The end offset in effect at `at_ms`: the latest of `samples` [(at_ms, end)] (in time
-    order) at or before it; None before the first."""
-    i = bisect.bisect_right(samples, at_ms, key=_time_of)
+    order) at or before it; None before the first (`times`: the samples' times, if the
+    caller keeps them apart, for a bisect in C)."""
+    if times is None:
+        i = bisect.bisect_right(samples, at_ms, key=_time_of)
+    else:
+        i = bisect.bisect_right(times, at_ms)
     return samples[i - 1][1] if i else None
 
 
-def lag_as_of(committed: int, samples: list[tuple[int, int]], at_ms: int) -> int | None:
+def lag_as_of(
+    committed: int, samples: list[tuple[int, int]], at_ms: int, times: list[int] | None = None
+) -> int | None:
     """Lag in messages at `at_ms` of the offset committed by then."""
-    return lag_messages(committed, end_as_of(samples, at_ms))
+    return lag_messages(committed, end_as_of(samples, at_ms, times))
+
+
+def lags_as_of(commits: list[tuple[int, int]], times: list[int], ends: list[int]) -> list[int | None]:
+    """`lag_as_of` of each (offset, at_ms) of `commits`, against samples kept as their times
+    and end offsets apart: the same figures, without three calls per commit."""
+    found = map(bisect.bisect_right, repeat(times), [at_ms for _, at_ms in commits])
+    return [max(ends[i - 1] - offset, 0) if i else None for (offset, _), i in zip(commits, found)]
 
 
 def lag_ms(
@@ -122,149 +141,107 @@ def _time_of(sample: tuple[int, int]) -> int:
     return sample[0]
 
 
-def _lag_of(row: tuple[str, PartitionLag]) -> int:
-    return row[1].lag or 0
-
-
-# A committed offset as kept: [offset, at_ms, lag then, window], the window the earlier
-# commits flat, at_ms, offset, lag (-1: unknown) in turn, None until a second commit
-# (trimmed to WINDOW_COMMITS once twice as long). Plain lists of ints, no window for a key
-# committed once, no tuple per commit: every container made per key or commit costs
-# allocation and the garbage collector's time on every later commit.
-_OFFSET, _AT, _LAG, _WINDOW = 0, 1, 2, 3
+# A committed offset as kept: its window, the commits themselves flat, offset and time in
+# turn, oldest first, the last pair the offset committed now. A commit appends two ints and
+# nothing else (no object the garbage collector must walk stays behind it): the lag of each
+# commit then is `lag_as_of` its time, found from the end-offset history when a question
+# is asked, and a group's sum is its rows' sum. Windows grow to `TRIM_COMMITS` commits and
+# are cut to their last `WINDOW_COMMITS` in place: the commit path is the leader's hottest
+# (DESIGN section 9).
+TRIM_COMMITS = 3 * WINDOW_COMMITS
+_TRIM_INTS, _WINDOW_INTS = 2 * TRIM_COMMITS, 2 * WINDOW_COMMITS
+HISTORY_SAMPLES_MAX = 4_096  # a hostile reporter's bound: samples a window needs past HISTORY_SAMPLES
 # (topic, partition, committed, end, lag, lag_ms, ahead, at_least, health): PartitionLag's fields
 Row = tuple[str, int, int, int | None, int | None, int | None, bool, bool, Health]
+OffsetKey = tuple[str, str, int]  # group, topic, partition (an OffsetCommitKey is one)
+
+
+class _Windows(dict[OffsetKey, list[Any]]):
+    """One group's windows by (group, topic, partition); a new key's window is made on first use."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: OffsetKey) -> list[Any]:
+        window: list[Any] = []
+        self[key] = window
+        return window
 
 
 class LagTracker:
-    """Committed offsets per group, end offsets per partition, and each group's lag sum."""
+    """Each group's recent commits per partition and each partition's end-offset history.
+
+    Work per commit is an append (DESIGN section 9); lag in messages and seconds, the
+    group's sum and health are computed when asked, from the group's partitions only."""
 
     def __init__(self, window_ms: int = 300_000) -> None:
         self.window_ms = window_ms
-        self.committed: dict[str, dict[TopicPartition, list[Any]]] = {}
+        self.committed: dict[str, _Windows] = {}
         self.samples: dict[TopicPartition, list[tuple[int, int]]] = {}
         self._ends: dict[TopicPartition, list[int]] = {}  # the samples' end offsets, for bisect
-        self.readers: dict[TopicPartition, set[str]] = {}  # who committed to a partition
-        self.totals: dict[str, int] = {}  # each group's lag over the partitions with an end
+        self._times: dict[TopicPartition, list[int]] = {}  # and their times
 
     # ------------------------------------------------------------- inputs
 
     def on_commit(self, group_id: str, tp: TopicPartition, offset: int, now_ms: int) -> None:
-        offsets = self.committed.get(group_id)
-        if offsets is None:
-            offsets = self.committed[group_id] = {}
-            self.totals[group_id] = 0
-        samples = self.samples.get(tp)
-        kept = offsets.get(tp)
-        if samples:
-            end = samples[-1][1]
-            now = end - offset if end > offset else 0
-            if kept is not None:
-                before = kept[0]
-                self.totals[group_id] += now - (end - before if end > before else 0)
-            else:
-                self.totals[group_id] += now
-        else:
-            now = None
-        if kept is None:
-            offsets[tp] = [offset, now_ms, now, None]
-            readers = self.readers.get(tp)
-            if readers is None:
-                readers = self.readers[tp] = set()
-            readers.add(group_id)
-            return
-        before_lag = kept[2]
-        window = kept[3]
-        if window is None:
-            kept[3] = [kept[1], kept[0], -1 if before_lag is None else before_lag]
-        else:
-            window += (kept[1], kept[0], -1 if before_lag is None else before_lag)
-            if len(window) >= 6 * WINDOW_COMMITS:
-                del window[: -3 * WINDOW_COMMITS]
-        kept[0] = offset
-        kept[1] = now_ms
-        kept[2] = now
+        self.on_commit_record((group_id, tp[0], tp[1]), (offset, 0, "", now_ms))
+
+    def on_commit_record(self, key: OffsetKey, value: Any) -> None:
+        """An offset record (a key (group, topic, partition), a value ([0] offset, [3] time))."""
+        windows = self.committed.get(key[0])
+        if windows is None:
+            windows = self.committed[key[0]] = _Windows()
+        window = windows[key]
+        window += value[0:4:3]
+        if len(window) > _TRIM_INTS:
+            del window[:-_WINDOW_INTS]
 
     def on_commits(self, group_id: str, keys: list[Any], values: list[Any]) -> None:
-        """`on_commit` for one commit's offsets of a group (offset records' keys and values:
-        (group, topic, partition), (offset, ..., commit time)), with the lookups done once."""
-        on_commit = self.on_commit
-        offsets = self.committed.get(group_id)
-        if offsets is None:
-            for key, value in zip(keys, values):
-                on_commit(group_id, (key[1], key[2]), value[0], value[3])
-            return
-        samples_of = self.samples.get
-        change = 0
+        """`on_commit_record` for one commit's offsets of a group (distinct keys)."""
+        windows = self.committed.get(group_id)
+        if windows is None:
+            windows = self.committed[group_id] = _Windows()
         for key, value in zip(keys, values):
-            tp = (key[1], key[2])
-            kept = offsets.get(tp)
-            if kept is None:
-                self.totals[group_id] += change
-                change = 0
-                on_commit(group_id, tp, value[0], value[3])
-                continue
-            offset = value[0]
-            samples = samples_of(tp)
-            if samples:
-                end = samples[-1][1]
-                now = end - offset if end > offset else 0
-                before = kept[0]
-                change += now - (end - before if end > before else 0)
-            else:
-                now = None
-            window = kept[3]
-            if window is None:
-                kept[3] = [kept[1], kept[0], -1 if kept[2] is None else kept[2]]
-            else:
-                window += (kept[1], kept[0], -1 if kept[2] is None else kept[2])
-                if len(window) >= 6 * WINDOW_COMMITS:
-                    del window[: -3 * WINDOW_COMMITS]
-            kept[0] = offset
-            kept[1] = value[3]
-            kept[2] = now
-        self.totals[group_id] += change
+            window = windows[key]
+            window += value[0:4:3]
+            if len(window) > _TRIM_INTS:
+                del window[:-_WINDOW_INTS]
 
     def on_offset_deleted(self, group_id: str, tp: TopicPartition) -> None:
-        kept = self.committed.get(group_id, {}).pop(tp, None)
-        if kept is None:
+        windows = self.committed.get(group_id)
+        if windows is None or windows.pop((group_id, tp[0], tp[1]), None) is None:
             return
-        self.totals[group_id] -= lag_messages(kept[_OFFSET], self.end(tp)) or 0
-        readers = self.readers.get(tp)
-        if readers is not None:
-            readers.discard(group_id)
-        if not self.committed[group_id]:
-            del self.committed[group_id], self.totals[group_id]
+        if not windows:
+            del self.committed[group_id]
 
     def on_group_deleted(self, group_id: str) -> None:
-        for tp in list(self.committed.get(group_id, {})):
-            self.on_offset_deleted(group_id, tp)
+        self.committed.pop(group_id, None)
 
     def on_end(self, tp: TopicPartition, end: int, at_ms: int) -> None:
         """A reported end offset (ends and times never go back: the registry refuses that)."""
-        before = self.end(tp)
         samples = self.samples.setdefault(tp, [])
         ends = self._ends.setdefault(tp, [])
+        times = self._times.setdefault(tp, [])
         samples.append((at_ms, end))
         ends.append(end)
-        if len(samples) > HISTORY_SAMPLES:
-            del samples[: len(samples) - HISTORY_SAMPLES], ends[: len(ends) - HISTORY_SAMPLES]
-        if before == end:
-            return
-        for group_id in self.readers.get(tp, ()):
-            offset = self.committed[group_id][tp][_OFFSET]
-            change = (lag_messages(offset, end) or 0) - (lag_messages(offset, before) or 0)
-            self.totals[group_id] += change
+        times.append(at_ms)
+        if len(samples) > HISTORY_SAMPLES + WINDOW_COMMITS:
+            cut = self._history_cut(times, at_ms)
+            del samples[:cut], ends[:cut], times[:cut]
+
+    def _history_cut(self, times: list[int], now_ms: int) -> int:
+        """How many of the oldest samples can go: beyond HISTORY_SAMPLES, those older than the
+        one in effect a window ago (the commits of a window are judged against it), but at
+        most HISTORY_SAMPLES_MAX kept."""
+        in_effect = bisect.bisect_right(times, now_ms - self.window_ms) - 1
+        cut = min(len(times) - HISTORY_SAMPLES, max(in_effect, 0))
+        return max(cut, len(times) - HISTORY_SAMPLES_MAX)
 
     def load_ends(self, samples: dict[TopicPartition, list[tuple[int, int]]]) -> None:
         """Replace every end-offset history (a whole view, after a load or a restarted
-        registry): each group's sum is recomputed once, O(committed offsets)."""
-        self.samples = {tp: list(kept[-HISTORY_SAMPLES:]) for tp, kept in samples.items() if kept}
+        registry); nothing else depends on it until a question."""
+        self.samples = {tp: list(kept[-HISTORY_SAMPLES_MAX:]) for tp, kept in samples.items() if kept}
         self._ends = {tp: [end for _, end in kept] for tp, kept in self.samples.items()}
-        for group_id, offsets in self.committed.items():
-            self.totals[group_id] = sum(
-                lag_messages(kept[_OFFSET], self.end(tp)) or 0 for tp, kept in offsets.items()
-            )
+        self._times = {tp: [at_ms for at_ms, _ in kept] for tp, kept in self.samples.items()}
 
     def forget_groups(self, group_ids: list[str]) -> None:
         """Groups the shard no longer holds (moved away, unloaded): their offsets go, ends stay."""
@@ -282,10 +259,10 @@ class LagTracker:
 
     def rows(self, group_id: str, now_ms: int) -> list[Row] | None:
         """The group's partitions as plain rows (PartitionLag's fields), sorted; None: no such group."""
-        offsets = self.committed.get(group_id)
-        if offsets is None:
+        windows = self.committed.get(group_id)
+        if windows is None:
             return None
-        return [self._row(tp, kept, now_ms) for tp, kept in sorted(offsets.items())]
+        return [self._row(key, window, now_ms) for key, window in sorted(windows.items(), key=_first_of)]
 
     def group_lag(self, group_id: str, now_ms: int) -> GroupLag | None:
         rows = self.rows(group_id, now_ms)
@@ -295,11 +272,10 @@ class LagTracker:
 
     def summary(self, group_id: str, rows: list[Row], partitions: tuple[PartitionLag, ...] = ()) -> GroupLag:
         """The group's GroupLag from its `rows` (`partitions`: its PartitionLags, or none)."""
-        with_end = any(row[3] is not None for row in rows)
+        lags = [row[4] for row in rows if row[4] is not None]
         lags_ms = [row[5] for row in rows if row[5] is not None]
         health = max((row[8] for row in rows), default=Health.OK)
-        total = self.totals[group_id] if with_end else None
-        return GroupLag(group_id, partitions, total, max(lags_ms, default=None), health)
+        return GroupLag(group_id, partitions, sum(lags) if lags else None, max(lags_ms, default=None), health)
 
     def export(
         self, now_ms: int, partitions_max: int, group_ids: Iterable[str] | None = None
@@ -320,39 +296,48 @@ class LagTracker:
         top = heapq.nlargest(partitions_max, lagging, key=_first) if partitions_max > 0 else []
         return groups, [(group_id, PartitionLag(*row)) for _, group_id, row in top], len(lagging)
 
-    def _row(self, tp: TopicPartition, kept: list[Any], now_ms: int) -> Row:
-        offset = kept[_OFFSET]
+    def _row(self, key: OffsetKey, window: list[Any], now_ms: int) -> Row:
+        tp = (key[1], key[2])
+        offset = window[-2]
         samples = self.samples.get(tp)
         if not samples:
-            health = self._health(kept, None, now_ms)
+            health = self._health(window, None, tp, now_ms)
             return (tp[0], tp[1], offset, None, None, None, False, False, health)
         end = samples[-1][1]
         lag = end - offset if end > offset else 0
         ms, at_least = lag_ms(offset, samples, now_ms, self._ends.get(tp))
-        return (tp[0], tp[1], offset, end, lag, ms, offset > end, at_least, self._health(kept, lag, now_ms))
+        health = self._health(window, lag, tp, now_ms)
+        return (tp[0], tp[1], offset, end, lag, ms, offset > end, at_least, health)
 
-    def _health(self, kept: list[Any], lag: int | None, now_ms: int) -> Health:
+    def _health(self, window: list[Any], lag: int | None, tp: TopicPartition, now_ms: int) -> Health:
         since = now_ms - self.window_ms
-        if kept[_WINDOW] is None:  # committed once: no rewind, stall or growth to see
-            return Health.STOPPED if lag and kept[_AT] < since else Health.OK
-        flat = (kept[_WINDOW] or [])[-3 * (WINDOW_COMMITS - 1):]
-        earlier = zip(flat[0::3], flat[1::3], [None if lag < 0 else lag for lag in flat[2::3]])
-        window = [s for s in earlier if s[0] >= since]
-        if kept[_AT] >= since:
-            window.append((kept[_AT], kept[_OFFSET], kept[_LAG]))
-        offsets = [offset for _, offset, _ in window]
+        last_at = window[-1]
+        times = self._times.get(tp)
+        if len(window) == 2:  # committed once: no rewind, stall or growth to see
+            return Health.STOPPED if lag and last_at < since else Health.OK
+        flat = window[-_WINDOW_INTS:]
+        recent = [(offset, at) for offset, at in zip(flat[0::2], flat[1::2]) if at >= since]
+        offsets = [offset for offset, _ in recent]
         if any(later < earlier for earlier, later in zip(offsets, offsets[1:])):
             return Health.REWIND
-        if not lag or any(sample_lag == 0 for _, _, sample_lag in window):
+        if not lag:
             return Health.OK
-        if kept[_AT] < since:
+        # Each commit's lag then: the offset against the end as of its time (one definition).
+        lags = lags_as_of(recent, times, self._ends[tp]) if times else [None] * len(recent)
+        if 0 in lags:
+            return Health.OK
+        if last_at < since:
             return Health.STOPPED
-        if len(window) >= 2 and len(set(offsets)) == 1:
+        if len(recent) >= 2 and len(set(offsets)) == 1:
             return Health.STALLED
-        lags = [sample_lag or 0 for _, _, sample_lag in window]
-        if len(lags) >= 3 and all(later > earlier for earlier, later in zip(lags, lags[1:])):
+        grown = [commit_lag or 0 for commit_lag in lags]
+        if len(grown) >= 3 and all(later > earlier for earlier, later in zip(grown, grown[1:])):
             return Health.WARN
         return Health.OK
+
+
+def _first_of(item: tuple[OffsetKey, list[Any]]) -> OffsetKey:
+    return item[0]
 
 
 def _first(item: tuple[int, str, Row]) -> int:

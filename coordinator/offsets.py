@@ -76,7 +76,7 @@ def apply_offset_record(shard: Shard, key: OffsetCommitKey, value: OffsetCommitV
             # Offsets without a group record: a simple consumer group.
             group = shard.groups[key.group_id] = Group(key.group_id, shard.now_ms)
         group.offsets[key] = value
-        shard.lag.on_commit(key[0], (key[1], key[2]), value[0], value[3])
+        shard.lag.on_commit_record(key, value)
         return
     if group is None:
         return

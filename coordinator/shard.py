@@ -252,14 +252,14 @@ class Shard:
         the failover path and most records overwrite an offset of a known group."""
         groups = self.groups
         replay = self.replay
-        on_commit = self.lag.on_commit
+        on_commit = self.lag.on_commit_record
         for record in records:
             key, value = record
             if value is not None and type(key) is OffsetCommitKey:
                 group = groups.get(key[0])
                 if group is not None:
                     group.offsets[key] = value  # type: ignore[assignment]
-                    on_commit(key[0], (key[1], key[2]), value[0], value[3])  # type: ignore[arg-type,misc]
+                    on_commit(key, value)
                     continue
             replay(record)
 

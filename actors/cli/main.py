@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -182,7 +183,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "start":
         return run_start(args, cli.after_start, cli.start_options)
-    return cli.runners.get(args.command, run_admin)(args)
+    code = cli.runners.get(args.command, run_admin)(args)
+    if argv is None and getattr(args, "exit_at_once", False):
+        exit_at_once(code)
+    return code
+
+
+def exit_at_once(code: int) -> None:
+    """End the `raygroups` process of a one-shot question now that its answer is written:
+    a Ray driver's interpreter teardown (Ray's shutdown, then every module's) takes longer
+    than the question (0.5-1 s). The driver made nothing that outlives it or needs
+    closing; Ray sees it leave as any driver that ends. Only for the program itself
+    (`argv` None), never for a caller of `main`."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a reader that left (`| head`): nothing more to write
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -638,3 +638,4 @@ def commit_request(
 
 def controller_handle(namespace: str = DEFAULT_NAMESPACE) -> Any:
     return ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+

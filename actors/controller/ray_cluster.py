@@ -24,7 +24,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.controller.cluster_view import ActorGone, CallFailed, NameTaken, Unreachable
 from actors.core import node_names
 from actors.core.settings import ServiceSettings
-from actors.partition.actor import RemotePartition
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +58,10 @@ class RayCluster:
                 raise Unreachable(f"no live Ray node named {node_id!r}")
             if ray_id is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_id, soft=not required)
+        # Imported here: every client's `ray.get_actor` of the controller imports this module
+        # (Ray loads the actor's class), and a client needs none of the partition actor.
+        from actors.partition.actor import RemotePartition
+
         try:
             # When it was asked for: the replica logs how long it took to rejoin (actors/partition/phases.py).
             return RemotePartition.options(**options).remote(

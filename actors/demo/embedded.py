@@ -128,7 +128,7 @@ class DemoConsumer:
     """A simulated consumer: advances a position on each owned partition and commits."""
 
     def __init__(self, group: DemoGroup, name: str) -> None:
-        from actors.service import connect
+        from actors.client.connect import connect
 
         self.positions: dict[Any, int] = {}
         self.commits = 0

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from actors.client.client import Client
+from actors.client.connect import connect
 from actors.member.api import (
     Describe,
     Effect,
@@ -33,7 +34,6 @@ from actors.member.api import (
     committed_offsets,
 )
 from actors.member.group_member import STALE_FETCH_RETRIES, MemberBase, Offsets, log_keep_alive_failure
-from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 

@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from actors.client.client import Client
+from actors.client.connect import connect
 from actors.member.api import (
     Describe,
     Effect,
@@ -63,7 +64,6 @@ from actors.member.api import (
 )
 from actors.member.consumer_loop import ConsumerLoop
 from actors.member.loop import MemberLoop
-from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.messages import OffsetFetchRequest
 from coordinator.topic_partition import TopicPartition

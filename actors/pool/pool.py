@@ -43,8 +43,8 @@ from typing import Any, Protocol
 import ray
 
 from actors.client.client import Client
+from actors.client.connect import connect
 from actors.pool.member import PoolMember, ProcessFn
-from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.messages import OffsetFetchRequest
 from coordinator.pool_policy import Decision, LagPolicy, LagRow, Target, check_bounds

@@ -43,3 +43,36 @@ def test_the_json_of_more_rows_than_a_chunk(monkeypatch: pytest.MonkeyPatch) -> 
     for rows in (PARTITIONS, PARTITIONS[:4], PARTITIONS[:1]):  # chunks and a rest, chunks only, a rest only
         live = LiveRows(rows)
         assert json.loads(live.json_partitions()) == [cli._lag_json(row, live=True) for row in live]
+
+
+def test_pyarrow_is_hidden_only_while_connecting_and_only_when_not_imported_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`lag --live` keeps Ray's first serialization context from importing pyarrow (and
+    numpy) for answers of plain tuples; afterwards pyarrow imports as before."""
+    import sys
+
+    arrow = sys.modules.get("pyarrow")
+    monkeypatch.delitem(sys.modules, "pyarrow", raising=False)
+    with live_lag.without_arrow():
+        with pytest.raises(ModuleNotFoundError):
+            import pyarrow  # noqa: F401
+    assert "pyarrow" not in sys.modules, "visible again: the next import finds it"
+    if arrow is not None:
+        monkeypatch.setitem(sys.modules, "pyarrow", arrow)
+        with live_lag.without_arrow():
+            assert sys.modules["pyarrow"] is arrow, "already imported: left alone"
+
+
+def test_only_the_program_ends_at_once_after_a_one_shot_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.cli import main as cli_main
+
+    ended: list[int] = []
+    monkeypatch.setattr(cli_main, "exit_at_once", ended.append)
+    parser, command_line = cli_main.build_command_line()
+    # `lag --live` answered (service_live_lag marks the question one-shot), no service needed.
+    command_line.runners["lag"] = lambda args: setattr(args, "exit_at_once", True) or 0
+    monkeypatch.setattr(cli_main, "build_command_line", lambda: (parser, command_line))
+    assert cli_main.main(["lag", "--live"]) == 0 and ended == [], "a caller of main keeps its process"
+    monkeypatch.setattr("sys.argv", ["raygroups", "lag", "--live"])
+    assert cli_main.main() == 0 and ended == [0], "the program itself ends at once"

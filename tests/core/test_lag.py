@@ -173,5 +173,71 @@ def test_a_commits_offsets_at_once_are_its_offsets_one_by_one(seed: int) -> None
         for key, value in zip(keys, values):
             one_by_one.on_commit("g", (key.topic, key.partition), value.offset, value.commit_timestamp_ms)
         at_once.on_commits("g", keys, values)
-        assert at_once.totals == one_by_one.totals
+        assert at_once.group_lag("g", n * 1_000) == one_by_one.group_lag("g", n * 1_000)
         assert at_once.rows("g", n * 1_000) == one_by_one.rows("g", n * 1_000)
+
+
+def test_a_commits_lag_then_is_judged_as_of_its_time_when_the_ends_come_later() -> None:
+    """The window keeps only offsets and times: an end reported after the commits, with the
+    producers' earlier timestamps, still shows the lag each commit had then."""
+    tracker = LagTracker(window_ms=5 * MINUTE)
+    for i in range(4):
+        tracker.on_commit("g", ("t", 0), 10 * (i + 1), i * MINUTE)
+    for i in range(4):
+        tracker.on_end(("t", 0), 100 * (i + 1), i * MINUTE)
+    lag = tracker.group_lag("g", 4 * MINUTE)
+    assert lag is not None and lag.health is Health.WARN and lag.lag == 360
+
+
+def test_a_long_run_of_commits_keeps_a_bounded_window_judged_as_its_last_commits() -> None:
+    from coordinator.lag import TRIM_COMMITS, WINDOW_COMMITS
+
+    long_run, last_only = tracker_with_end(10_000), tracker_with_end(10_000)
+    offsets = [5] * 1_000 + [7 * (i + 1) for i in range(WINDOW_COMMITS)]
+    for i, offset in enumerate(offsets):
+        long_run.on_commit("g", ("t", 0), offset, i)
+        if i >= len(offsets) - WINDOW_COMMITS:
+            last_only.on_commit("g", ("t", 0), offset, i)
+    assert len(long_run.committed["g"][("g", "t", 0)]) <= 2 * TRIM_COMMITS
+    now = len(offsets)
+    assert long_run.group_lag("g", now) == last_only.group_lag("g", now)
+    long_run.on_commit("g", ("t", 0), 70, now)  # once more: not yet a window of one offset
+    last_only.on_commit("g", ("t", 0), 70, now)
+    assert long_run.group_lag("g", now) == last_only.group_lag("g", now)
+    assert long_run.group_lag("g", now).health is Health.OK  # type: ignore[union-attr]
+    for t in range(1, WINDOW_COMMITS):
+        long_run.on_commit("g", ("t", 0), 70, now + t)
+    assert long_run.group_lag("g", now + WINDOW_COMMITS).health is Health.STALLED  # type: ignore[union-attr]
+
+
+def test_the_end_history_keeps_what_the_window_needs_beyond_its_sample_count() -> None:
+    """Ends reported more often than HISTORY_SAMPLES a window: the window's commits are
+    still judged against the end in effect at their time (a growing lag warns)."""
+    from coordinator.lag import HISTORY_SAMPLES, HISTORY_SAMPLES_MAX
+
+    tracker = LagTracker(window_ms=5 * MINUTE)
+    reports = 2 * HISTORY_SAMPLES
+    step_ms = 5 * MINUTE // reports
+    for n in range(reports):
+        tracker.on_end(("t", 0), 1_000 * (n + 1), n * step_ms)
+        if n % (reports // 4) == 0:
+            tracker.on_commit("g", ("t", 0), 10 * (n + 1), n * step_ms)
+    lag = tracker.group_lag("g", reports * step_ms)
+    assert lag is not None and lag.health is Health.WARN
+    for n in range(reports, 4 * HISTORY_SAMPLES_MAX):  # a flood within a window: bounded anyway
+        tracker.on_end(("t", 0), 1_000 * (n + 1), reports * step_ms + n)
+    assert len(tracker.samples[("t", 0)]) <= HISTORY_SAMPLES_MAX
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_lags_of_a_window_at_once_are_lag_as_of_each_commit(seed: int) -> None:
+    from coordinator.lag import lag_as_of, lags_as_of
+
+    rng = random.Random(seed)
+    samples, at, end = [], 0, 0
+    for _ in range(rng.randrange(1, 30)):
+        at, end = at + rng.randrange(1, 1_000), end + rng.randrange(100)
+        samples.append((at, end))
+    commits = [(rng.randrange(end + 50), rng.randrange(-500, at + 500)) for _ in range(40)]
+    times, ends = [t for t, _ in samples], [e for _, e in samples]
+    assert lags_as_of(commits, times, ends) == [lag_as_of(offset, samples, t) for offset, t in commits]
