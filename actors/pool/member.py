@@ -15,6 +15,11 @@ last processed range is committed: no partition is processed by two members at
 once and no range is committed twice. A commit refused while the group
 completes a rebalance is retried while the partition is still owned.
 
+A standby (`standby=True`): the pool keeps one member started ahead, its
+process up and its client connected, but not in the group; `activate()` makes
+it join. Starting a Ray actor's process is most of a new member's start
+(bench/pool.py), so a scale-up takes a standby and starts the next one.
+
 A function that raises: the error is recorded (`status()["errors"]`, the
 pool's `errors()`) and logged, the member leaves the group (its partitions are
 revoked, their commits kept, so another member or this one takes them from
@@ -36,6 +41,7 @@ import ray
 
 from actors.member.api import CommitFailedError
 from actors.member.group_member import GroupMember
+from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
@@ -51,7 +57,8 @@ class PoolMemberLogic:
     """The consumer thread and its listeners, without Ray (the actor below hosts it)."""
 
     def __init__(self, name: str, group_id: str, topics: list[str], process_fn: ProcessFn,
-                 member_options: dict[str, Any], restart_backoff_s: float = 0.5) -> None:
+                 member_options: dict[str, Any], restart_backoff_s: float = 0.5,
+                 standby: bool = False) -> None:
         self.name, self.group_id, self.topics = name, group_id, topics
         self.process_fn = process_fn
         self.member_options = {**member_options, "assignors": ("cooperative-sticky",)}
@@ -63,8 +70,15 @@ class PoolMemberLogic:
         self.error_count = 0
         self.restarts = 0
         self.commits: list[tuple[str, int, int, int]] = []  # (topic, partition, start, end)
-        self.first_commit_at: float | None = None  # wall clock, for the benchmark
+        # Wall clock, for the benchmark: started, activated (joins), first assignment, first commit.
         self.started_at = time.time()
+        self.activated_at: float | None = None
+        self.assigned_at: float | None = None
+        self.first_commit_at: float | None = None
+        self.client: Any = None
+        self.active = threading.Event()
+        if not standby:
+            self.activate()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"pool-member-{name}", daemon=True)
         self.thread.start()
@@ -75,6 +89,8 @@ class PoolMemberLogic:
         member = self.member
         assert member is not None
         committed = member.committed(parts)
+        if parts and self.assigned_at is None:
+            self.assigned_at = time.time()
         with self.lock:
             for tp in parts:
                 found = committed.get(tp)
@@ -90,10 +106,21 @@ class PoolMemberLogic:
 
     # ------------------------------------------------------------ consumer thread
 
+    def activate(self) -> None:
+        """Join the group (a standby's start)."""
+        if self.activated_at is None:
+            self.activated_at = time.time()
+        self.active.set()
+
     def _run(self) -> None:
+        try:
+            self.client = connect()  # warm: a standby joins without connecting first
+        except Exception as exc:  # the GroupMember connects (or fails) itself at its start
+            self._failed(exc)
+        self.active.wait()
         while not self.stopping.is_set():
             member = GroupMember(
-                self.group_id, self.topics, on_assigned=self._on_assigned,
+                self.group_id, self.topics, client=self.client, on_assigned=self._on_assigned,
                 on_revoked=self._on_revoked, on_lost=self._on_lost, **self.member_options,
             )
             self.member = member
@@ -173,12 +200,15 @@ class PoolMemberLogic:
             "commits": len(self.commits),
             "first_commit_at": self.first_commit_at,
             "started_at": self.started_at,
+            "activated_at": self.activated_at,
+            "assigned_at": self.assigned_at,
         }
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """Finish the range in progress, commit it, leave the group; returns the final
         status, with the commits made (`commits_made`)."""
         self.stopping.set()
+        self.active.set()
         self.thread.join(timeout_s)
         return {**self.status(), "commits_made": list(self.commits)}
 
@@ -195,6 +225,9 @@ class PoolMember:
 
     def commits(self) -> list[tuple[str, int, int, int]]:
         return list(self.logic.commits)
+
+    def activate(self) -> None:
+        self.logic.activate()
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
         return self.logic.stop(timeout_s)

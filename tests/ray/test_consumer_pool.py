@@ -48,7 +48,7 @@ def test_pool_scales_up_on_lag_and_down_after_cooldown(registry: Client) -> None
     marker = os.path.join(tempfile.mkdtemp(prefix="pool-"), "raised")
     pool = ConsumerPool(
         group, [topic], Source(marker), min_members=1, max_members=10,
-        target_lag_messages=50, cooldown_s=1.0, scale_up_interval_s=0.3, poll_interval_s=0.1,
+        target_lag_messages=50, cooldown_s=1.0, scale_up_interval_s=0.3, keep_alive_s=2.0,
         member_cpus=0, member_options=FAST,
     ).start()
     try:
