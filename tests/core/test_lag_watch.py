@@ -14,6 +14,7 @@ from coordinator.routing import Routing
 
 from tests.core.harness import Harness
 from tests.core.test_handoff import groups_on
+from tests.core.test_runtime import Driver, commit
 
 
 def watch(group: str = "g", seen: int | None = None, seen_ms: int | None = None, *,
@@ -131,3 +132,22 @@ def test_unload_and_a_handoff_answer_not_coordinator() -> None:
     assert h.call(watch(group=move)).error is Errors.NOT_COORDINATOR, "a frozen group is the target's"
     h.absorb(h.shard.unload(h.now))
     assert h.take(stayed).error is Errors.NOT_COORDINATOR and not h.open
+
+
+def test_the_runtime_releases_a_watch_woken_by_end_offsets_once_what_it_saw_is_durable() -> None:
+    d = Driver()
+    d.send(commit("g", 0))
+    d.flush()
+    token = d.send(watch(seen=None))
+    assert token not in d.answers, "no end yet: unknown, as seen"
+    committed = d.send(commit("g", 5))  # applied, not yet durable
+    released = d.runtime.update_end_offsets([("t", 0, d.now, 500)], False, d.now)
+    assert released == [], "the answer shows a commit that is not durable yet: held"
+    d.flush()
+    assert d.answer(committed).errors() == {("t", 0): Errors.NONE}
+    d.take(released)
+    assert d.answer(token).reason == "known" and d.answer(token).groups[0][1] == 495
+    parked = d.send(watch(seen=495))
+    d.take(d.runtime.unload(d.now))
+    assert d.answer(parked).error is Errors.NOT_COORDINATOR, "the client re-routes the next watch"
+    assert d.runtime.update_end_offsets([("t", 0, d.now, 600)], False, d.now) is None, "not serving"
