@@ -22,7 +22,8 @@ first scale-up, a member activated after the step committing its first range
 (and where its time went: scale-up decision to activation, to its first
 assignment, to its first commit), lag back under the target, the largest lag,
 back to one member after the step ended, and the members over time.
-`--group-protocol consumer` runs the members on KIP-848's protocol.
+Members run on KIP-848's consumer protocol, as the pool's do by default (`--group-protocol
+classic`: the classic protocol, cooperative-sticky).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cooldown-s", type=float, default=10.0)
     parser.add_argument("--keda-scale", type=float, default=10.0)
     parser.add_argument("--no-standby", action="store_true", help="the pool keeps no warm member")
-    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--group-protocol", choices=("consumer", "classic"), default="consumer")
     args = parser.parse_args(argv)
 
     import ray

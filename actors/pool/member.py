@@ -230,6 +230,10 @@ class PoolMember:
     """The Ray actor hosting a `PoolMemberLogic`; see the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            # Ray restarts an actor with its first arguments: a member activated since must
+            # join again (a standby restarted joins too, rather than a member staying out).
+            kwargs["standby"] = False
         self.logic = PoolMemberLogic(*args, **kwargs)
 
     def status(self) -> dict[str, Any]:
