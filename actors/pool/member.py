@@ -4,8 +4,9 @@ The actor hosts a `GroupMember` and a consumer thread. The member is on
 KIP-848's consumer protocol by default: the coordinator assigns, a partition
 moves only after its owner revoked it, and assignment watches tell each
 member of its new partitions at once, so a member joining takes records
-within about a second (bench/pool.py: 1.2 s from the scale-up decision;
-classic's two cooperative-sticky rounds took 6 s in the same bench).
+within about a second (bench/pool.py: 0.7-1.2 s from the scale-up decision to
+its first commit; on the classic protocol, cooperative-sticky's two rounds
+took 1.7-6 s of it).
 `member_options={"group_protocol": "classic"}` gives the classic protocol
 with the cooperative-sticky assignor (also revoke-then-assign). The thread,
 for each partition it owns in turn, calls
