@@ -177,20 +177,24 @@ class ConsumerPool:
 
     def status(self) -> list[dict[str, Any]]:
         """Each member's status (owned partitions, errors, restarts, commits)."""
-        return list(ray.get([actor.status.remote() for _, actor in self.members]))
+        return list(ray.get([actor.status.remote() for _, actor in list(self.members)]))
 
     def errors(self) -> list[dict[str, Any]]:
         """The function's failures the members recorded (each member's last 20; stopped
         members' too), oldest first."""
-        statuses = [*self.finished.values(), *self.status()]
+        live = self.status()
+        finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
+        statuses = [*finished.values(), *(s for s in live if s["name"] not in finished)]
         found = [dict(e, member=s["name"]) for s in statuses for e in s["errors"]]
         return sorted(found, key=lambda e: e["at"])
 
     def commits(self) -> list[tuple[str, int, int, int]]:
         """Every range committed by the pool's members, live and stopped: (topic, partition, start, end)."""
-        live = ray.get([actor.commits.remote() for _, actor in self.members])
-        stopped = [s["commits_made"] for s in self.finished.values()]
-        return [c for chunk in [*stopped, *live] for c in chunk]
+        members = list(self.members)
+        live = ray.get([actor.commits.remote() for _, actor in members])
+        finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
+        kept = [chunk for (name, _), chunk in zip(members, live, strict=True) if name not in finished]
+        return [c for chunk in [*(s["commits_made"] for s in finished.values()), *kept] for c in chunk]
 
     def stop(self) -> None:
         """Stop scaling, then every member (each commits its range in progress and leaves)."""
@@ -331,11 +335,14 @@ class ConsumerPool:
             self.spare = None
 
     def _remove_newest(self) -> None:
-        name, actor = self.members.pop()
+        """Stop the newest member; it stays in `members` until its final status is in
+        `finished`, so `errors()` and `commits()` always see it in one or the other."""
+        name, actor = self.members[-1]
         try:
             self.finished[name] = ray.get(actor.stop.remote(STOP_TIMEOUT_S), timeout=STOP_TIMEOUT_S + 5)
         except Exception as exc:
             self._note(f"member {name} did not stop cleanly: {exc!r}")
+        self.members.pop()
         ray.kill(actor, no_restart=True)
 
     def _request_cpus(self, cpus: float) -> None:
