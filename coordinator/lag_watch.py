@@ -21,9 +21,11 @@ decides and parks the next watch with the lag it saw.
 When a watch is checked: after every request that names its group (its
 commits, its offset deletes) and after every end-offset update the driver
 gives, for every watched group (watches are few, one per pool; a check
-costs the group's sum, or its rows for an ms target). A lag in ms grows with
-time alone between two events: a watch on `over_ms` notices that at its
-next event or its keep-alive.
+costs the group's sum, or its rows for an ms target). A lag in ms also grows
+with time alone, a millisecond a millisecond while the committed offset stays
+behind: a watch on `over_ms` under its target has its timer at the moment the
+lag would cross it (then checked, and answered or set again), or at its
+keep-alive if that comes first.
 
 A watcher (`watcher_id`) has one watch per group: a new one answers the one
 it replaces ("replaced"). Watches are volatile, as parked requests are: an
@@ -106,7 +108,8 @@ class LagWatchHost(Protocol):
     """What lag watches need of the shard."""
 
     lag: LagTracker
-    lag_watches: dict[str, dict[str, tuple[Any, LagWatchRequest]]]  # group -> watcher -> (token, request)
+    # group -> watcher -> (token, request, keep-alive deadline)
+    lag_watches: dict[str, dict[str, tuple[Any, LagWatchRequest, int]]]
     timers: TimerQueue
     now_ms: int
 
@@ -124,8 +127,9 @@ def handle_lag_watch(shard: LagWatchHost, request: LagWatchRequest, token: Any) 
     if answer is not None:
         _forget_if_empty(shard, request.group_id)
         return answer
-    watches[request.watcher_id] = (token, request)
-    shard.timers.schedule(_key(request.group_id, request.watcher_id), shard.now_ms + request.timeout_ms)
+    deadline = shard.now_ms + request.timeout_ms
+    watches[request.watcher_id] = (token, request, deadline)
+    _schedule(shard, request, deadline)
     return None
 
 
@@ -134,13 +138,14 @@ def check_group(shard: LagWatchHost, group_id: str) -> None:
     watches = shard.lag_watches.get(group_id)
     if not watches:
         return
-    for watcher_id, (token, request) in list(watches.items()):
+    for watcher_id, (token, request, deadline) in list(watches.items()):
         answer = _check(shard, request)
         if answer is not None:
             del watches[watcher_id]
             shard.timers.cancel(_key(group_id, watcher_id))
             shard.reply(token, answer)
-    _forget_if_empty(shard, group_id)
+        elif request.over_ms is not None:
+            _schedule(shard, request, deadline)  # a commit moved the moment it would cross
 
 
 def check_all(shard: LagWatchHost) -> None:
@@ -149,17 +154,28 @@ def check_all(shard: LagWatchHost) -> None:
         check_group(shard, group_id)
 
 
+    _forget_if_empty(shard, group_id)
+
+
 def on_lag_watch_timeout(shard: LagWatchHost, group_id: str, watcher_id: str, payload: object = None) -> None:
+    """Its keep-alive, or (an ms target) the moment its lag would cross the target."""
     watches = shard.lag_watches.get(group_id, {})
-    parked = watches.pop(watcher_id, None)
-    if parked is not None:
-        shard.reply(parked[0], _answer(shard, group_id, "keep-alive"))
+    parked = watches.get(watcher_id)
+    if parked is None:
+        return
+    token, request, deadline = parked
+    answer = _check(shard, request)
+    if answer is None and shard.now_ms < deadline:
+        _schedule(shard, request, deadline)
+        return
+    del watches[watcher_id]
+    shard.reply(token, answer or _answer(shard, group_id, "keep-alive"))
     _forget_if_empty(shard, group_id)
 
 
 def answer_group(shard: LagWatchHost, group_id: str, error: Errors) -> None:
     """Answer every watch of the group with `error` (it leaves this shard)."""
-    for watcher_id, (token, _) in shard.lag_watches.pop(group_id, {}).items():
+    for watcher_id, (token, _, _) in shard.lag_watches.pop(group_id, {}).items():
         shard.timers.cancel(_key(group_id, watcher_id))
         shard.reply(token, LagWatchResponse(error))
 
@@ -180,6 +196,17 @@ def _check(shard: LagWatchHost, request: LagWatchRequest) -> LagWatchResponse | 
         reason = wakes(request, None if summary is None else summary.lag,
                        None if summary is None else summary.lag_ms)
     return None if reason is None else _answer(shard, group_id, reason)
+
+
+def _schedule(shard: LagWatchHost, request: LagWatchRequest, deadline: int) -> None:
+    """The watch's timer: its keep-alive, or sooner the moment an ms target would be crossed."""
+    due = deadline
+    if request.over_ms is not None:
+        rows = shard.lag.rows(request.group_id, shard.now_ms)
+        summary = None if rows is None else shard.lag.summary(request.group_id, rows)
+        if summary is not None and summary.lag and summary.lag_ms is not None:
+            due = min(due, shard.now_ms + max(1, request.over_ms - summary.lag_ms + 1))
+    shard.timers.schedule(_key(request.group_id, request.watcher_id), due)
 
 
 def _has_end(tracker: LagTracker, group_id: str) -> bool:

@@ -179,7 +179,7 @@ class Shard:
         # offsets the driver gives (`update_end_offsets`).
         self.lag = LagTracker(self.config.lag_window_ms)
         # Parked lag watches of consumer pools, by group and watcher (coordinator/lag_watch.py).
-        self.lag_watches: dict[str, dict[str, tuple[Token, lag_watch.LagWatchRequest]]] = {}
+        self.lag_watches: dict[str, dict[str, tuple[Token, lag_watch.LagWatchRequest, int]]] = {}
         self.timers = TimerQueue()
         self.now_ms = 0
         self._ids = Random(member_id_seed)

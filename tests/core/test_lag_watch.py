@@ -151,3 +151,26 @@ def test_the_runtime_releases_a_watch_woken_by_end_offsets_once_what_it_saw_is_d
     d.take(d.runtime.unload(d.now))
     assert d.answer(parked).error is Errors.NOT_COORDINATOR, "the client re-routes the next watch"
     assert d.runtime.update_end_offsets([("t", 0, d.now, 600)], False, d.now) is None, "not serving"
+
+
+def test_an_ms_target_is_answered_when_time_alone_takes_the_lag_over_it() -> None:
+    h = Harness()
+    ends(h, p0=100)  # the end is 100 from now on
+    h.commit("g", {("t", 0): 40})
+    h.advance(300)
+    token = h.send(watch(seen=60, seen_ms=300, over=None, over_ms=1_000, timeout_ms=60_000))
+    h.advance(699)
+    assert not h.answered(token), "1 s behind the end's time: not over 1 s yet"
+    h.commit("g", {("t", 0): 50})  # still behind the same end: the lag in ms keeps growing
+    assert not h.answered(token)
+    h.advance(2)
+    answer = h.take(token)
+    assert answer.reason == "target" and answer.groups[0][2] == 1_001
+    caught_up = h.send(watch(seen=0, seen_ms=0, over=None, over_ms=1_000, timeout_ms=5_000))
+    assert h.take(caught_up).reason == "target", "seen under, it is over"
+    h.commit("g", {("t", 0): 100})
+    idle = h.send(watch(seen=0, seen_ms=0, over=None, over_ms=1_000, timeout_ms=5_000))
+    h.advance(4_999)
+    assert not h.answered(idle), "no lag: the lag in ms does not grow"
+    h.advance(1)
+    assert h.take(idle).reason == "keep-alive"
