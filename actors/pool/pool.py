@@ -294,15 +294,17 @@ class ConsumerPool:
         ]
 
     def _resize(self, wanted: int, reason: str, decision: Decision | None = None) -> None:
+        spare = 1 if self.standby and wanted < self.max_members else 0
+        cpus = (wanted + spare) * self.member_cpus  # the standby's too
         if wanted > len(self.members):
-            self._request_cpus(wanted * self.member_cpus)
+            self._request_cpus(cpus)
         while len(self.members) < wanted:
             self._add()
         while len(self.members) > wanted:
             self._remove_newest()
         self._keep_standby()
-        if wanted * self.member_cpus < self._requested_cpus:
-            self._request_cpus(wanted * self.member_cpus)
+        if cpus < self._requested_cpus:
+            self._request_cpus(cpus)
         lag = decision.lag if decision else None
         lag_ms = decision.lag_ms if decision else None
         self.history.append((time.time(), len(self.members), lag, lag_ms, reason))
