@@ -159,6 +159,9 @@ class ConsumerPool:
         if self.policy is None:
             self.policy = LagPolicy(self.target, self.min_members, self.max_members, partitions,
                                     **self.options)  # type: ignore[arg-type]
+        missing_api = [a for a in ("decide", "next_check_ms", "watched") if not hasattr(self.policy, a)]
+        if missing_api:
+            raise TypeError(f"policy lacks {', '.join(missing_api)} (see the Policy protocol)")
         self._commit_starts(client, counts)
         self._resize(max(self.min_members, 1), "start")
         self._thread = threading.Thread(target=self._control, name=f"pool-{self.group}", daemon=True)
