@@ -42,6 +42,7 @@ from typing import Any
 from coordinator.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from coordinator.errors import Errors
 from coordinator.lag_query import LagRequest, LagResponse
+from coordinator.lag_watch import LagWatchRequest
 from coordinator.messages import (
     AssignmentWatchRequest,
     ConsumerGroupDescribeRequest,
@@ -256,6 +257,7 @@ RULES: dict[type, Callable[[Caller, Any], Decision]] = {
         DELETE, _deleted_group, lambda r: r.results, lambda i: i[0], DeleteGroupsResponse),
     ListGroupsRequest: _list_groups,
     LagRequest: _lag,
+    LagWatchRequest: _group_op(DESCRIBE),
     ConsumerGroupHeartbeatRequest: _consumer_heartbeat,
     ServiceStateWriteRequest: _cluster_op(ALTER),
     ServiceStateReadRequest: _cluster_op(DESCRIBE),

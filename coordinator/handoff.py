@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from coordinator import lag_watch
 from coordinator.classic import rebalance
 from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
@@ -90,6 +91,8 @@ def begin_handoff(shard: Shard, routing: Routing) -> None:
     shard.owner = routing
     for group_id in moving(shard, routing):
         _freeze(shard, group_id)
+    for group_id in [g for g in shard.lag_watches if routing.partition_for(g) != shard.partition]:
+        lag_watch.answer_group(shard, group_id, Errors.NOT_COORDINATOR)  # watched, nothing committed yet
 
 
 def _freeze(shard: Shard, group_id: str) -> None:
@@ -97,6 +100,7 @@ def _freeze(shard: Shard, group_id: str) -> None:
     if group is not None:
         rebalance.answer_parked_not_coordinator(shard, group)
     watch.answer_group(shard, group_id, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
+    lag_watch.answer_group(shard, group_id, Errors.NOT_COORDINATOR)
     for key in shard.timers.keys():
         if len(key) > 1 and key[1] == group_id:
             shard.timers.cancel(key)

@@ -67,18 +67,28 @@ def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
     for group_id in wanted:
         if owner is not None and owner.partition_for(group_id) != shard.partition:
             continue
-        rows = tracker.rows(group_id, shard.now_ms)
-        if rows is None:
-            continue
-        lag = tracker.summary(group_id, rows)
-        groups.append((group_id, lag.lag, lag.lag_ms, int(lag.health)))
-        if request.partitions:
-            partitions.extend(
-                (group_id, topic, partition, committed, end, lagged, lagged_ms,
-                 (AHEAD if ahead else 0) | (AT_LEAST if at_least else 0), int(health))
-                for topic, partition, committed, end, lagged, lagged_ms, ahead, at_least, health in rows
-            )
+        found = group_rows(tracker, group_id, shard.now_ms, request.partitions)
+        groups.extend(found[0])
+        partitions.extend(found[1])
     return LagResponse(Errors.NONE, tuple(groups), tuple(partitions))
+
+
+def group_rows(
+    tracker: LagTracker, group_id: str, now_ms: int, with_partitions: bool = True
+) -> tuple[tuple[GroupRow, ...], tuple[PartitionRow, ...]]:
+    """One group's rows as a response carries them; none when it has no committed offset."""
+    rows = tracker.rows(group_id, now_ms)
+    if rows is None:
+        return (), ()
+    lag = tracker.summary(group_id, rows)
+    group: GroupRow = (group_id, lag.lag, lag.lag_ms, int(lag.health))
+    if not with_partitions:
+        return (group,), ()
+    return (group,), tuple(
+        (group_id, topic, partition, committed, end, lagged, lagged_ms,
+         (AHEAD if ahead else 0) | (AT_LEAST if at_least else 0), int(health))
+        for topic, partition, committed, end, lagged, lagged_ms, ahead, at_least, health in rows
+    )
 
 
 def rows_to_groups(groups: Iterable[GroupRow], partitions: Iterable[PartitionRow]) -> list[GroupLag]:

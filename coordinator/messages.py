@@ -24,6 +24,7 @@ from uuid import UUID
 
 from coordinator.checks import Checked, check_fields, register_requests
 from coordinator.errors import Errors
+from coordinator.lag_watch import LagWatchRequest
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -500,4 +501,4 @@ register_requests(get_args(Request))
 
 # Requests the shard may park until another member acts or a timer fires (a JoinGroup
 # waiting for the join phase, a follower's SyncGroup waiting for its leader's, a watch).
-MAY_PARK = (JoinGroupRequest, SyncGroupRequest, AssignmentWatchRequest)
+MAY_PARK = (JoinGroupRequest, SyncGroupRequest, AssignmentWatchRequest, LagWatchRequest)

@@ -4,6 +4,15 @@ Pure (no Ray, no clock: every call is given `now_ms`), so it is tested with a
 manual clock (tests/core/test_pool_policy.py) and the pool's driver only feeds
 it live lag and applies its answer.
 
+How the lag reaches it: `LagPolicy` is pushed (`watched`): the pool parks a lag
+watch at the group's leader (coordinator/lag_watch.py) built by `watch_terms`
+(the target, a step of half the target), answered when the group's lag
+crosses the target or moves by the step, and at the policy's
+`next_check_ms`: the moment a decision may change with no change of lag (a
+scale-up interval or a cooldown that ends, a partition that would turn
+stuck), capped at `keep_alive_ms`. `KedaPolicy` is polled, as KEDA polls:
+its `next_check_ms` is its next poll.
+
 `LagPolicy` (the pool's own):
 - It judges the group's partitions with a known lag, minus the *stuck* ones:
   lag > 0 and the committed offset unchanged for `stuck_after_ms` (a member
@@ -84,19 +93,28 @@ class StuckTracker:
 
     stuck_after_ms: int
     seen: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # tp -> (committed, since)
+    lagging_since: list[int] = field(default_factory=list)  # `since` of the partitions with lag
 
     def observe(self, rows: Iterable[LagRow], now_ms: int) -> set[tuple[str, int]]:
         stuck: set[tuple[str, int]] = set()
         current: dict[tuple[str, int], tuple[int, int]] = {}
+        lagging: list[int] = []
         for topic, partition, committed, lag, _ in rows:
             tp = (topic, partition)
             before = self.seen.get(tp)
             since = before[1] if before is not None and before[0] == committed else now_ms
             current[tp] = (committed, since)
-            if lag and now_ms - since >= self.stuck_after_ms:
-                stuck.add(tp)
-        self.seen = current
+            if lag:
+                lagging.append(since)
+                if now_ms - since >= self.stuck_after_ms:
+                    stuck.add(tp)
+        self.seen, self.lagging_since = current, lagging
         return stuck
+
+    def next_stuck_ms(self, now_ms: int) -> int | None:
+        """When the next partition with lag turns stuck if its commits stay where they are."""
+        return min((s + self.stuck_after_ms for s in self.lagging_since if s + self.stuck_after_ms > now_ms),
+                   default=None)
 
 
 def judged(rows: list[LagRow], stuck: set[tuple[str, int]]) -> tuple[int | None, int | None, int]:
@@ -107,6 +125,13 @@ def judged(rows: list[LagRow], stuck: set[tuple[str, int]]) -> tuple[int | None,
     lag = sum(r[3] or 0 for r in live)
     known_ms = [r[4] for r in live if r[4] is not None]
     return lag, (max(known_ms) if known_ms else None), sum(1 for r in live if r[3])
+
+
+def watch_terms(target: Target) -> tuple[int | None, int | None, int]:
+    """The lag watch the pool parks for `target`: (over_messages, over_ms, step)."""
+    value = target.messages if target.messages is not None else target.ms
+    assert value is not None
+    return target.messages, target.ms, max(1, value // 2)
 
 
 @dataclass
@@ -121,15 +146,34 @@ class LagPolicy:
     scale_down_step: int = 1
     stuck_after_ms: int = 60_000
     limit_to_lagging: bool = True
-    poll_interval_ms: int = 200  # how often the pool asks the leader (see actors/pool/pool.py)
+    keep_alive_ms: int = 10_000  # the longest the pool's lag watch stays parked
+    watched = True  # pushed: the pool parks a lag watch (module docstring)
     _stuck: StuckTracker = field(init=False)
     _last_change_ms: int | None = field(default=None, init=False)
     _last_over_ms: int | None = field(default=None, init=False)
     _lag_at_step: int | None = field(default=None, init=False)
+    _members: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         check_bounds(self.min_members, self.max_members)
         self._stuck = StuckTracker(self.stuck_after_ms)
+
+    def next_check_ms(self, now_ms: int) -> int:
+        """When a decision may change with the lag unchanged: a scale-up wait or a cooldown
+        that ends, a partition that turns stuck; at the latest `keep_alive_ms` from now."""
+        due = [now_ms + self.keep_alive_ms]
+        if self._last_change_ms is not None:
+            changed = self._last_change_ms
+            due += [changed + self.scale_up_interval_ms, changed + 4 * self.scale_up_interval_ms]
+        if self._members > self.min_members:
+            due.append(self._quiet_since() + self.cooldown_ms)
+        stuck = self._stuck.next_stuck_ms(now_ms)
+        if stuck is not None:
+            due.append(stuck)
+        return min(t for t in due if t > now_ms)
+
+    def _quiet_since(self) -> int:
+        return max(t for t in (self._last_change_ms, self._last_over_ms, 0) if t is not None)
 
     @property
     def ceiling(self) -> int:
@@ -145,6 +189,7 @@ class LagPolicy:
             wanted = max(self.min_members, min(self.ceiling, wanted))
             if wanted != members:
                 self._last_change_ms = now_ms
+            self._members = wanted
             return Decision(wanted, reason, lag, lag_ms, lagging, stuck_t)
 
         if members < self.min_members or members > self.ceiling:
@@ -167,8 +212,7 @@ class LagPolicy:
             self._lag_at_step = measure
             return answer(min(cap, members + self.scale_up_step), "over target")
         self._lag_at_step = None
-        quiet_since = max(t for t in (self._last_change_ms, self._last_over_ms, 0) if t is not None)
-        if members > self.min_members and now_ms - quiet_since >= self.cooldown_ms:
+        if members > self.min_members and now_ms - self._quiet_since() >= self.cooldown_ms:
             self._last_over_ms = now_ms  # the next step waits a whole cooldown again
             return answer(members - self.scale_down_step, "under target for the cooldown")
         return answer(members, "under target")
@@ -184,11 +228,17 @@ class KedaPolicy:
     partitions: int
     poll_interval_ms: int = 30_000
     stabilization_ms: int = 300_000
+    watched = False  # polled, as KEDA does
     _wants: list[tuple[int, int]] = field(default_factory=list, init=False)  # (at, wanted)
     _last_poll_ms: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         check_bounds(self.min_members, self.max_members)
+
+    def next_check_ms(self, now_ms: int) -> int:
+        """The next poll."""
+        last = self._last_poll_ms
+        return now_ms if last is None else max(now_ms, last + self.poll_interval_ms)
 
     def decide(self, rows: list[LagRow], members: int, now_ms: int) -> Decision:
         lag, lag_ms, lagging = judged(rows, set())

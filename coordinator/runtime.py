@@ -82,6 +82,7 @@ from coordinator.committed import CommittedOffsets, offset_writes
 from coordinator.errors import Errors
 from coordinator.handoff import HandoffAnswer
 from coordinator.held import Held, HeldResponses
+from coordinator.lag_watch import LagWatchRequest
 from coordinator.messages import (
     AssignmentWatchRequest,
     ConsumerGroupDescribeRequest,
@@ -151,6 +152,7 @@ REQUEST_GROUPS: dict[type, Callable[[Any], tuple[str, ...]]] = {
     DeleteGroupsRequest: _groups_of,
     ConsumerGroupDescribeRequest: _groups_of,
     AssignmentWatchRequest: _group_of,
+    LagWatchRequest: _group_of,
 }
 # Group ends kept before those already committed are dropped (then twice the survivors).
 GROUP_ENDS_PRUNE_AT = 65_536
@@ -414,14 +416,18 @@ class PartitionRuntime:
             return [(token, NOT_WRITABLE)]
         self._inflight[token] = _DRIVEN  # type: ignore[assignment]
         return self._run(lambda: shard.drive(step, now_ms, token), "driving a handoff", now_ms)
-    def update_end_offsets(self, samples: list[tuple[str, int, int, int]], whole: bool) -> bool:
-        """End offsets for the shard's live lag (`Shard.update_end_offsets`); False when no
-        shard is serving (the driver then asks the registry for the whole view again)."""
+    def update_end_offsets(
+        self, samples: list[tuple[str, int, int, int]], whole: bool, now_ms: int
+    ) -> Released | None:
+        """End offsets for the shard's live lag (`Shard.update_end_offsets`): the lag watches
+        they answer, released as any response; None when no shard is serving (the driver
+        then asks the registry for the whole view again)."""
         shard = self.shard
         if self.state is not RuntimeState.ACTIVE or shard is None:
-            return False
-        shard.update_end_offsets(samples, whole)
-        return True
+            return None
+        return self._run(
+            lambda: shard.update_end_offsets(samples, whole, now_ms), "updating end offsets", now_ms
+        )
 
     def _run(self, step: Any, what: str, now_ms: int) -> Released:
         try:

@@ -42,7 +42,7 @@ from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, handoff, lag_query, offsets, service_state
+from coordinator import admin, handoff, lag_query, lag_watch, offsets, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -123,6 +123,7 @@ HANDLERS: dict[type, Callable[[Shard, Any, Token], Response | None]] = {
     AssignmentWatchRequest: watch.handle_assignment_watch,
     **service_state.HANDLERS,
     **lag_query.HANDLERS,
+    **lag_watch.HANDLERS,
 }
 
 TIMER_HANDLERS: dict[str, Callable[..., None]] = {
@@ -136,6 +137,7 @@ TIMER_HANDLERS: dict[str, Callable[..., None]] = {
     fencing.JOIN_TIMER: fencing.on_join_timeout,
     fencing.SYNC_TIMER: fencing.on_sync_timeout,
     watch.WATCH_TIMER: watch.on_watch_timeout,
+    lag_watch.LAG_WATCH_TIMER: lag_watch.on_lag_watch_timeout,
 }
 
 
@@ -176,6 +178,8 @@ class Shard:
         # offset record applied (so a follower's replay keeps it hot) and by the end
         # offsets the driver gives (`update_end_offsets`).
         self.lag = LagTracker(self.config.lag_window_ms)
+        # Parked lag watches of consumer pools, by group and watcher (coordinator/lag_watch.py).
+        self.lag_watches: dict[str, dict[str, tuple[Token, lag_watch.LagWatchRequest, int]]] = {}
         self.timers = TimerQueue()
         self.now_ms = 0
         self._ids = Random(member_id_seed)
@@ -207,6 +211,8 @@ class Shard:
             for changed in getattr(request, "group_ids", None) or (group_id,):
                 if changed is not None:  # ListGroups names no group
                     watch.nudge(self, changed)
+        if self.lag_watches and group_id in self.lag_watches:
+            lag_watch.check_group(self, group_id)
         return out
 
     # -------------------------------------------------------------- timers
@@ -293,10 +299,20 @@ class Shard:
             watch.nudge(self, group_id)
         return self._end()
 
-    def update_end_offsets(self, samples: list[tuple[str, int, int, int]], whole: bool) -> None:
+    def update_end_offsets(
+        self, samples: list[tuple[str, int, int, int]], whole: bool, now_ms: int | None = None
+    ) -> Result:
         """End offsets the driver got from the topic registry, (topic, partition, at_ms, end)
         in time order per partition: new samples, or (`whole`) every one kept, replacing
-        what the lag tracker had (after a load or a restarted registry). Writes nothing."""
+        what the lag tracker had (after a load or a restarted registry). Writes nothing;
+        the Result answers the lag watches the new ends wake (coordinator/lag_watch.py)."""
+        self._begin(self.now_ms if now_ms is None else now_ms)
+        self._update_ends(samples, whole)
+        if self.lag_watches:
+            lag_watch.check_all(self)
+        return self._end()
+
+    def _update_ends(self, samples: list[tuple[str, int, int, int]], whole: bool) -> None:
         if whole:
             history: dict[tuple[str, int], list[tuple[int, int]]] = {}
             for topic, partition, at_ms, end in samples:
@@ -337,6 +353,7 @@ class Shard:
             rebalance.answer_parked_not_coordinator(self, group)
             group.state = GroupState.DEAD
         watch.answer_all(self, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
+        lag_watch.answer_all(self, Errors.NOT_COORDINATOR)
         self.lag.forget_groups(list(self.lag.committed))
         self.groups.clear()
         self.consumer_groups.clear()

@@ -14,7 +14,7 @@ from enum import Enum
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from coordinator import lag_query, service_state
+from coordinator import lag_query, lag_watch, service_state
 from coordinator.errors import Errors
 from coordinator.messages import (
     AssignmentWatchRequest,
@@ -117,6 +117,7 @@ ERROR_RESPONSES: dict[type, Callable[..., object]] = {
     AssignmentWatchRequest: lambda r, e: AssignmentWatchResponse(e),
     **service_state.ERROR_RESPONSES,
     **lag_query.ERROR_RESPONSES,
+    **lag_watch.ERROR_RESPONSES,
 }
 
 

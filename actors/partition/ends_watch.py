@@ -21,10 +21,11 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from actors.partition.topics_watch import CALL_TIMEOUT_S, TopicsWatch
-from coordinator.runtime import PartitionRuntime
+from coordinator.runtime import PartitionRuntime, Released
 
 
 class EndsWatch:
@@ -35,20 +36,22 @@ class EndsWatch:
     def reset(self) -> None:
         self.cursor = None
 
-    async def poll(self, runtime: PartitionRuntime) -> bool:
-        """Read the samples since the cursor into `runtime`; True when some were applied."""
+    async def poll(self, runtime: PartitionRuntime, now_ms: Callable[[], int]) -> Released:
+        """Read the samples since the cursor into `runtime`; the lag watches they answer
+        (coordinator/lag_watch.py), for the host to deliver."""
         registry = self.topics.registry
         if registry is None:
-            return False
+            return []
         try:
             answer = await asyncio.wait_for(registry.end_offsets_since.remote(self.cursor), CALL_TIMEOUT_S)
         except Exception:  # the topics watch notices and logs a registry that does not answer
-            return False
+            return []
         if answer is None:
-            return False
+            return []
         cursor, samples, whole = answer
-        if not runtime.update_end_offsets(samples, whole):
+        released = runtime.update_end_offsets(samples, whole, now_ms())
+        if released is None:
             self.cursor = None
-            return False
+            return []
         self.cursor = cursor
-        return True
+        return released

@@ -183,7 +183,7 @@ class ServingLoops:
             self._topics_wake.clear()
             if await self.topics.poll() and runtime.state is RuntimeState.ACTIVE:
                 self._apply_topics(self.topics.counts, self.topics.ids)
-            await self.ends.poll(runtime)
+            self.host.deliver(await self.ends.poll(runtime, self.host.clock.now_ms))
             changed = await self.settings.poll(self.topics.registry)
             if changed is not None:
                 self.apply_settings(changed)

@@ -1,8 +1,15 @@
 """PoolMember: one member of a `ConsumerPool`, a Ray actor running the user's function.
 
-The actor hosts a `GroupMember` (classic protocol, the cooperative-sticky
-assignor: a partition moves only after its owner revoked it) and a consumer
-thread that, for each partition it owns in turn, calls
+The actor hosts a `GroupMember` and a consumer thread. The member is on
+KIP-848's consumer protocol by default: the coordinator assigns, a partition
+moves only after its owner revoked it, and assignment watches tell each
+member of its new partitions at once, so a member joining takes records
+within about a second (bench/pool.py: 0.7-1.2 s from the scale-up decision to
+its first commit; on the classic protocol, cooperative-sticky's two rounds
+took 1.7-6 s of it).
+`member_options={"group_protocol": "classic"}` gives the classic protocol
+with the cooperative-sticky assignor (also revoke-then-assign). The thread,
+for each partition it owns in turn, calls
 
     process_fn(topic, partition, start_offset) -> next_offset
 
@@ -14,6 +21,11 @@ handed to another member (a scale-down, a rebalance) is revoked only after its
 last processed range is committed: no partition is processed by two members at
 once and no range is committed twice. A commit refused while the group
 completes a rebalance is retried while the partition is still owned.
+
+A standby (`standby=True`): the pool keeps one member started ahead, its
+process up and its client connected, but not in the group; `activate()` makes
+it join. Starting a Ray actor's process is most of a new member's start
+(bench/pool.py), so a scale-up takes a standby and starts the next one.
 
 A function that raises: the error is recorded (`status()["errors"]`, the
 pool's `errors()`) and logged, the member leaves the group (its partitions are
@@ -36,6 +48,7 @@ import ray
 
 from actors.member.api import CommitFailedError
 from actors.member.group_member import GroupMember
+from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
 
@@ -44,17 +57,21 @@ ProcessFn = Callable[[str, int, int], int]
 IDLE_S = 0.02  # nothing processed in a round: wait this long before the next
 MAX_ERRORS_KEPT = 20
 MAX_COMMITS_KEPT = 100_000
-COMMIT_RETRY_S = 0.05
+COMMIT_RETRY_S = 0.05  # the backoff between two tries of a commit refused for a rebalance
+COMMIT_RETRY_FOR_S = 30.0
+RETRIED_COMMIT_ERRORS = frozenset({Errors.REBALANCE_IN_PROGRESS, Errors.STALE_MEMBER_EPOCH})
 
 
 class PoolMemberLogic:
     """The consumer thread and its listeners, without Ray (the actor below hosts it)."""
 
     def __init__(self, name: str, group_id: str, topics: list[str], process_fn: ProcessFn,
-                 member_options: dict[str, Any], restart_backoff_s: float = 0.5) -> None:
+                 member_options: dict[str, Any], restart_backoff_s: float = 0.5,
+                 standby: bool = False) -> None:
         self.name, self.group_id, self.topics = name, group_id, topics
         self.process_fn = process_fn
-        self.member_options = {**member_options, "assignors": ("cooperative-sticky",)}
+        self.member_options = {"group_protocol": "consumer", **member_options,
+                               "assignors": ("cooperative-sticky",)}
         self.restart_backoff_s = restart_backoff_s
         self.lock = threading.Lock()  # held while one partition is processed and committed
         self.owned: dict[TopicPartition, int] = {}  # partition -> next offset to process
@@ -63,8 +80,15 @@ class PoolMemberLogic:
         self.error_count = 0
         self.restarts = 0
         self.commits: list[tuple[str, int, int, int]] = []  # (topic, partition, start, end)
-        self.first_commit_at: float | None = None  # wall clock, for the benchmark
+        # Wall clock, for the benchmark: started, activated (joins), first assignment, first commit.
         self.started_at = time.time()
+        self.activated_at: float | None = None
+        self.assigned_at: float | None = None
+        self.first_commit_at: float | None = None
+        self.client: Any = None
+        self.active = threading.Event()
+        if not standby:
+            self.activate()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"pool-member-{name}", daemon=True)
         self.thread.start()
@@ -75,6 +99,8 @@ class PoolMemberLogic:
         member = self.member
         assert member is not None
         committed = member.committed(parts)
+        if parts and self.assigned_at is None:
+            self.assigned_at = time.time()
         with self.lock:
             for tp in parts:
                 found = committed.get(tp)
@@ -90,10 +116,21 @@ class PoolMemberLogic:
 
     # ------------------------------------------------------------ consumer thread
 
+    def activate(self) -> None:
+        """Join the group (a standby's start)."""
+        if self.activated_at is None:
+            self.activated_at = time.time()
+        self.active.set()
+
     def _run(self) -> None:
+        try:
+            self.client = connect()  # warm: a standby joins without connecting first
+        except Exception as exc:  # the GroupMember connects (or fails) itself at its start
+            self._failed(exc)
+        self.active.wait()
         while not self.stopping.is_set():
             member = GroupMember(
-                self.group_id, self.topics, on_assigned=self._on_assigned,
+                self.group_id, self.topics, client=self.client, on_assigned=self._on_assigned,
                 on_revoked=self._on_revoked, on_lost=self._on_lost, **self.member_options,
             )
             self.member = member
@@ -150,16 +187,19 @@ class PoolMemberLogic:
             return True
 
     def _commit(self, member: GroupMember, tp: TopicPartition, end: int) -> None:
+        deadline = time.monotonic() + COMMIT_RETRY_FOR_S
         while True:
             try:
                 member.commit({tp: end})
                 return
             except CommitFailedError as exc:
-                # Completing a rebalance: the partition is still ours (its revoke waits for
-                # this lock), so the commit goes again with the generation that follows.
-                if set(exc.errors.values()) != {Errors.REBALANCE_IN_PROGRESS} or self.stopping.is_set():
+                # Completing a rebalance (classic), or the member's epoch moved on meanwhile
+                # (consumer protocol): the partition is still ours (its revoke waits for this
+                # lock), so the commit goes again with the generation or epoch that follows.
+                if (not set(exc.errors.values()) <= RETRIED_COMMIT_ERRORS or self.stopping.is_set()
+                        or time.monotonic() > deadline):
                     raise
-                time.sleep(COMMIT_RETRY_S)
+                self.stopping.wait(COMMIT_RETRY_S)
 
     # ------------------------------------------------------------ control
 
@@ -173,12 +213,15 @@ class PoolMemberLogic:
             "commits": len(self.commits),
             "first_commit_at": self.first_commit_at,
             "started_at": self.started_at,
+            "activated_at": self.activated_at,
+            "assigned_at": self.assigned_at,
         }
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """Finish the range in progress, commit it, leave the group; returns the final
         status, with the commits made (`commits_made`)."""
         self.stopping.set()
+        self.active.set()
         self.thread.join(timeout_s)
         return {**self.status(), "commits_made": list(self.commits)}
 
@@ -188,6 +231,10 @@ class PoolMember:
     """The Ray actor hosting a `PoolMemberLogic`; see the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            # Ray restarts an actor with its first arguments: a member activated since must
+            # join again (a standby restarted joins too, rather than a member staying out).
+            kwargs["standby"] = False
         self.logic = PoolMemberLogic(*args, **kwargs)
 
     def status(self) -> dict[str, Any]:
@@ -195,6 +242,9 @@ class PoolMember:
 
     def commits(self) -> list[tuple[str, int, int, int]]:
         return list(self.logic.commits)
+
+    def activate(self) -> None:
+        self.logic.activate()
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, Any]:
         return self.logic.stop(timeout_s)

@@ -11,18 +11,25 @@ start_offset) -> next_offset`: read the partition's records from
 return the offset after the last one processed. The pool owns membership,
 commits and scaling (actors/pool/member.py runs it and commits).
 
-How the pool learns the lag: a control thread in the caller's process asks the
-group's partition leader for the group's live lag (`Client.lag([group])`, one
-`LagRequest` to one leader, answered from its incremental `LagTracker`: the
-group's rows only, no scan) every `poll_interval_s` (0.2 s), and feeds it to the
-pure decision of coordinator/pool_policy.py. The leader keeps that lag as each
-commit and end-offset report arrives, so the pool reacts within one interval
-of a report (bench/pool.py measures it), not KEDA's 30 s; a watch parked at the
-leader (as coordinator/consumer/watch.py parks assignment watches) would save
-the idle requests and is left to do.
+How the pool learns the lag: pushed. A control thread in the caller's process
+keeps one lag watch parked at the group's partition leader
+(coordinator/lag_watch.py: `LagWatchRequest`, sent with `Client.send`, which
+follows a failover or a repartition to the new owner). The leader keeps the
+group's lag as each commit and end-offset report arrives and answers the
+watch when the lag crosses the pool's target, moves by half the target, or at
+the policy's next time-based check (a cooldown or scale-up wait that ends;
+at most `keep_alive_s`). The pool feeds each answer's rows to the pure
+decision of coordinator/pool_policy.py and parks the next watch with the lag
+it saw. So an idle pool costs a request per keep-alive, and a crossing is
+acted on as soon as the leader applies the commit or report that made it
+(bench/pool.py measures it), not at KEDA's next 30 s poll. A polled policy
+(`KedaPolicy`, for the comparison) is asked at its own `next_check_ms`.
 
-Scaling: up by adding `PoolMember` actors (Ray's SPREAD scheduling: over the
-nodes), down by stopping the newest member, which commits its range in
+Scaling: up by activating the standby, a `PoolMember` actor started ahead
+(its process up and connected: starting an actor's process is most of a new
+member's start) and starting the next standby, or by adding a `PoolMember`
+(Ray's SPREAD scheduling: over the nodes) when there is none; down by
+stopping the newest member, which commits its range in
 progress and leaves the group before the actor is killed (its partitions move
 by cooperative-sticky's revoke-then-assign: never owned twice). When the
 members want more CPUs than the cluster has, the pool asks Ray's autoscaler
@@ -38,6 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import ray
@@ -46,17 +54,29 @@ from actors.client.client import Client
 from actors.client.connect import connect
 from actors.pool.member import PoolMember, ProcessFn
 from coordinator.errors import Errors
+from coordinator.lag_watch import LagWatchRequest, LagWatchResponse
 from coordinator.messages import OffsetFetchRequest
-from coordinator.pool_policy import Decision, LagPolicy, LagRow, Target, check_bounds
+from coordinator.pool_policy import Decision, LagPolicy, LagRow, Target, check_bounds, watch_terms
 
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 30.0
+RETRY_S = 0.5  # after a failed step (the service unreachable past the client's own retries)
 
 
 class Policy(Protocol):
-    poll_interval_ms: int
+    watched: bool  # True: pushed through a lag watch; False: polled at next_check_ms
 
     def decide(self, rows: list[LagRow], members: int, now_ms: int) -> Decision: ...
+
+    def next_check_ms(self, now_ms: int) -> int: ...
+
+
+@dataclass
+class Seen:
+    """The group's lag as the last answer gave it: the next watch's starting point."""
+
+    lag: int | None = None
+    lag_ms: int | None = None
 
 
 class ConsumerPool:
@@ -76,7 +96,8 @@ class ConsumerPool:
         scale_up_interval_s: float = 2.0,
         stuck_after_s: float = 60.0,
         limit_to_lagging: bool = True,
-        poll_interval_s: float = 0.2,
+        keep_alive_s: float = 10.0,
+        standby: bool = True,
         member_cpus: float = 1.0,
         member_options: dict[str, Any] | None = None,
         client: Client | None = None,
@@ -91,8 +112,8 @@ class ConsumerPool:
         if not isinstance(group, str) or not group:
             raise ValueError(f"group must be a group id, got {group!r}")
         check_bounds(min_members, max_members)
-        if poll_interval_s <= 0 or member_cpus < 0:
-            raise ValueError("poll_interval_s must be > 0 and member_cpus >= 0")
+        if not 0 < keep_alive_s <= 60 or member_cpus < 0:
+            raise ValueError("keep_alive_s must be in (0, 60] and member_cpus >= 0")
         self.target = Target(
             messages=target_lag_messages,
             ms=None if target_lag_seconds is None else int(round(target_lag_seconds * 1000)),
@@ -102,14 +123,17 @@ class ConsumerPool:
         self.options = {
             "cooldown_ms": int(cooldown_s * 1000), "scale_up_interval_ms": int(scale_up_interval_s * 1000),
             "stuck_after_ms": int(stuck_after_s * 1000), "limit_to_lagging": limit_to_lagging,
-            "poll_interval_ms": int(poll_interval_s * 1000),
+            "keep_alive_ms": int(keep_alive_s * 1000),
         }
+        self.standby = standby
         self.member_cpus = member_cpus
         self.member_options = dict(member_options or {})
         self.client = client
         self.policy: Policy | None = policy
         self.request_resources = request_resources
         self.members: list[tuple[str, Any]] = []  # (name, actor), oldest first
+        self.spare: tuple[str, Any] | None = None  # the standby, started and not in the group
+        self.watcher_id = uuid.uuid4().hex
         self.finished: dict[str, dict[str, Any]] = {}  # stopped members' last status, with their commits
         self.history: list[tuple[float, int, int | None, int | None, str]] = []
         self.notes: list[str] = []
@@ -135,6 +159,9 @@ class ConsumerPool:
         if self.policy is None:
             self.policy = LagPolicy(self.target, self.min_members, self.max_members, partitions,
                                     **self.options)  # type: ignore[arg-type]
+        missing_api = [a for a in ("decide", "next_check_ms", "watched") if not hasattr(self.policy, a)]
+        if missing_api:
+            raise TypeError(f"policy lacks {', '.join(missing_api)} (see the Policy protocol)")
         self._commit_starts(client, counts)
         self._resize(max(self.min_members, 1), "start")
         self._thread = threading.Thread(target=self._control, name=f"pool-{self.group}", daemon=True)
@@ -153,26 +180,34 @@ class ConsumerPool:
 
     def status(self) -> list[dict[str, Any]]:
         """Each member's status (owned partitions, errors, restarts, commits)."""
-        return list(ray.get([actor.status.remote() for _, actor in self.members]))
+        return list(ray.get([actor.status.remote() for _, actor in list(self.members)]))
 
     def errors(self) -> list[dict[str, Any]]:
         """The function's failures the members recorded (each member's last 20; stopped
         members' too), oldest first."""
-        statuses = [*self.finished.values(), *self.status()]
+        live = self.status()
+        finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
+        statuses = [*finished.values(), *(s for s in live if s["name"] not in finished)]
         found = [dict(e, member=s["name"]) for s in statuses for e in s["errors"]]
         return sorted(found, key=lambda e: e["at"])
 
     def commits(self) -> list[tuple[str, int, int, int]]:
         """Every range committed by the pool's members, live and stopped: (topic, partition, start, end)."""
-        live = ray.get([actor.commits.remote() for _, actor in self.members])
-        stopped = [s["commits_made"] for s in self.finished.values()]
-        return [c for chunk in [*stopped, *live] for c in chunk]
+        members = list(self.members)
+        live = ray.get([actor.commits.remote() for _, actor in members])
+        finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
+        kept = [chunk for (name, _), chunk in zip(members, live, strict=True) if name not in finished]
+        return [c for chunk in [*(s["commits_made"] for s in finished.values()), *kept] for c in chunk]
 
     def stop(self) -> None:
         """Stop scaling, then every member (each commits its range in progress and leaves)."""
         self._stop.set()
         if self._thread is not None:
+            self._unpark()
             self._thread.join(STOP_TIMEOUT_S)
+        if self.spare is not None:
+            ray.kill(self.spare[1], no_restart=True)
+            self.spare = None
         while self.members:
             self._remove_newest()
         self.history.append((time.time(), 0, None, None, "stop"))
@@ -206,16 +241,52 @@ class ConsumerPool:
     def _control(self) -> None:
         policy, client = self.policy, self.client
         assert policy is not None and client is not None
-        interval_s = policy.poll_interval_ms / 1000
-        while not self._stop.wait(interval_s):
+        seen = Seen()
+        while not self._stop.is_set():
             try:
-                rows = self._rows(client)
-                decision = policy.decide(rows, len(self.members), int(time.time() * 1000))
+                if policy.watched:
+                    rows = self._watch(client, policy, seen)
+                else:
+                    if self._stop.wait(max(0.0, policy.next_check_ms(_now_ms()) - _now_ms()) / 1000):
+                        return
+                    rows = self._rows(client)
+                if rows is None or self._stop.is_set():
+                    continue
+                decision = policy.decide(rows, len(self.members), _now_ms())
                 self.last_decision = decision
                 if decision.members != len(self.members):
                     self._resize(decision.members, decision.reason, decision)
             except Exception:
-                logger.exception("%s: scaling step failed; tried again next interval", self.group)
+                logger.exception("%s: scaling step failed; tried again", self.group)
+                self._stop.wait(RETRY_S)
+
+    def _watch(self, client: Client, policy: Policy, seen: Seen) -> list[LagRow] | None:
+        """Park a lag watch until the leader answers it (module docstring); the rows, or None
+        when it was refused or replaced (the pool stops)."""
+        now = _now_ms()
+        timeout_ms = max(0, min(policy.next_check_ms(now) - now, self.options["keep_alive_ms"]))
+        over_messages, over_ms, step = watch_terms(self.target)
+        request = LagWatchRequest(self.group, self.watcher_id, seen.lag, seen.lag_ms,
+                                  over_messages, over_ms, step, timeout_ms)
+        response: LagWatchResponse = client.send(request, timeout_s=timeout_ms / 1000 + client.timeout_s)
+        if response.error is not Errors.NONE:
+            raise RuntimeError(f"lag watch refused: {response.error.name}")
+        if response.reason == "replaced":
+            return None
+        seen.lag, seen.lag_ms = response.groups[0][1:3] if response.groups else (None, None)
+        topics = set(self.topics)
+        return [(p[1], p[2], p[3], p[5], p[6]) for p in response.partitions if p[1] in topics]
+
+    def _unpark(self) -> None:
+        """Answer the parked watch now (a new one from the same watcher replaces it)."""
+        if self.client is None or self.policy is None or not self.policy.watched:
+            return
+        over_messages, over_ms, step = watch_terms(self.target)
+        try:
+            self.client.send(LagWatchRequest(self.group, self.watcher_id, None, None, over_messages,
+                                             over_ms, step, 0), timeout_s=5.0)
+        except Exception as exc:
+            logger.debug("%s: unparking the lag watch failed: %r", self.group, exc)
 
     def _rows(self, client: Client) -> list[LagRow]:
         lags = client.lag([self.group])
@@ -226,32 +297,57 @@ class ConsumerPool:
         ]
 
     def _resize(self, wanted: int, reason: str, decision: Decision | None = None) -> None:
+        spare = 1 if self.standby and wanted < self.max_members else 0
+        cpus = (wanted + spare) * self.member_cpus  # the standby's too
         if wanted > len(self.members):
-            self._request_cpus(wanted * self.member_cpus)
+            self._request_cpus(cpus)
         while len(self.members) < wanted:
             self._add()
         while len(self.members) > wanted:
             self._remove_newest()
-        if wanted * self.member_cpus < self._requested_cpus:
-            self._request_cpus(wanted * self.member_cpus)
+        self._keep_standby()
+        if cpus < self._requested_cpus:
+            self._request_cpus(cpus)
         lag = decision.lag if decision else None
         lag_ms = decision.lag_ms if decision else None
         self.history.append((time.time(), len(self.members), lag, lag_ms, reason))
         logger.info("%s: %d members (%s; lag %s, %s ms)", self.group, len(self.members), reason, lag, lag_ms)
 
     def _add(self) -> None:
+        if self.spare is not None:
+            name, actor = self.spare
+            self.spare = None
+            actor.activate.remote()
+        else:
+            name, actor = self._start_member(standby=False)
+        self.members.append((name, actor))
+
+    def _start_member(self, standby: bool) -> tuple[str, Any]:
         name = f"{self.group}-{uuid.uuid4().hex[:8]}"
         actor = PoolMember.options(  # type: ignore[attr-defined]
             scheduling_strategy="SPREAD", num_cpus=self.member_cpus
-        ).remote(name, self.group, self.topics, self.process_fn, self.member_options)
-        self.members.append((name, actor))
+        ).remote(name, self.group, self.topics, self.process_fn, self.member_options, standby=standby)
+        return name, actor
+
+    def _keep_standby(self) -> None:
+        """A standby while the pool can grow; none at its ceiling."""
+        if not self.standby or self._stop.is_set():
+            return
+        if self.spare is None and len(self.members) < self.max_members:
+            self.spare = self._start_member(standby=True)
+        elif self.spare is not None and len(self.members) >= self.max_members:
+            ray.kill(self.spare[1], no_restart=True)
+            self.spare = None
 
     def _remove_newest(self) -> None:
-        name, actor = self.members.pop()
+        """Stop the newest member; it stays in `members` until its final status is in
+        `finished`, so `errors()` and `commits()` always see it in one or the other."""
+        name, actor = self.members[-1]
         try:
             self.finished[name] = ray.get(actor.stop.remote(STOP_TIMEOUT_S), timeout=STOP_TIMEOUT_S + 5)
         except Exception as exc:
             self._note(f"member {name} did not stop cleanly: {exc!r}")
+        self.members.pop()
         ray.kill(actor, no_restart=True)
 
     def _request_cpus(self, cpus: float) -> None:
@@ -268,3 +364,7 @@ class ConsumerPool:
         except Exception as exc:  # no autoscaler (a local cluster): said once
             if not any("autoscaler" in n for n in self.notes):
                 self._note(f"the autoscaler could not be asked for {cpus} CPUs: {exc!r}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -9,6 +9,7 @@ from coordinator.acl import AclBinding, Authorizer, Operation, PatternType, Perm
 from coordinator.authz import RULES, check
 from coordinator.errors import Errors
 from coordinator.lag_query import LagRequest
+from coordinator.lag_watch import LagWatchRequest
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -143,6 +144,9 @@ def test_live_lag_shows_the_groups_it_may_describe_or_all_with_cluster_describe(
     assert [row[0] for row in lag.groups] == ["team.a"] and {row[0] for row in lag.partitions} == {"team.a"}
     assert sorted(row[0] for row in g.call(LagRequest(), "User:ops").groups) == ["other", "team.a"]
     assert g.call(LagRequest(("other",)), "User:nobody").groups == ()
+    watch = LagWatchRequest("other", "pool", None, None, 100, None, 0, 1_000)
+    assert g.call(watch).error is Errors.GROUP_AUTHORIZATION_FAILED, "a lag watch needs Describe on its group"
+    assert g.call(dataclasses.replace(watch, group_id="team.a", seen_lag=0)).groups[0][0] == "team.a"
 
 
 def test_consumer_group_heartbeat_needs_read_and_describe_on_subscribed_topics() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.pool_policy import KedaPolicy, LagPolicy, LagRow, Target
+from coordinator.pool_policy import KedaPolicy, LagPolicy, LagRow, Target, watch_terms
 
 
 def rows(lags: list[int], committed: list[int] | None = None) -> list[LagRow]:
@@ -123,3 +123,35 @@ def test_keda_polls_and_holds_the_scale_down_window() -> None:
     assert k.decide(rows([100] * 8), 1, 3_000).members == 8  # ceil(800 / 100)
     assert k.decide(rows([0] * 8), 8, 6_000).members == 8  # the window remembers 8
     assert k.decide(rows([0] * 8), 8, 33_000).members == 1  # 30 s after the want of 8
+
+
+def test_the_next_check_is_when_a_wait_ends_or_the_keep_alive() -> None:
+    p = policy(keep_alive_ms=10_000, stuck_after_ms=60_000)
+    assert p.next_check_ms(0) == 10_000, "nothing decided yet: the keep-alive"
+    assert p.decide(rows([500] * 8), 1, 0).members == 2
+    assert p.next_check_ms(0) == 1_000, "the scale-up interval ends"
+    assert p.decide(rows([400] * 8, [1] * 8), 2, 1_000).members == 2, "shrinking: waits"
+    assert p.next_check_ms(1_000) == 4_000, "four intervals after the step: adds anyway"
+    assert p.decide(rows([0] * 8, [2] * 8), 2, 4_500).members == 2
+    assert p.next_check_ms(4_500) == 11_000, "the cooldown ends 10 s after the last time over target"
+    assert p.decide(rows([0] * 8, [2] * 8), 2, 10_999).members == 2
+    assert p.decide(rows([0] * 8, [2] * 8), 2, 11_000).members == 1
+
+
+def test_the_next_check_includes_a_partition_turning_stuck() -> None:
+    p = policy(keep_alive_ms=60_000, stuck_after_ms=5_000, min_members=2, max_members=2)
+    p.decide(rows([50, 0, 0, 0, 0, 0, 0, 0]), 2, 1_000)
+    assert p.next_check_ms(1_000) == 6_000
+    p.decide(rows([50, 0, 0, 0, 0, 0, 0, 0]), 2, 6_000)
+    assert p.next_check_ms(6_000) == 66_000, "stuck already: nothing more to wait for"
+
+
+def test_watch_terms_and_keda_polls() -> None:
+    assert watch_terms(Target(messages=400)) == (400, None, 200)
+    assert watch_terms(Target(ms=1_000)) == (None, 1_000, 500)
+    assert watch_terms(Target(messages=0)) == (0, None, 1)
+    k = KedaPolicy(Target(messages=100), 1, 8, 8, poll_interval_ms=3_000)
+    assert not k.watched and LagPolicy.watched
+    assert k.next_check_ms(500) == 500
+    k.decide(rows([10] * 8), 1, 500)
+    assert k.next_check_ms(600) == 3_500

@@ -1,6 +1,7 @@
 """A real ConsumerPool (actors/pool/) on the session's service: it scales up when the end
-offsets jump past the target, back down after the cooldown, nothing is committed twice,
-and a function that raises restarts its member without losing the partition."""
+offsets jump past the target (pushed by its lag watch, not polled), back down after the
+cooldown, nothing is committed twice, and a function that raises restarts its member
+without losing the partition."""
 
 from __future__ import annotations
 
@@ -48,13 +49,15 @@ def test_pool_scales_up_on_lag_and_down_after_cooldown(registry: Client) -> None
     marker = os.path.join(tempfile.mkdtemp(prefix="pool-"), "raised")
     pool = ConsumerPool(
         group, [topic], Source(marker), min_members=1, max_members=10,
-        target_lag_messages=50, cooldown_s=1.0, scale_up_interval_s=0.3, poll_interval_s=0.1,
+        target_lag_messages=50, cooldown_s=1.0, scale_up_interval_s=0.3, keep_alive_s=60.0,
         member_cpus=0, member_options=FAST,
     ).start()
     try:
         assert pool.max_members == PARTITIONS and "capped" in pool.notes[0]  # 10 asked, 4 partitions
         registry.set_end_offsets({(topic, p): STEP for p in range(PARTITIONS)})
-        wait_until(lambda: pool.size > 1)
+        # Pushed: the leader answers the pool's lag watch as the end offsets cross the target,
+        # long before its 60 s keep-alive; the cooldown's end is the pool's own next check.
+        wait_until(lambda: pool.size > 1, timeout_s=20)
         wait_until(lambda: (lag := registry.lag([group])) and lag[0].lag == 0)
         wait_until(lambda: pool.size == 1)  # after the cooldown
         errors = pool.errors()

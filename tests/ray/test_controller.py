@@ -150,3 +150,38 @@ def test_an_adopted_leader_still_initial_becomes_active(own_service: OwnService)
 def _names(namespace: str) -> set[str]:
     time.sleep(0.05)
     return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace}
+
+
+def test_a_parked_lag_watch_follows_its_group_to_a_new_leader(own_service: OwnService) -> None:
+    """A consumer pool's lag watch (coordinator/lag_watch.py) parked at the old leader is
+    answered NOT_COORDINATOR when leadership moves; the client sends it on to the new
+    leader. Parked again with what each answer showed, as the pool does, the watches see
+    the lag unknown until the new leader read the end offsets, then over the target."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from coordinator.errors import Errors
+    from coordinator.lag_watch import LagWatchRequest
+
+    client, group, topic = own_service.client, "watched", "watched-t"
+    client.create_topic(topic, 1)
+    client.set_end_offsets({(topic, 0): 10})
+    client.commit_offsets(group, {(topic, 0): 0})
+    wait_until(lambda: (lag := client.lag([group])) and lag[0].lag == 10, timeout_s=30)
+    partition = client.partition_for(group)
+    before = client.status()[partition]["epoch"]
+
+    def watch(seen: int | None) -> LagWatchRequest:
+        return LagWatchRequest(group, "pool", seen, None, 100, None, 0, 60_000)
+
+    with ThreadPoolExecutor(1) as pool:
+        parked = pool.submit(client.send, watch(10), None, 120)
+        moved = own_service.controller().reassign.remote(partition, None, before)
+        assert ray.get(moved, timeout=120) == before + 1
+        wait_until(lambda: (lag := client.lag([group])) and lag[0].lag == 10, timeout_s=30)
+        client.set_end_offsets({(topic, 0): 500})
+        answers = [parked.result(timeout=120)]
+    while answers[-1].error is Errors.NONE and answers[-1].groups[0][1] != 500 and len(answers) < 5:
+        answers.append(client.send(watch(answers[-1].groups[0][1]), timeout_s=120))
+    assert [a.error for a in answers] == [Errors.NONE] * len(answers), answers
+    assert answers[-1].groups[0][:2] == (group, 500), answers
+    assert client.status()[partition]["epoch"] == before + 1
