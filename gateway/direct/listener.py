@@ -148,7 +148,8 @@ class DirectListener:
     def _make_client(self) -> Client:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
             raise RuntimeError("no Ray: no controller")
-        return Client(controller_handle(self.host.settings.namespace))
+        # A service component: it authorizes its clients itself (docs/security.md).
+        return Client(controller_handle(self.host.settings.namespace), service=True)
 
     async def close(self) -> None:
         if self._server is not None:
