@@ -37,7 +37,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from actors.client.acl_watch import AclWatch
+from actors.core.acl_watch import AclWatch
 from coordinator.acl import WILDCARD, Authorizer
 from coordinator.authz import Decision, check
 from coordinator.checks import InvalidRequestError, validate_request

@@ -16,7 +16,12 @@ from actors.partition.ray_guard import RayGuard, decisions_for
 from coordinator.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from coordinator.credentials import CredentialError
 from coordinator.errors import Errors
-from coordinator.messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitPartition, OffsetCommitRequest
+from coordinator.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+)
 
 from tests.actors.service_store_support import ShardStore
 
