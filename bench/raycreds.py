@@ -11,8 +11,10 @@ actor, in the same run, through two clients that differ only in the check:
   the same request path without the check), the baseline.
 Two ways of sending: lone sync calls, one at a time (a Ray call per request),
 and coalesced async calls from many coroutines (one credential per batch).
-Rounds alternate, each rate pools its rounds; the ratio is checked over
-unchecked calls/s (1.0: free).
+Rounds alternate (their order too), each figure pools its rounds. Printed:
+calls/s, and the partition actor process's CPU per request (user + system,
+the figure a shared machine disturbs least); the ratios are checked over
+unchecked (1.0: free).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import psutil  # type: ignore[import-untyped]
 import ray
 
 import actors
@@ -58,14 +61,21 @@ def coalesced_rate(client: Client, calls: int, concurrency: int) -> tuple[int, f
     return calls // concurrency * concurrency, asyncio.run(run())
 
 
-def pooled(rounds: int, ways: dict[str, Callable[[], tuple[int, float]]]) -> dict[str, float]:
-    totals = {name: [0, 0.0] for name in ways}
-    for _ in range(rounds):
-        for name, way in ways.items():
+def pooled(
+    rounds: int, ways: dict[str, Callable[[], tuple[int, float]]], partition: psutil.Process
+) -> dict[str, tuple[float, float]]:
+    """Per way (calls/s, partition CPU us per call), pooled over `rounds` alternating rounds."""
+    totals = {name: [0, 0.0, 0.0] for name in ways}
+    for round_number in range(rounds):
+        order = list(ways.items())
+        for name, way in order if round_number % 2 == 0 else reversed(order):
+            cpu = partition.cpu_times()
             done, seconds = way()
+            after = partition.cpu_times()
             totals[name][0] += done
             totals[name][1] += seconds
-    return {name: done / seconds for name, (done, seconds) in totals.items()}
+            totals[name][2] += (after.user - cpu.user) + (after.system - cpu.system)
+    return {name: (done / seconds, cpu / done * 1e6) for name, (done, seconds, cpu) in totals.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,17 +95,22 @@ def main(argv: list[str] | None = None) -> None:
         checked = Client(admin.controller, credential=admin.issue_credential("User:bench", 3600))
         unchecked = Client(admin.controller, service=True)
         offset = [0]
+        partition = psutil.Process(ray.get(admin.leader(0).info.remote())["pid"])
+        lone_rate(checked, 20, offset)  # warm up: the credential verified, the groups made
+        coalesced_rate(checked, 200, 50)
         lone = pooled(args.rounds, {"checked": lambda: lone_rate(checked, args.calls, offset),
-                                    "unchecked": lambda: lone_rate(unchecked, args.calls, offset)})
+                                    "unchecked": lambda: lone_rate(unchecked, args.calls, offset)}, partition)
         batched = pooled(args.rounds, {"checked": lambda: coalesced_rate(checked, args.batched, 50),
-                                       "unchecked": lambda: coalesced_rate(unchecked, args.batched, 50)})
+                                       "unchecked": lambda: coalesced_rate(unchecked, args.batched, 50)},
+                         partition)
         rows = []
-        for way, rates in (("lone sync calls", lone), ("coalesced, 50 coroutines", batched)):
-            rows.append([f"OffsetCommit, {way}: unchecked", f"{rates['unchecked']:.0f}", "1.00"])
-            per_request_us = (1 / rates["checked"] - 1 / rates["unchecked"]) * 1e6
-            rows.append([f"  with a credential and 1,002 ACLs ({per_request_us:+.0f} us/request)",
-                         f"{rates['checked']:.0f}", f"{rates['checked'] / rates['unchecked']:.3f}"])
-        print_figures("the Ray path's authorizer per request", ("figure", "calls/s", "x unchecked"), rows)
+        for way, figures in (("lone sync calls", lone), ("coalesced, 50 coroutines", batched)):
+            (rate, cpu), (base_rate, base_cpu) = figures["checked"], figures["unchecked"]
+            rows.append([f"OffsetCommit, {way}: unchecked", f"{base_rate:.0f}", "1.00", f"{base_cpu:.0f}", "1.00"])
+            rows.append(["  with a credential, 1,002 ACLs", f"{rate:.0f}", f"{rate / base_rate:.3f}",
+                         f"{cpu:.0f}", f"{cpu / base_cpu:.3f}"])
+        columns = ("figure", "calls/s", "x unchecked", "partition CPU us/call", "x unchecked")
+        print_figures("the Ray path's authorizer per request", columns, rows)
     finally:
         actors.stop()
         ray.shutdown()

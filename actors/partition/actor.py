@@ -305,14 +305,7 @@ class OffsetPartition:
             return await self.serve_batch(caller, batch, requests)
         check_batch_call(caller, batch, requests)
         decisions = await decisions_for(self.guard, credential, requests)
-        answers = BatchAnswers(requests)
-        now_ms, started = self.host.clock.now_ms(), time.perf_counter()
-        for index, decision in enumerate(decisions):
-            self._submit_decided(decision, partial(answers.deliver, index), now_ms, started)
-        self._after_requests()
-        await answers.wait()
-        parked, generation = answers.park_rest(self.mailboxes, caller, batch, len(requests))
-        return dumps_response((answers.answered, parked, generation))
+        return await self._run_batch(caller, batch, requests, decisions, self._submit_decided)
 
     async def serve_batch(self, caller: Any, batch: Any, requests: Any) -> bytes:
         """Many requests in one Ray call (the client's coalescing, `actors.partition.batches`):
@@ -322,11 +315,19 @@ class OffsetPartition:
         batch) then `collect`s, and the generation of the mailbox they wait in (0 when none
         waits). A malformed request's entry is an InvalidRequestError."""
         check_batch_call(caller, batch, requests)
+        return await self._run_batch(caller, batch, requests, requests, self._submit)
+
+    async def _run_batch(
+        self, caller: int, batch: int, requests: list[Any], items: list[Any],
+        submit: Callable[[Any, Callable[[Any], None], int, float], None],
+    ) -> bytes:
+        """`submit` each of `items` (the requests, or the guard's decisions on them), then
+        answer as `serve_batch` says."""
         answers = BatchAnswers(requests)
         # One clock read for the batch: its requests arrived together.
         now_ms, started = self.host.clock.now_ms(), time.perf_counter()
-        for index, request in enumerate(requests):
-            self._submit(request, partial(answers.deliver, index), now_ms, started)
+        for index, item in enumerate(items):
+            submit(item, partial(answers.deliver, index), now_ms, started)
         self._after_requests()
         await answers.wait()
         parked, generation = answers.park_rest(self.mailboxes, caller, batch, len(requests))
