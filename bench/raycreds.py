@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         for way, figures in (("lone sync calls", lone), ("coalesced, 50 coroutines", batched)):
             (rate, cpu), (base_rate, base_cpu) = figures["checked"], figures["unchecked"]
-            rows.append([f"OffsetCommit, {way}: unchecked", f"{base_rate:.0f}", "1.00", f"{base_cpu:.0f}", "1.00"])
+            rows.append([f"OffsetCommit, {way}: unchecked", f"{base_rate:.0f}", "1.00", f"{base_cpu:.0f}",
+                         "1.00"])
             rows.append(["  with a credential, 1,002 ACLs", f"{rate:.0f}", f"{rate / base_rate:.3f}",
                          f"{cpu:.0f}", f"{cpu / base_cpu:.3f}"])
         columns = ("figure", "calls/s", "x unchecked", "partition CPU us/call", "x unchecked")
