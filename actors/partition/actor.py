@@ -369,10 +369,12 @@ class OffsetPartition:
         self.mailboxes.ttl_s = settings.mailbox_ttl_s
 
     async def topics_changed(self) -> None:
-        """The topic registry's nudge: read the topics now (topics_watch), and the Ray
-        path's ACLs and credentials (`ray_guard`): the registry nudges after their changes too."""
+        """The topic registry's nudge: read the topics now (topics_watch), and the ACLs of
+        the Ray path (`ray_guard`, with its credentials) and of the Kafka listener: the
+        registry nudges after their changes too."""
         self.serving.topics_changed()
         self.guard.nudge()
+        self.kafka.acls_changed()
 
     # ---------------------------------------------------- what it tells
 

@@ -104,6 +104,11 @@ class DirectListener:
         logger.info("partition %d: Kafka listener on %s:%d (%s)", self.host.partition, self.bind_host,
                     self.port, self.security.protocol)
 
+    def acls_changed(self) -> None:
+        """The topic registry's push after an ACL change: read them now (`AclWatch.nudge`)."""
+        if self.core.guard is not None:
+            self.core.guard.watch.nudge()
+
     @property
     def node_id(self) -> int:
         return listener_node_id(self.host.partition, self.host.epoch)
