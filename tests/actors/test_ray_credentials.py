@@ -142,3 +142,44 @@ def test_before_the_first_view_requests_are_answered_retriable(tmp_path: os.Path
 def test_ttl_units(text: str, seconds: float) -> None:
     from actors.cli.credentials import ttl_seconds
     assert ttl_seconds(text) == seconds
+
+
+class _Method:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    async def _call(self, token: Any) -> Any:
+        return self.answer(token)
+
+    def remote(self, token: Any) -> Any:
+        return self._call(token)
+
+
+def test_a_nudge_reads_the_acls_at_once_not_at_the_next_interval(tmp_path: os.PathLike[str]) -> None:
+    """The registry's push after an ACL change (`topics_changed`): the watch reads at once, so
+    the interval (here an hour) only bounds a lost push."""
+    store, clock = ShardStore(), Clock()
+    reg = registry(tmp_path, store, clock)
+    fake = type("Registry", (), {})()
+    fake.ray_auth_if_changed = _Method(reg.ray_auth_if_changed)
+    guard = RayGuard(settings(tmp_path), lambda: fake, clock.now_ms)
+    guard.watch.interval_s = 3600.0
+    team_a, _ = reg.issue_credential("User:team-a", 60)
+    beat = [HeartbeatRequest("a-group", 1, "m")]
+
+    async def run() -> None:
+        try:
+            (before,) = await decisions_for(guard, team_a, beat)
+            assert before.answer == HeartbeatResponse(Errors.GROUP_AUTHORIZATION_FAILED)
+            reg.create_acls([read_group("User:team-a", "a-group")])
+            guard.nudge()
+            for _ in range(200):  # bounded: 2 s, far below the hour
+                (after,) = await decisions_for(guard, team_a, beat)
+                if after.send is not None:
+                    break
+                await asyncio.sleep(0.01)
+            assert after.send == beat[0]
+        finally:
+            guard.close()
+
+    asyncio.run(run())
