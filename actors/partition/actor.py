@@ -358,8 +358,10 @@ class OffsetPartition:
         if decision.send is None:
             deliver(decision.answer)
             return
-        finish = decision.finish
-        self._submit(decision.send, partial(_finished, finish, deliver), now_ms, started)
+        if decision.completes:
+            deliver = partial(_finished, decision.finish, deliver)
+        host, request = self.host, decision.send  # the guard validated it before reading its fields
+        host.deliver(host.runtime.submit(request, _Waiter(request, deliver, started), now_ms, validated=True))
 
     def _after_requests(self) -> None:
         """Once per call: wake the flush and timer loops as the requests need (`ServingLoops`)."""

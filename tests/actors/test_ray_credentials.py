@@ -101,6 +101,8 @@ def test_the_guard_refuses_bad_credentials_and_checks_each_request(tmp_path: os.
         assert [d.send for d in await decisions_for(guard, admin, heartbeats)] == heartbeats, "super user"
         (refused,) = await decisions_for(guard, team_a, [object()])
         assert refused.send is None and isinstance(refused.answer, ValueError), "malformed: refused alone"
+        (refused,) = await decisions_for(guard, admin, [object()])
+        assert isinstance(refused.answer, ValueError), "a super user's requests are validated too"
         # An ACL change and a revocation apply from the next view on.
         reg.create_acls([read_group("User:team-a", "b-group")])
         guard.watch.apply(reg.ray_auth_if_changed(guard.watch.token))
