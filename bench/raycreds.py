@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> None:
         checked = Client(admin.controller, credential=admin.issue_credential("User:bench", 3600))
         unchecked = Client(admin.controller, service=True)
         offset = [0]
-        partition = psutil.Process(ray.get(admin.leader(0).info.remote())["pid"])
         lone_rate(checked, 20, offset)  # warm up: the credential verified, the groups made
+        admin.refresh()  # the leader that served the warm-up
+        partition = psutil.Process(ray.get(admin.leader(0).info.remote())["pid"])
         coalesced_rate(checked, 200, 50)
         lone = pooled(args.rounds, {"checked": lambda: lone_rate(checked, args.calls, offset),
                                     "unchecked": lambda: lone_rate(unchecked, args.calls, offset)}, partition)
