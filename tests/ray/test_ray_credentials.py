@@ -66,18 +66,26 @@ def test_credentials_refuse_the_caller_alone_and_acls_apply(secured: Client) -> 
         with pytest.raises(CredentialError, match="forged credential for User:admin"):
             forged.commit_offsets("creds-ok", {(TOPIC, 0): 0})
 
+        stranger = GroupMember("creds-ok", [TOPIC], client=Client(admin.controller, timeout_s=5), **FAST)
+        try:
+            with pytest.raises(CredentialError, match="no credential"):
+                stranger.start().wait_for_assignment(timeout=20)
+        finally:
+            stranger.close(timeout_s=5)
         member.commit({(TOPIC, 1): 7})  # the partition serves everyone else on
         committed = {(p.partition, p.offset) for p in admin.fetch_offsets("creds-ok").partitions}
         assert committed == {(0, 5), (1, 7)}, "the refused commit changed nothing"
 
-        client_a = Client(admin.controller, credential=team_a)
+        second = admin.issue_credential("User:team-a", 600)  # to revoke; the member keeps its own
+        client_a = Client(admin.controller, credential=second)
         assert client_a.heartbeat("creds-no", 1, "m").error is Errors.GROUP_AUTHORIZATION_FAILED
         admin.create_acls([allow("User:team-a", ResourceType.GROUP, "creds-no", Operation.READ)])
         error = wait_until(lambda: _let_in(client_a), timeout_s=10)
         # Let in: the coordinator answers (the group has no such member), no longer the authorizer.
         assert error is not Errors.GROUP_AUTHORIZATION_FAILED
-        assert admin.revoke_credential(team_a)
+        assert admin.revoke_credential(second)
         wait_until(lambda: _refused(client_a), timeout_s=10)
+        member.commit({(TOPIC, 1): 8})  # its credential is another
     finally:
         member.close(timeout_s=5)
 
