@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any
 
 from actors.client.client import Client
@@ -50,7 +51,7 @@ def cmd_credentials(client: Client, args: argparse.Namespace) -> int:
         else:
             print(client.issue_credential(args.principal, args.ttl))
     except ValueError as exc:
-        print(f"refused: {exc}")
+        print(f"refused: {exc}", file=sys.stderr)
         return 1
     return 0
 
