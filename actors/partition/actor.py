@@ -129,7 +129,7 @@ from actors.partition.kafka_plug import KafkaPlug, ListenerView
 from actors.partition.leader import LeaderReplication
 from actors.partition.loading import LoadStats, PartitionLoader
 from actors.partition.phases import RejoinPhases
-from actors.partition.ray_guard import RayGuard, decisions_for
+from actors.partition.ray_guard import RayGuard, completing, decisions_for
 from actors.partition.recovery import DiskRecovery
 from actors.partition.roles import ReplicaRoles
 from actors.partition.serving import ServingLoops
@@ -358,8 +358,7 @@ class OffsetPartition:
         if decision.send is None:
             deliver(decision.answer)
             return
-        if decision.completes:
-            deliver = partial(_finished, decision.finish, deliver)
+        deliver = completing(decision, deliver)
         host, request = self.host, decision.send  # the guard validated it before reading its fields
         host.deliver(host.runtime.submit(request, _Waiter(request, deliver, started), now_ms, validated=True))
 
@@ -554,12 +553,6 @@ def _raised(response: Any) -> Any:
     if isinstance(response, InvalidRequestError):
         raise response
     return response
-
-
-def _finished(finish: Callable[[Any], Any], deliver: Callable[[Any], None], response: Any) -> None:
-    """The runtime's answer to an authorized (part of a) request, completed with what the
-    guard refused; an error answered in its place goes as it is."""
-    deliver(response if isinstance(response, BaseException) else finish(response))
 
 
 def _resolve(future: asyncio.Future[Any], response: Any) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from actors.core.acl_watch import AclWatch
@@ -142,3 +143,14 @@ async def decisions_for(guard: RayGuard, credential: object, requests: list[Any]
         return [Decision(None, exc) for _ in requests]
     except _NotReady:
         return [Decision(None, not_ready_answer(request)) for request in requests]
+
+
+def completing(decision: Decision, deliver: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Where the runtime's answer to `decision.send` goes: completed with what the guard
+    refused of the request, when it refused a part (an error answered in its place goes as
+    it is)."""
+    return partial(_finished, decision.finish, deliver) if decision.completes else deliver
+
+
+def _finished(finish: Callable[[Any], Any], deliver: Callable[[Any], None], response: Any) -> None:
+    deliver(response if isinstance(response, BaseException) else finish(response))

@@ -185,3 +185,24 @@ def test_a_nudge_reads_the_acls_at_once_not_at_the_next_interval(tmp_path: os.Pa
             guard.close()
 
     asyncio.run(run())
+
+
+def test_a_partly_refused_commit_is_answered_whole() -> None:
+    from actors.partition.ray_guard import RAY_HOST, completing
+    from coordinator.acl import Authorizer
+    from coordinator.authz import check
+    from coordinator.checks import InvalidRequestError
+    from coordinator.messages import OffsetCommitResponse, PartitionResult
+
+    topic = AclBinding(ResourceType.TOPIC, "ok", PatternType.LITERAL, "User:a", "*", Operation.READ,
+                       Permission.ALLOW)
+    request = OffsetCommitRequest("g", (OffsetCommitPartition("ok", 0, 1), OffsetCommitPartition("no", 0, 1)))
+    decision = check(Authorizer([read_group("User:a", "g"), topic]), "User:a", RAY_HOST, request)
+    assert decision.send.partitions == request.partitions[:1], "only the allowed part reaches the runtime"
+    answered: list[Any] = []
+    completing(decision, answered.append)(OffsetCommitResponse((PartitionResult("ok", 0, Errors.NONE),)))
+    assert answered == [OffsetCommitResponse((PartitionResult("ok", 0, Errors.NONE),
+                                              PartitionResult("no", 0, Errors.TOPIC_AUTHORIZATION_FAILED)))]
+    failed = InvalidRequestError("the runtime refused it")
+    completing(decision, answered.append)(failed)
+    assert answered[-1] is failed
