@@ -101,6 +101,7 @@ def start(
     kafka_listener: KafkaListenerSettings | None = None,
     max_partitions: int | None = None,
     auto_repartition: bool = False,
+    ray_credentials: bool = False,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
@@ -115,6 +116,8 @@ def start(
     listeners (`KafkaListenerSettings`; default: on, loopback, ports 19092-19291).
     `max_partitions`: the most `Client.repartition` may grow the count to;
     `auto_repartition`: grow it by itself when the load asks (docs/capacity.md).
+    `ray_credentials`: Ray callers must present a credential and are checked
+    against the ACLs (docs/security.md, The Ray path).
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/controller/forgotten_logs.py`).
@@ -146,6 +149,8 @@ def start(
         settings = replace(settings, coordinator=coordinator_config)
     if kafka_listener is not None:
         settings = replace(settings, kafka_listener=kafka_listener)
+    if ray_credentials:
+        settings = replace(settings, ray_credentials=True)
     if max_partitions is not None or auto_repartition:
         settings = replace(
             settings, auto_repartition=auto_repartition or settings.auto_repartition,

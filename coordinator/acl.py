@@ -105,8 +105,9 @@ class AclBinding:
             return "the operation must be a concrete one"
         if self.permission not in (Permission.ALLOW, Permission.DENY):
             return "the permission must be ALLOW or DENY"
-        if not _valid_principal(self.principal):
-            return f"could not parse the principal {self.principal!r}: not of the form Type:name"
+        why = principal_error(self.principal)
+        if why:
+            return why
         if not self.host:
             return "the host must not be empty ('*' is every host)"
         if self.resource_type is ResourceType.CLUSTER and self.name != CLUSTER_NAME:
@@ -236,6 +237,13 @@ class Authorizer:
 def _valid_principal(principal: str) -> bool:
     kind, colon, name = principal.partition(":")
     return bool(kind and colon and name)
+
+
+def principal_error(principal: object) -> str | None:
+    """Why `principal` is no Kafka principal (`Type:name`), None when it is one."""
+    if not isinstance(principal, str) or len(principal) > MAX_TEXT or not _valid_principal(principal):
+        return f"could not parse the principal {principal!r}: not of the form Type:name"
+    return None
 
 
 def binding_from(fields: object) -> AclBinding | str:

@@ -91,6 +91,11 @@ class Decision:
     answer: Any = None
     finish: Callable[[Any], Any] = _same
 
+    @property
+    def completes(self) -> bool:
+        """Whether `finish` changes the shard's answer (a part of the request was refused)."""
+        return self.finish is not _same
+
 
 class Caller:
     """One request's principal and host against the Authorizer in force."""

@@ -359,12 +359,15 @@ class PartitionRuntime:
 
     # -------------------------------------------------------------- requests
 
-    def submit(self, request: Request, token: Token, now_ms: int) -> Released:
-        """Decide on one request; returns the responses released now (maybe its own)."""
-        try:
-            validate_request(request)
-        except InvalidRequestError as exc:
-            return [(token, exc)]
+    def submit(self, request: Request, token: Token, now_ms: int, validated: bool = False) -> Released:
+        """Decide on one request; returns the responses released now (maybe its own).
+        `validated`: the caller checked it already (`validate_request`, as the Ray path's
+        authorizer does before it reads a request's fields): not checked twice."""
+        if not validated:
+            try:
+                validate_request(request)
+            except InvalidRequestError as exc:
+                return [(token, exc)]
         if self.state is not RuntimeState.ACTIVE:
             return [(token, precheck(request, STATUS_BY_STATE[self.state]))]
         if not self.writable and type(request) in WRITE_REQUESTS:

@@ -17,7 +17,7 @@ it changes nothing.
 - On when the listener has SASL or TLS (a listener reachable beyond
   loopback); off on a loopback listener without either, as a Kafka broker
   without `authorizer.class.name`. `SecurityConfig.authorizer` forces it.
-- The ACLs are the service's (`actors/client/acl_watch.py`): a request
+- The ACLs are the service's (`actors/core/acl_watch.py`): a request
   that arrives before the first view waits for it up to `FIRST_VIEW_S`, then
   is answered COORDINATOR_NOT_AVAILABLE (retriable), never allowed. A super
   user's requests pass without the view.
@@ -29,8 +29,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from actors.client.acl_watch import AclWatch
 from actors.client.retry import CoordinatorUnavailableError
+from actors.core.acl_watch import AclWatch
 from coordinator.acl import Authorizer, Operation, ResourceType
 from coordinator.authz import check
 from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest

@@ -196,7 +196,8 @@ def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
 
     security = spec.security()
     check_listen_address(args.host, security)  # before connecting to anything
-    client = actors.connect(args.address, namespace=args.namespace)
+    # A service component: it authorizes its Kafka clients itself (docs/security.md, The Ray path).
+    client = actors.Client(actors.connect(args.address, namespace=args.namespace).controller, service=True)
     gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host,
                       direct=spec.direct)
     # The gateway's one line per closed connection goes to stderr.

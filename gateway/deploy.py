@@ -81,7 +81,7 @@ class GatewayActor:
     def __init__(self, namespace: str, node_id: int, spec: GatewaySpec):
         self._spec = spec
         self._node_id = node_id
-        self._client = Client(controller_handle(namespace))
+        self._client = Client(controller_handle(namespace), service=True)  # it authorizes its own clients
         self._gateway: Gateway | None = None
         self._address: Address | None = None
 

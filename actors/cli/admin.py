@@ -23,6 +23,8 @@ from actors.cli.acls import ACL_COMMANDS
 from actors.cli.acls import add_parser as add_acls_parser
 from actors.cli.config import CONFIG_COMMANDS
 from actors.cli.config import add_parser as add_config_parser
+from actors.cli.credentials import CREDENTIAL_COMMANDS
+from actors.cli.credentials import add_parser as add_credentials_parser
 from actors.cli.describe import DESCRIBE_COLUMNS as DESCRIBE_COLUMNS
 from actors.cli.describe import add_parser as add_describe_parser
 from actors.cli.describe import cmd_describe
@@ -246,6 +248,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("groups", nargs="+")
     add_reset_parsers(commands, common)
     add_acls_parser(commands, common)
+    add_credentials_parser(commands, common)
     add_config_parser(commands, common)
     p = commands.add_parser("reassign", parents=[common], help="move a partition's leadership")
     p.add_argument("partition", type=int)
@@ -292,6 +295,7 @@ ADMIN_COMMANDS = {
     "delete": cmd_delete,
     **RESET_COMMANDS,
     **ACL_COMMANDS,
+    **CREDENTIAL_COMMANDS,
     **CONFIG_COMMANDS,
     "reassign": cmd_reassign,
     "status": cmd_status,

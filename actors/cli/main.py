@@ -96,6 +96,11 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
         "(default: 3 from 3 nodes, 2 on 2 nodes, 1 on one)",
     )
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
+    start.add_argument(
+        "--ray-credentials", action="store_true",
+        help="Ray callers must present a credential (raygroups credentials) and are checked against "
+        "the ACLs (docs/security.md)",
+    )
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
     backup.add_parsers(commands, common)
@@ -153,7 +158,8 @@ def run_start(
             args.data_dir, num_partitions=args.partitions, namespace=args.namespace,
             address=address or "auto", replication_factor=args.replication_factor,
             min_insync_replicas=args.min_insync_replicas, shared_data_dir=args.shared_data_dir,
-            max_partitions=args.max_partitions, auto_repartition=args.auto_repartition, **options,
+            max_partitions=args.max_partitions, auto_repartition=args.auto_repartition,
+            ray_credentials=args.ray_credentials, **options,
         )
     for started in after_start:
         started(args)

@@ -19,7 +19,7 @@ DescribeAcls answers the reason too; the registry's topics serve on. A
 DeleteAcls whose filter matches every binding removes the corrupt entries
 with the rest: the way back for an operator.
 
-Readers (every partition leader and gateway, `actors/client/acl_watch.py`)
+Readers (every partition leader and gateway, `actors/core/acl_watch.py`)
 get the set with `view_if_changed(token)`: the token names the registry's
 incarnation and its count of ACL changes, so an unchanged set costs one
 small answer.

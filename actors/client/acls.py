@@ -11,6 +11,10 @@ Answers, as Kafka's Admin client gets them: `create_acls` one
 a bad one, the others created); `describe_acls` the matching bindings, or
 AclError for an invalid filter; `delete_acls` per filter the bindings it
 deleted, or its error.
+
+The Ray path's credentials (issue 49, docs/security.md) are the registry's
+too: `issue_credential` and `revoke_credential` answer the credential or the
+revoked id, or raise ValueError with the registry's reason.
 """
 
 from __future__ import annotations
@@ -64,3 +68,18 @@ def delete_acls(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
 
 async def delete_acls_async(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
     return await _call_async(controller, "delete_acls", list(filters))  # type: ignore[no-any-return]
+
+
+def issue_credential(controller: Any, principal: str, ttl_s: float) -> str:
+    return _answered(_call(controller, "issue_credential", principal, ttl_s))
+
+
+def revoke_credential(controller: Any, credential: str) -> str:
+    return _answered(_call(controller, "revoke_credential", credential))
+
+
+def _answered(answer: tuple[str, str]) -> str:
+    value, why = answer
+    if why:
+        raise ValueError(why)
+    return value

@@ -16,6 +16,9 @@ it used, and a refresh is skipped when the routing changed since: threads
 wait on one lock, coroutines await the one refresh in flight.
 The sync methods are for plain processes and threads; inside an async Ray
 actor use the `*_async` methods.
+`credential` (issue 49, docs/security.md): the Ray-path credential sent with
+every call to a leader, where the service authorizes Ray callers; a refused
+one raises `CredentialError` (coordinator/credentials.py) at once, never retried.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from uuid import UUID
 
 import ray
 
-from actors.client.coalesce import coalescer_for, process_sender, retire
+from actors.client.coalesce import CallAs, coalescer_for, process_sender, retire
 from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
@@ -88,8 +91,12 @@ class Client:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         backoff: Backoff | None = None,
         coalesce: bool = True,
+        credential: str | None = None,
+        service: bool = False,
     ):
         self.controller = controller
+        # Who the calls are from (actors/client/coalesce.py); `service`: the service's own components.
+        self.call_as = CallAs(credential, service)
         self.timeout_s = timeout_s
         self.backoff = backoff or Backoff()
         self.coalesce = coalesce
@@ -107,7 +114,9 @@ class Client:
     def __reduce__(self) -> tuple[Any, ...]:
         """A client sent to another process (captured by a Ray task) is a new
         client there, with its own routing, locks and coalescers."""
-        return (Client, (self.controller, self.timeout_s, self.backoff, self.coalesce))
+        call_as = self.call_as
+        return (Client, (self.controller, self.timeout_s, self.backoff, self.coalesce, call_as.credential,
+                         call_as.service))
 
     # ------------------------------------------------------------- routing
 
@@ -168,8 +177,8 @@ class Client:
         def attempt(timeout_s: float) -> Any:
             leader = route.take()
             if self.coalesce:
-                return process_sender().call(leader, request, timeout_s)
-            return _answer(loads_response(ray.get(leader.handle_wire.remote(request), timeout=timeout_s)))
+                return process_sender().call(leader, request, timeout_s, self.call_as)
+            return _answer(loads_response(ray.get(self._single(leader, request), timeout=timeout_s)))
 
         def on_retry(last: object) -> None:
             self._refresh_after(route)
@@ -187,8 +196,8 @@ class Client:
             self._refresh_after(route)
             leader = route.take()
         if self.coalesce:
-            return process_sender().submit(leader, request)
-        ref = leader.handle_wire.remote(request)
+            return process_sender().submit(leader, request, self.call_as)
+        ref = self._single(leader, request)
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def resolve(done: concurrent.futures.Future[Any]) -> None:
@@ -220,8 +229,13 @@ class Client:
     async def _attempt_async(self, request: Request, route: _Route) -> Any:
         leader = route.take()
         if self.coalesce:
-            return await coalescer_for(leader, asyncio.get_running_loop()).submit(request)
-        return _answer(loads_response(await leader.handle_wire.remote(request)))
+            return await coalescer_for(leader, asyncio.get_running_loop(), self.call_as).submit(request)
+        return _answer(loads_response(await self._single(leader, request)))
+
+    def _single(self, leader: Any, request: Request) -> Any:
+        """One uncoalesced call of `request` to `leader`: its object ref."""
+        call_as = self.call_as
+        return getattr(leader, call_as.methods[0]).remote(request, *call_as.extra())
 
     def _retry(self, request: Request, timeout_s: float | None) -> Retry:
         what = f"{type(request).__name__} for group {getattr(request, 'group_id', '?')!r}"
@@ -540,6 +554,17 @@ class Client:
         """Kafka's DescribeAcls: the AclBindings the AclFilter matches (AclError: a bad filter)."""
         from actors.client import acls
         return acls.describe_acls(self.controller, acl_filter)
+
+    def issue_credential(self, principal: str, ttl_s: float) -> str:
+        """A Ray-path credential of `principal` valid `ttl_s` seconds (docs/security.md);
+        ValueError with the reason for a malformed principal or ttl."""
+        from actors.client import acls
+        return acls.issue_credential(self.controller, principal, ttl_s)
+
+    def revoke_credential(self, credential: str) -> str:
+        """Revoke a Ray-path credential on every leader (service state): its id."""
+        from actors.client import acls
+        return acls.revoke_credential(self.controller, credential)
 
     def delete_acls(self, filters: Iterable[Any]) -> list[tuple[Errors, str, list[Any]]]:
         """Kafka's DeleteAcls: per AclFilter (error, message, the AclBindings it deleted)."""

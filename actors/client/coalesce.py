@@ -39,6 +39,12 @@ of its leader, on the process's one `Sender` loop. Rules:
   own), the process's sender included. A coalescer goes when its loop is
   closed or a client learns its leader was replaced (`retire`); calls in
   flight finish on the coalescer they started on.
+- Who calls (`CallAs`, issue 49): a client's Ray-path credential travels
+  once per call, beside the batch, so clients of one process with different
+  credentials have different coalescers (one per leader, loop and `CallAs`).
+  The service's own components (the topic registry's store, the gateways,
+  which authorize their Kafka clients themselves) call the leaders'
+  unchecked `serve_*` methods instead (docs/security.md says what that means).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -68,6 +75,26 @@ MAX_IN_FLIGHT = 2
 MAX_BATCH = 1_000
 
 
+@dataclass(frozen=True, slots=True)
+class CallAs:
+    """Who a client's calls are from: `credential` (None: none) is sent with each call;
+    `service` True: a service component's, to the unchecked `serve_*` methods."""
+
+    credential: str | None = None
+    service: bool = False
+
+    @property
+    def methods(self) -> tuple[str, str]:
+        return ("serve_wire", "serve_batch") if self.service else ("handle_wire", "handle_batch")
+
+    def extra(self) -> tuple[str, ...]:
+        """What each call carries after its requests."""
+        return () if self.credential is None else (self.credential,)
+
+
+USER = CallAs()
+
+
 class Coalescer:
     """Batches the requests to one leader made on one event loop (module rules)."""
 
@@ -75,13 +102,15 @@ class Coalescer:
         self,
         leader: Any,
         loop: asyncio.AbstractEventLoop,
-        single: str = "handle_wire",
-        batch: str = "handle_batch",
+        single: str | None = None,
+        batch: str | None = None,
+        call_as: CallAs = USER,
     ):
         self.leader = leader
         self.loop = loop
-        self.single = getattr(leader, single)
-        self._batch = getattr(leader, batch)
+        self.single = getattr(leader, single or call_as.methods[0])
+        self._batch = getattr(leader, batch or call_as.methods[1])
+        self.extra = call_as.extra()
         self._queue: deque[tuple[Request, asyncio.Future[Any]]] = deque()
         # Calls in flight: the loop's, and a caller's own (`Sender.call`), so under a lock.
         self._in_flight = 0
@@ -141,7 +170,7 @@ class Coalescer:
     async def _call_one(self, entry: tuple[Request, asyncio.Future[Any]], place: _Place) -> None:
         request, future = entry
         try:
-            _deliver(future, loads_response(await self.single.remote(request)))
+            _deliver(future, loads_response(await self.single.remote(request, *self.extra)))
         except Exception as exc:
             _fail(future, exc)
         finally:
@@ -155,7 +184,7 @@ class Coalescer:
         for index, future in futures.items():
             future.add_done_callback(partial(self._forget, number, index))
         try:
-            call = self._batch.remote(self.caller, number, [request for request, _ in batch])
+            call = self._batch.remote(self.caller, number, [request for request, _ in batch], *self.extra)
             answers, parked, generation = loads_response(await call)
         except Exception as exc:
             self._close(number, exc)
@@ -235,28 +264,29 @@ class Sender:
         self._thread = threading.Thread(target=self.loop.run_forever, name="raygroups-sender", daemon=True)
         self._thread.start()
 
-    def submit(self, leader: Any, request: Request) -> concurrent.futures.Future[Any]:
+    def submit(self, leader: Any, request: Request, call_as: CallAs = USER) -> concurrent.futures.Future[Any]:
         """`request` to `leader` (an actor handle); its response, or the error, in a future.
         Cancelling the future forgets the request (module rules)."""
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        coalescer = coalescer_for(leader, self.loop)
+        coalescer = coalescer_for(leader, self.loop, call_as)
         self.loop.call_soon_threadsafe(self._submit, coalescer, request, answer)
         return answer
 
-    def call(self, leader: Any, request: Request, timeout_s: float) -> Any:
+    def call(self, leader: Any, request: Request, timeout_s: float, call_as: CallAs = USER) -> Any:
         """`request`'s response (or the error), waited for in the calling thread. A lone
         request, to a leader with nothing waiting or in flight, is the caller's own Ray
         call: no hop through the sender's loop, whose batches it holds back meanwhile."""
-        coalescer = coalescer_for(leader, self.loop)
+        coalescer = coalescer_for(leader, self.loop, call_as)
         if isinstance(request, MAY_PARK) or not coalescer.take_idle_place():
-            answer = self.submit(leader, request)
+            answer = self.submit(leader, request, call_as)
             try:
                 return answer.result(timeout=timeout_s)
             except concurrent.futures.TimeoutError:
                 answer.cancel()  # the attempt is over: nothing of it stays
                 raise
         try:
-            response = loads_response(ray.get(coalescer.single.remote(request), timeout=timeout_s))
+            call = coalescer.single.remote(request, *coalescer.extra)
+            response = loads_response(ray.get(call, timeout=timeout_s))
         finally:
             coalescer.free_place()
         if isinstance(response, BaseException):
@@ -295,10 +325,10 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._coalescers: dict[tuple[Any, asyncio.AbstractEventLoop], Coalescer] = {}
+        self._coalescers: dict[tuple[Any, asyncio.AbstractEventLoop, CallAs], Coalescer] = {}
 
-    def get(self, leader: Any, loop: asyncio.AbstractEventLoop) -> Coalescer:
-        key = (_actor_key(leader), loop)
+    def get(self, leader: Any, loop: asyncio.AbstractEventLoop, call_as: CallAs = USER) -> Coalescer:
+        key = (_actor_key(leader), loop, call_as)
         coalescer = self._coalescers.get(key)
         if coalescer is None:
             with self._lock:
@@ -306,7 +336,7 @@ class _Registry:
                 if coalescer is None:
                     # Rare (a new leader or loop): the time to drop those of closed loops.
                     live = {k: c for k, c in self._coalescers.items() if not k[1].is_closed()}
-                    coalescer = live[key] = Coalescer(leader, loop)
+                    coalescer = live[key] = Coalescer(leader, loop, call_as=call_as)
                     self._coalescers = live
         return coalescer
 
@@ -326,9 +356,9 @@ def _actor_key(leader: Any) -> Any:
 _registry = _Registry()
 
 
-def coalescer_for(leader: Any, loop: asyncio.AbstractEventLoop) -> Coalescer:
-    """The process's coalescer of `leader` (an actor handle) on `loop`."""
-    return _registry.get(leader, loop)
+def coalescer_for(leader: Any, loop: asyncio.AbstractEventLoop, call_as: CallAs = USER) -> Coalescer:
+    """The process's coalescer of `leader` (an actor handle) on `loop`, calling as `call_as`."""
+    return _registry.get(leader, loop, call_as)
 
 
 def retire(leaders: Iterable[Any], keep: Iterable[Any]) -> None:

@@ -8,16 +8,26 @@ more than the question itself.
 
 from __future__ import annotations
 
+import os
+
 import ray
 
 from actors.client.client import Client, controller_handle
 from actors.core.settings import DEFAULT_NAMESPACE
 
+CREDENTIAL_ENV = "RAYGROUPS_CREDENTIAL"
+
 
 def connect(
-    address: str | None = None, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 30.0
+    address: str | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    timeout_s: float = 30.0,
+    credential: str | None = None,
 ) -> Client:
-    """A client for the service running in `namespace` on the Ray cluster."""
+    """A client for the service running in `namespace` on the Ray cluster. `credential`
+    (default: the RAYGROUPS_CREDENTIAL environment variable) is sent with every request,
+    where the service authorizes Ray callers (docs/security.md)."""
     if not ray.is_initialized():
         ray.init(address=address or "auto", namespace=namespace, log_to_driver=False)
-    return Client(controller_handle(namespace), timeout_s=timeout_s)
+    credential = credential or os.environ.get(CREDENTIAL_ENV) or None
+    return Client(controller_handle(namespace), timeout_s=timeout_s, credential=credential)

@@ -73,7 +73,7 @@ class ReplicatedStore:
 
     def _send(self, request: Any) -> Any:
         if self._client is None:
-            self._client = Client(controller_handle(self.namespace), timeout_s=self.timeout_s)
+            self._client = Client(controller_handle(self.namespace), timeout_s=self.timeout_s, service=True)
         return self._client.send(request, partition=SERVICE_STATE_PARTITION)
 
     def read(self, kinds: Iterable[str]) -> tuple[Entries, str]:

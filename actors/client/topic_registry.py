@@ -52,6 +52,11 @@ Rules, as Kafka's admin API:
 - End offsets reach the leaders the same way, for live lag: after a report
   the registry nudges every leader, which reads the samples recorded since
   its cursor (`end_offsets_since`, `actors/client/end_feed.py`).
+- The Ray path's credentials (`actors/client/credential_table.py`): the
+  first load of a store without a secret writes one; `issue_credential`
+  signs, `revoke_credential` records a revocation; the leaders read the
+  secret, the revocations and the ACLs with `ray_auth_if_changed(token)`,
+  nudged after every ACL change or revocation (`topics_changed`).
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ import msgpack
 import ray
 
 from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, entry
+from actors.client.credential_table import REVOKED_KIND, SECRET_KIND, CredentialTable
 from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
@@ -85,7 +91,8 @@ NUDGE_TIMEOUT_S = 10.0
 LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
-KINDS = (TOPIC_KIND, SAMPLE_KIND, ACL_KIND, SETTING_KIND)
+KINDS = (TOPIC_KIND, SAMPLE_KIND, ACL_KIND, SETTING_KIND, SECRET_KIND, REVOKED_KIND)
+RayAuthView = tuple[str, tuple[AclBinding, ...], bytes, frozenset[str]]  # token, ACLs, secret, revoked
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Kafka's Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID: never a topic's id.
 RESERVED_TOPIC_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
@@ -133,6 +140,7 @@ class TopicRegistry:
         self.start: dict[str, dict[int, int]] = {}
         self.history = EndOffsetHistory(limits)
         self.acls = AclTable()  # the ACL bindings (actors/client/acl_table.py)
+        self.credentials = CredentialTable()  # the Ray path's (actors/client/credential_table.py)
         self.settings = SettingsTable(settings)  # settings changed online (actors/client/settings_table.py)
         self.feed = EndOffsetFeed()  # new samples, for the leaders' live lag
         # One nudging thread at a time; changes meanwhile make it nudge once more.
@@ -150,6 +158,10 @@ class TopicRegistry:
         if not entries:
             entries = self._import_legacy_files()
         self._apply_entries(entries)
+        secret = self.credentials.new_secret()
+        if secret is not None:  # the first start: the Ray path's secret, once and for good
+            self._write([secret])
+            self.credentials.load([(secret.kind, secret.name, secret.data or b"")])
         self._loaded = True
         self._changes += 1  # a reload may change the view
 
@@ -157,6 +169,8 @@ class TopicRegistry:
         self.partitions, self.ids, self.start = {}, {}, {}
         self.acls.load(name for kind, name in entries if kind == ACL_KIND)  # corrupt ones: kept apart
         self.settings.load((name, data) for (kind, name), data in entries.items() if kind == SETTING_KIND)
+        self.credentials.load((kind, name, data) for (kind, name), data in entries.items()
+                              if kind in (SECRET_KIND, REVOKED_KIND))
         samples: list[Sample] = []
         for (kind, name), data in entries.items():
             try:
@@ -284,6 +298,7 @@ class TopicRegistry:
         if new:
             self._write([entry(acl) for acl in new])
             self.acls.created(new)
+            self._nudge_soon()
         return results
 
     def describe_acls(self, acl_filter: Any) -> tuple[Errors, str, list[AclBinding]]:
@@ -301,6 +316,7 @@ class TopicRegistry:
             tombstones = [ServiceEntry(ACL_KIND, name, None) for name in corrupt]
             self._write([entry(acl, present=False) for acl in gone] + tombstones)
             self.acls.deleted(gone, corrupt)
+            self._nudge_soon()
         return results
 
     def acls_if_changed(self, token: str | None) -> AclsView | None:
@@ -308,6 +324,42 @@ class TopicRegistry:
         self._ready()
         view = self.acls.view(self.writer)
         return None if view[0] == token else view
+
+    # ------------------------------------------------------------- Ray-path credentials
+
+    def issue_credential(self, principal: str, ttl_s: float) -> tuple[str, str]:
+        """(a credential of `principal` for `ttl_s` seconds, "") (coordinator/credentials.py),
+        or ("", why not): a malformed principal, a ttl out of range."""
+        self._ready()
+        try:
+            return self.credentials.issue(principal, ttl_s, self.clock.now_ms()), ""
+        except ValueError as exc:
+            return "", str(exc)
+
+    def revoke_credential(self, credential: str) -> tuple[str, str]:
+        """Revoke `credential` everywhere (service state; the leaders are nudged):
+        (its id, ""), or ("", why not: not a credential)."""
+        self._ready()
+        try:
+            revocation = self.credentials.revocation(credential)
+        except ValueError as exc:
+            return "", str(exc)
+        self._write([revocation])
+        self.credentials.revoked_now(revocation)
+        self._nudge_soon()
+        return revocation.name, ""
+
+    def ray_auth_if_changed(self, token: str | None) -> RayAuthView | None:
+        """What a leader checks Ray callers with: None when `token` is the current one; else
+        (token, every ACL binding, the secret, the revoked ids). Raises as `acls_if_changed`
+        while an ACL entry is unreadable: no leader takes a view that might allow by mistake."""
+        self._ready()
+        acls_token, acls = self.acls.view(self.writer)
+        current = f"{acls_token}:{self.credentials.changes}"
+        if current == token:
+            return None
+        secret, revoked = self.credentials.view()
+        return current, acls, secret, revoked
 
     # ------------------------------------------------------------- settings (settings_table.py)
 

@@ -184,6 +184,11 @@ class ServiceSettings:
     max_partitions: int = 1024
     # The Kafka listener in each partition leader (`KafkaListenerSettings`).
     kafka_listener: KafkaListenerSettings = field(default_factory=KafkaListenerSettings)
+    # The Ray path's authorizer (actors/partition/ray_guard.py, docs/security.md): every Ray
+    # caller of a partition leader presents a credential (`raygroups credentials`) and its
+    # requests are checked against the ACLs; super users and allow_everyone_if_no_acl_found
+    # are the Kafka listeners' (`kafka_listener`). Off: no credential needed (one local user).
+    ray_credentials: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from actors.client.client import Client
@@ -49,7 +50,7 @@ class AsyncGroupMember(MemberBase):
 
     async def _connected(self) -> Client:
         if self.client is None:
-            self.client = await asyncio.to_thread(connect)
+            self.client = await asyncio.to_thread(partial(connect, credential=self.credential))
         return self.client
 
     # ------------------------------------------------------------ public

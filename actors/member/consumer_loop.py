@@ -81,6 +81,7 @@ from actors.member.api import (
 )
 from actors.member.loop_base import LoopBase
 from coordinator.consumer.watch import MAX_WATCH_MS
+from coordinator.credentials import CredentialError
 from coordinator.errors import Errors
 from coordinator.messages import (
     AssignmentWatchRequest,
@@ -229,6 +230,8 @@ class ConsumerLoop(LoopBase):
             timeout_s = self.config.session_timeout_ms / 1000
             response: ConsumerGroupHeartbeatResponse = yield Send(request, timeout_s)
             return response
+        except CredentialError:  # refused for good (docs/security.md): the member fails, saying why
+            raise
         except Exception as exc:  # the client gave up: coordinator unavailable or unreachable
             logger.warning("%s: ConsumerGroupHeartbeat not answered: %r", self.config.group_id, exc)
             return None

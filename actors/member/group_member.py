@@ -10,7 +10,8 @@ actors and asyncio programs); this module owns the constructor both share
 
 Rules:
 - With no `client`, `start()` connects to the running service
-  (`actors.connect()`); with no `topic_partitions`, partition counts come
+  (`actors.connect(credential=credential)`: the Ray-path credential, if
+  given, docs/security.md); with no `topic_partitions`, partition counts come
   from the service's topic registry.
 - `poll()` (or `wait_for_assignment()`) tells the member the application is
   alive: without one for `max_poll_interval_ms` the member leaves the group.
@@ -116,6 +117,7 @@ class MemberBase(ABC):
         group_remote_assignor: str | None = None,
         subscription_pattern: str | None = None,
         assignment_watch: bool = True,
+        credential: str | None = None,
     ) -> None:
         self.config = MemberConfig(
             group_id=group_id,
@@ -138,6 +140,8 @@ class MemberBase(ABC):
             assignment_watch=assignment_watch,
         )
         self.client = client
+        # Without a client: the Ray-path credential of the one it connects (docs/security.md).
+        self.credential = credential
         self.topic_partitions = topic_partitions
         self.listeners = {"assigned": on_assigned, "revoked": on_revoked, "lost": on_lost}
         self._init_driver()
@@ -255,7 +259,7 @@ class GroupMember(MemberBase):
 
     def _connected(self) -> Client:
         if self.client is None:
-            self.client = connect()
+            self.client = connect(credential=self.credential)
         return self.client
 
     # ------------------------------------------------------------ public

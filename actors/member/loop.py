@@ -61,6 +61,7 @@ from actors.member.loop_base import LoopBase
 from coordinator.assignors.base import RebalanceProtocol
 from coordinator.assignors.leader import perform_assignment, subscription_metadata
 from coordinator.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
+from coordinator.credentials import CredentialError
 from coordinator.errors import Errors
 from coordinator.messages import (
     HeartbeatRequest,
@@ -162,6 +163,8 @@ class MemberLoop(LoopBase):
         """The response, or None when no coordinator answered in time (the caller retries)."""
         try:
             return (yield Send(request, timeout_s))
+        except CredentialError:  # refused for good (docs/security.md): the member fails, saying why
+            raise
         except Exception as exc:  # the client gave up: coordinator unavailable or unreachable
             logger.warning("%s: %s not answered: %r", self.config.group_id, type(request).__name__, exc)
             return None

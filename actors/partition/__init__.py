@@ -11,7 +11,8 @@ follower's appends and truncation (`follower.py`), the push link between
 them (`link.py`), disk-failure handling and recovery (`recovery.py`), log
 maintenance (`maintenance.py`: snapshots and compaction), reading its log
 files for Spark (`export.py`), and the topic registry's view its shard's
-consumer groups assign from (`topics_watch.py`).
+consumer groups assign from (`topics_watch.py`), and the Ray path's
+authorizer (`ray_guard.py`: the callers' credentials and the ACLs).
 
 Rules: protocol decisions are the core's (`coordinator`), replication
 decisions the pure `coordinator.replication`; this package moves requests,

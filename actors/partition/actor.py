@@ -5,7 +5,12 @@ write-path rule, exactly-once answers) and the shard inside it. This shell
 moves requests, time and I/O results in and answers out:
 - requests enter through `handle`, `handle_wire` and `handle_batch` (with
   `collect`, `actors.partition.batches`); the runtime validates each one
-  and answers a bad one to its caller alone;
+  and answers a bad one to its caller alone; with the Ray path's
+  authorizer on (`ServiceSettings.ray_credentials`) each call's credential
+  and each request are checked first (`actors.partition.ray_guard`); the
+  service's own components and the leader's Kafka listener (which
+  authorizes its clients itself) use the unchecked `serve`, `serve_wire`
+  and `serve_batch`;
 - the log's appends, fsyncs, opening and closing run on one I/O thread, in
   order; snapshots and compaction run on a second thread, beside appends;
 - background tasks (the load, and the serving loops: flush, timers, topics,
@@ -56,6 +61,7 @@ them. A part sees the others only through the narrow interface it declares
                                                                       hold_backup, read_held_file,
                                                                       release_backup
   KafkaPlug (kafka_plug)        the Kafka listener                    kafka_listener
+  RayGuard (ray_guard)          the Ray path's credentials and ACLs   - (the request path's check)
   HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_admit,
                                                                       handoff_switch, handoff_abort,
                                                                       set_routing (and retire: the
@@ -63,8 +69,9 @@ them. A part sees the others only through the narrow interface it declares
   PartitionInspection           nothing (reads the others)            probe, info
     (inspection)
   the actor itself              mailboxes; the request path           handle, handle_wire,
-                                                                      handle_batch, collect, ping,
-                                                                      noop, noop_batch
+                                                                      handle_batch, serve,
+                                                                      serve_wire, serve_batch,
+                                                                      collect, ping, noop, noop_batch
 
 Who calls whom: the loader starts the others serving once a load is done
 (`on_loaded`: roles.start_leading, serving.apply_load_view and spawn_loops,
@@ -122,10 +129,12 @@ from actors.partition.kafka_plug import KafkaPlug, ListenerView
 from actors.partition.leader import LeaderReplication
 from actors.partition.loading import LoadStats, PartitionLoader
 from actors.partition.phases import RejoinPhases
+from actors.partition.ray_guard import RayGuard, completing, decisions_for
 from actors.partition.recovery import DiskRecovery
 from actors.partition.roles import ReplicaRoles
 from actors.partition.serving import ServingLoops
 from actors.partition.topics_watch import TopicsWatch
+from coordinator.authz import Decision
 from coordinator.checks import InvalidRequestError
 from coordinator.handoff import owns
 from coordinator.replication import DiskHealth
@@ -171,7 +180,9 @@ class OffsetPartition:
         self.serving = ServingLoops(host, self.roles, loaded)
         self.serving.settings_listeners.append(self._settings_changed)
         # Kafka clients straight to this leader (`actors.partition.kafka_plug`).
-        self.kafka = KafkaPlug(ListenerView(host, self.handle, self.roles.leads, self.serving.topics))
+        self.kafka = KafkaPlug(ListenerView(host, self.serve, self.roles.leads, self.serving.topics))
+        # The Ray path's authorizer (`actors.partition.ray_guard`); off unless ray_credentials.
+        self.guard = RayGuard(settings, self.serving.topics.lookup, host.clock.now_ms)
         self.loader = PartitionLoader(host, loaded, self.roles, self.recovery, self.serving, self.kafka)
         self.roles.attach(self.loader)
         host.wire(on_failure=self.loader.recover, storage_failed=self.recovery.storage_failed)
@@ -256,24 +267,47 @@ class OffsetPartition:
 
     # -------------------------------------------------------------- requests
 
-    async def handle(self, request: Any) -> Any:
-        """One group protocol request; parked requests wait here for their answer.
-        A malformed request raises InvalidRequestError to this caller alone."""
+    async def handle(self, request: Any, credential: Any = None) -> Any:
+        """One group protocol request, from a Ray caller presenting `credential` (checked
+        where the Ray path's authorizer is on, `actors.partition.ray_guard`); parked
+        requests wait here for their answer. A malformed request or a refused credential
+        raises InvalidRequestError (CredentialError) to this caller alone."""
+        if not self.guard.on:
+            return await self.serve(request)
+        (decision,) = await decisions_for(self.guard, credential, [request])
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        now_ms = self.host.clock.now_ms()
+        self._submit_decided(decision, partial(_resolve, future), now_ms, time.perf_counter())
+        self._after_requests()
+        return _raised(await future)
+
+    async def serve(self, request: Any) -> Any:
+        """`handle` unchecked: the service's own callers (module docstring)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._submit(request, partial(_resolve, future), self.host.clock.now_ms(), time.perf_counter())
         self._after_requests()
-        response = await future
-        if isinstance(response, InvalidRequestError):
-            raise response
-        return response
+        return _raised(await future)
 
-    async def handle_wire(self, request: Any) -> bytes:
+    async def handle_wire(self, request: Any, credential: Any = None) -> bytes:
         """`handle` with the response pickled, as the client calls it: Ray
         returns bytes for about 170 us less CPU per call than an object
         (its cloudpickle path), measured on both sides together."""
-        return dumps_response(await self.handle(request))
+        return dumps_response(await self.handle(request, credential))
 
-    async def handle_batch(self, caller: Any, batch: Any, requests: Any) -> bytes:
+    async def serve_wire(self, request: Any) -> bytes:
+        """`serve` with the response pickled (the service's own clients)."""
+        return dumps_response(await self.serve(request))
+
+    async def handle_batch(self, caller: Any, batch: Any, requests: Any, credential: Any = None) -> bytes:
+        """`serve_batch` from a Ray caller presenting `credential`, checked once for the
+        batch and each request against the ACLs where the Ray path's authorizer is on."""
+        if not self.guard.on:
+            return await self.serve_batch(caller, batch, requests)
+        check_batch_call(caller, batch, requests)
+        decisions = await decisions_for(self.guard, credential, requests)
+        return await self._run_batch(caller, batch, requests, decisions, self._submit_decided)
+
+    async def serve_batch(self, caller: Any, batch: Any, requests: Any) -> bytes:
         """Many requests in one Ray call (the client's coalescing, `actors.partition.batches`):
         answers once every request that cannot park is answered, with the pickled
         `(answers, parked, generation)`: `(index, response)` pairs, how many requests stay
@@ -281,11 +315,19 @@ class OffsetPartition:
         batch) then `collect`s, and the generation of the mailbox they wait in (0 when none
         waits). A malformed request's entry is an InvalidRequestError."""
         check_batch_call(caller, batch, requests)
+        return await self._run_batch(caller, batch, requests, requests, self._submit)
+
+    async def _run_batch(
+        self, caller: int, batch: int, requests: list[Any], items: list[Any],
+        submit: Callable[[Any, Callable[[Any], None], int, float], None],
+    ) -> bytes:
+        """`submit` each of `items` (the requests, or the guard's decisions on them), then
+        answer as `serve_batch` says."""
         answers = BatchAnswers(requests)
         # One clock read for the batch: its requests arrived together.
         now_ms, started = self.host.clock.now_ms(), time.perf_counter()
-        for index, request in enumerate(requests):
-            self._submit(request, partial(answers.deliver, index), now_ms, started)
+        for index, item in enumerate(items):
+            submit(item, partial(answers.deliver, index), now_ms, started)
         self._after_requests()
         await answers.wait()
         parked, generation = answers.park_rest(self.mailboxes, caller, batch, len(requests))
@@ -308,6 +350,18 @@ class OffsetPartition:
         host = self.host
         host.deliver(host.runtime.submit(request, _Waiter(request, deliver, started), now_ms))
 
+    def _submit_decided(
+        self, decision: Decision, deliver: Callable[[Any], None], now_ms: int, started: float
+    ) -> None:
+        """A request as the Ray guard decided: answered here when refused, else submitted
+        (what it may do of it) and its answer completed (`coordinator.authz.Decision`)."""
+        if decision.send is None:
+            deliver(decision.answer)
+            return
+        deliver = completing(decision, deliver)
+        host, request = self.host, decision.send  # the guard validated it before reading its fields
+        host.deliver(host.runtime.submit(request, _Waiter(request, deliver, started), now_ms, validated=True))
+
     def _after_requests(self) -> None:
         """Once per call: wake the flush and timer loops as the requests need (`ServingLoops`)."""
         self.serving.after_requests()
@@ -316,8 +370,12 @@ class OffsetPartition:
         self.mailboxes.ttl_s = settings.mailbox_ttl_s
 
     async def topics_changed(self) -> None:
-        """The topic registry's nudge: read the topics now (topics_watch)."""
+        """The topic registry's nudge: read the topics now (topics_watch), and the ACLs of
+        the Ray path (`ray_guard`, with its credentials) and of the Kafka listener: the
+        registry nudges after their changes too."""
         self.serving.topics_changed()
+        self.guard.nudge()
+        self.kafka.acls_changed()
 
     # ---------------------------------------------------- what it tells
 
@@ -489,6 +547,12 @@ class _Waiter:
         self.deliver = deliver
         self.started = started
         self.kind = type(request).__name__
+
+
+def _raised(response: Any) -> Any:
+    if isinstance(response, InvalidRequestError):
+        raise response
+    return response
 
 
 def _resolve(future: asyncio.Future[Any], response: Any) -> None:

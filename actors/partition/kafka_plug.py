@@ -82,6 +82,9 @@ class PartitionListener(Protocol):
     def describe(self) -> dict[str, Any]:
         """At least `host`, `port` and `node_id` (the Kafka broker id it answers as)."""
 
+    def acls_changed(self) -> None:
+        """The ACLs may have changed (the registry's push): read them now."""
+
     async def close(self) -> None: ...
 
 
@@ -180,6 +183,12 @@ class KafkaPlug:
         if described is None or "error" in described:
             return None
         return {**described, "partition": self._host.partition, "leads": self._host.leads()}
+
+    def acls_changed(self) -> None:
+        """Pass the registry's push on; a plugin without `acls_changed` reads at its interval."""
+        changed = getattr(self._listener, "acls_changed", None)
+        if changed is not None:
+            changed()
 
     def describe(self) -> dict[str, Any] | None:
         """The listener's address, or why there is none; None when it is off or not started yet."""

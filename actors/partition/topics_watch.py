@@ -71,7 +71,7 @@ class TopicsWatch:
     async def poll(self) -> bool:
         """Ask the registry; True when it answered a view newer than the last one."""
         try:
-            registry = self._registry or await asyncio.to_thread(self._lookup)
+            registry = self._registry or await asyncio.to_thread(self.lookup)
             # None, or (token, partition counts, topic ids): `TopicRegistry.topics_if_changed`.
             answer: tuple[str, dict[str, int], dict[str, UUID]] | None = await asyncio.wait_for(
                 registry.topics_if_changed.remote(self.token), CALL_TIMEOUT_S
@@ -89,7 +89,7 @@ class TopicsWatch:
         self.counts, self.ids = dict(counts), dict(ids)
         return True
 
-    def _lookup(self) -> Any:
+    def lookup(self) -> Any:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
             raise RuntimeError("no Ray: no topic registry")
         return ray.get_actor(TOPIC_REGISTRY_NAME, namespace=self.namespace)

@@ -104,6 +104,11 @@ class DirectListener:
         logger.info("partition %d: Kafka listener on %s:%d (%s)", self.host.partition, self.bind_host,
                     self.port, self.security.protocol)
 
+    def acls_changed(self) -> None:
+        """The topic registry's push after an ACL change: read them now (`AclWatch.nudge`)."""
+        if self.core.guard is not None:
+            self.core.guard.watch.nudge()
+
     @property
     def node_id(self) -> int:
         return listener_node_id(self.host.partition, self.host.epoch)
@@ -148,7 +153,8 @@ class DirectListener:
     def _make_client(self) -> Client:
         if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
             raise RuntimeError("no Ray: no controller")
-        return Client(controller_handle(self.host.settings.namespace))
+        # A service component: it authorizes its clients itself (docs/security.md).
+        return Client(controller_handle(self.host.settings.namespace), service=True)
 
     async def close(self) -> None:
         if self._server is not None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from actors.client.acl_watch import AclWatch
+from actors.core.acl_watch import AclWatch
 from coordinator.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from gateway.authorize import ANONYMOUS, PrincipalMapper, principal_of, subject_name
 from gateway.security import SecurityConfig

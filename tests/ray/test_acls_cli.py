@@ -38,3 +38,13 @@ def test_add_list_and_remove_with_kafka_acls_options(
     code, _ = run_json(capsys, "--remove", "--force", "--group", "cli-",
                        "--resource-pattern-type", "prefixed")
     assert code == 0 and not [a for a in service.describe_acls(AclFilter()) if a.name.startswith("cli-")]
+
+
+def test_credentials_are_issued_and_revoked(service: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["credentials", "--principal", "User:cli-team", "--ttl", "1h"]) == 0
+    credential = capsys.readouterr().out.strip()
+    assert credential.startswith("rgc1.")
+    assert main(["credentials", "--revoke", credential]) == 0
+    assert capsys.readouterr().out.startswith("revoked credential ")
+    assert main(["credentials", "--principal", "cli-team"]) == 1
+    assert "not of the form Type:name" in capsys.readouterr().err

@@ -14,6 +14,11 @@ Rules (nothing is allowed by mistake):
   service's ACL set when it was read); the poll is logged and tried again.
 - A view the registry cannot give (a corrupt ACL entry: the registry raises)
   is the same: the last view stays, nothing new is allowed.
+- `nudge` polls at once: the registry's push after a change
+  (`TopicRegistry._nudge_soon`), so the interval only bounds a lost push.
+- A partition leader's watch (`actors/partition/ray_guard.py`) asks
+  `METHOD = "ray_auth_if_changed"` instead: the ACLs with the Ray path's
+  secret and revoked credentials.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ CALL_TIMEOUT_S = 5.0
 
 
 class AclWatch:
+    METHOD = "acls_if_changed"  # the registry's method giving (token, acls, ...) or None
+
     def __init__(
         self,
         lookup: Callable[[], Any],
@@ -47,6 +54,7 @@ class AclWatch:
         self._registry: Any = None
         self._task: asyncio.Task[None] | None = None
         self._first = asyncio.Event()
+        self._wake = asyncio.Event()
         self._failures = 0
 
     def start(self) -> None:
@@ -63,16 +71,16 @@ class AclWatch:
                 return None
         return self.authorizer
 
-    def apply(self, view: tuple[str, Iterable[Any]]) -> None:
+    def apply(self, view: tuple[Any, ...]) -> None:
         """A view of the registry (`TopicRegistry.acls_if_changed`) becomes the one in force."""
-        self.token, acls = view
+        self.token, acls = view[0], view[1]
         self.authorizer = Authorizer(acls, self.super_users, self.allow_everyone_if_no_acl_found)
         self._first.set()
 
     async def poll(self) -> None:
         try:
             registry = self._registry or await asyncio.to_thread(self.lookup)
-            view = await asyncio.wait_for(registry.acls_if_changed.remote(self.token), CALL_TIMEOUT_S)
+            view = await asyncio.wait_for(getattr(registry, self.METHOD).remote(self.token), CALL_TIMEOUT_S)
         except Exception as exc:  # down, restarting, slow or refusing: the last view stays
             self._registry = None
             self._failures += 1
@@ -83,10 +91,19 @@ class AclWatch:
         if view is not None:
             self.apply(view)
 
+    def nudge(self) -> None:
+        """Poll now (the registry pushed a change), once the watch runs."""
+        if self._task is not None and not self._task.done():
+            self._wake.set()
+
     async def _run(self) -> None:
         while True:
+            self._wake.clear()
             await self.poll()
-            await asyncio.sleep(self.interval_s)
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            except TimeoutError:
+                pass
 
     def close(self) -> None:
         if self._task is not None:
