@@ -264,6 +264,17 @@ class LagTracker:
             return None
         return [self._row(key, window, now_ms) for key, window in sorted(windows.items(), key=_first_of)]
 
+    def lag_sum(self, group_id: str) -> int | None:
+        """The group's lag in messages over its partitions with a known end; None: no such
+        group, or no end known (the cheap question: no seconds, no health)."""
+        windows = self.committed.get(group_id)
+        total: int | None = None
+        for key, window in (windows or {}).items():
+            samples = self.samples.get((key[1], key[2]))
+            if samples:
+                total = (total or 0) + max(samples[-1][1] - window[-2], 0)
+        return total
+
     def group_lag(self, group_id: str, now_ms: int) -> GroupLag | None:
         rows = self.rows(group_id, now_ms)
         if rows is None:

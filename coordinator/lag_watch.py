@@ -187,9 +187,8 @@ def answer_all(shard: LagWatchHost, error: Errors) -> None:
 
 def _check(shard: LagWatchHost, request: LagWatchRequest) -> LagWatchResponse | None:
     tracker, group_id = shard.lag, request.group_id
-    if request.over_ms is None:  # the sum is kept incrementally: no rows unless answered
-        known = group_id in tracker.committed and _has_end(tracker, group_id)
-        reason = wakes(request, tracker.totals[group_id] if known else None, None)
+    if request.over_ms is None:  # the sum alone: no rows (seconds, health) unless answered
+        reason = wakes(request, tracker.lag_sum(group_id), None)
     else:
         rows = tracker.rows(group_id, shard.now_ms)
         summary = None if rows is None else tracker.summary(group_id, rows)
@@ -207,10 +206,6 @@ def _schedule(shard: LagWatchHost, request: LagWatchRequest, deadline: int) -> N
         if summary is not None and summary.lag and summary.lag_ms is not None:
             due = min(due, shard.now_ms + max(1, request.over_ms - summary.lag_ms + 1))
     shard.timers.schedule(_key(request.group_id, request.watcher_id), due)
-
-
-def _has_end(tracker: LagTracker, group_id: str) -> bool:
-    return any(tracker.end(tp) is not None for tp in tracker.committed[group_id])
 
 
 def _answer(shard: LagWatchHost, group_id: str, reason: str) -> LagWatchResponse:

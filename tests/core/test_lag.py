@@ -59,6 +59,8 @@ def test_incremental_sums_equal_a_recomputation(seed: int) -> None:
         known = [lag_messages(p.committed, ends.get((p.topic, p.partition))) for p in lag.partitions]
         with_end = [k for k in known if k is not None]
         assert lag.lag == (sum(with_end) if with_end else None)
+        assert tracker.lag_sum(group_id) == lag.lag  # the lag watches' cheap sum
+    assert tracker.lag_sum("no-such-group") is None
 
 
 def tracker_with_end(end: int) -> LagTracker:
