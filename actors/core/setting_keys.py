@@ -55,6 +55,7 @@ CHANGES: dict[str, tuple[str, str]] = {
     "auto_repartition_after_s": (ROLLING, _CONTROLLER),
     "max_partitions": (ROLLING, _CONTROLLER),
     "kafka_listener": (ROLLING, "ports and security are bound when a listener starts"),
+    "ray_credentials": (ROLLING, "read by each partition actor at start; Ray clients then need a credential"),
     # read at each use by the controller (`actors.controller.plane.settings_once`)
     "probe_interval_s": (ONLINE, ""),
     "probe_timeout_s": (ONLINE, ""),

@@ -73,7 +73,7 @@ class Handle:
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> TopicRegistry:
     real = TopicRegistry(ServiceSettings(data_dir="/nonexistent"), ManualClock(10_000), store=ShardStore())
-    monkeypatch.setattr(TopicsWatch, "_lookup", lambda self: Handle(real))
+    monkeypatch.setattr(TopicsWatch, "lookup", lambda self: Handle(real))
     return real
 
 

@@ -55,7 +55,7 @@ class FakeRegistry:
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> FakeRegistry:
     registry = FakeRegistry()
-    monkeypatch.setattr(TopicsWatch, "_lookup", lambda self: registry)
+    monkeypatch.setattr(TopicsWatch, "lookup", lambda self: registry)
     return registry
 
 

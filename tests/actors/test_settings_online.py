@@ -165,7 +165,7 @@ def test_a_running_leader_applies_a_change_and_a_new_leader_starts_with_it(
     a new actor on the same log (a failover, a restart) applies it at its first read."""
     store = ShardStore()
     handle = _Handle(registry(tmp_path / "registry", store))
-    monkeypatch.setattr(TopicsWatch, "_lookup", lambda self: handle)
+    monkeypatch.setattr(TopicsWatch, "lookup", lambda self: handle)
     settings = ServiceSettings(data_dir=str(tmp_path), num_partitions=1, topics_refresh_interval_s=0.01)
     join = JoinGroupRequest("g", 6_000, 30_000, "consumer", (("range", b""),), require_known_member_id=False)
 
