@@ -51,6 +51,10 @@ class AuthorizationError(InvalidRequestError):
     def __init__(self, error: Errors, message: str) -> None:
         super().__init__(f"{error.name}: {message}")
         self.error = error
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[AuthorizationError], tuple[Errors, str]]:
+        return AuthorizationError, (self.error, self.message)  # crosses Ray (a pickle) whole
 
 
 Rule = Callable[[Authorizer, str, tuple[Any, ...]], "AuthorizationError | None"]

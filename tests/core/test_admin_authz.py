@@ -86,3 +86,12 @@ def test_an_unknown_method_is_refused_and_every_rule_answers_garbage() -> None:
             refused = refusal(nobody, ALICE, method, args)
             if method not in TOPIC_METHODS:
                 assert refused is not None and refused.error is Errors.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_refusal_crosses_a_process_whole() -> None:
+    import pickle
+
+    refused = refusal(Authorizer(), ALICE, "create_acls", ())
+    again = pickle.loads(pickle.dumps(refused))
+    assert isinstance(again, AuthorizationError) and again.error is Errors.CLUSTER_AUTHORIZATION_FAILED
+    assert str(again) == str(refused)
