@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import ray
-from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_list, _internal_kv_put
+from ray.experimental.internal_kv import _internal_kv_del
 
 from actors.client.acls import issue_service_credential
 from actors.client.client import Client, controller_handle
@@ -30,9 +30,12 @@ from actors.client.credential_file import TTL_S, bootstrap_principal, with_super
 from actors.client.topics import ensure_topic_registry, stop_topic_registry
 from actors.controller.actor import Controller
 from actors.controller.forgotten_logs import recover_forgotten_logs
-from actors.controller.ray_store import KV_NAMESPACE, GcsKvStore
+from actors.controller.ray_store import GcsKvStore
 from actors.controller.state import saved_replication_factor
 from actors.core import node_names
+from actors.core.attached import KV_NAMESPACE, attached_prefix
+from actors.core.attached import attach as attach  # re-exported: gateway.deploy attaches
+from actors.core.attached import attached as attached  # re-exported
 from actors.core.settings import (
     CONTROLLER_NAME,
     DEFAULT_NAMESPACE,
@@ -197,24 +200,6 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
         time.sleep(0.01)
 
 
-def _attached_prefix(namespace: str) -> str:
-    return f"raygroups/{namespace}/attached/"
-
-
-def attach(name: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Stop the named detached actor `name` of `namespace` with the service: `stop()`
-    calls its `stop()` method (bounded), then kills it. Kept in the GCS KV, so it
-    outlives the process that attached it."""
-    _internal_kv_put(_attached_prefix(namespace) + name, b"", overwrite=True, namespace=KV_NAMESPACE)
-
-
-def attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "") -> list[str]:
-    """The names of the actors attached to the service of `namespace`, starting with `prefix`."""
-    base = _attached_prefix(namespace)
-    keys = _internal_kv_list(base + prefix, namespace=KV_NAMESPACE)
-    return sorted(key.decode()[len(base):] for key in keys)
-
-
 def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_s: float = 30.0) -> int:
     """Stop and remove every attached actor whose name starts with `prefix`; how many ran."""
     stopped = []
@@ -230,7 +215,7 @@ def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_
                 pass
             ray.kill(actor, no_restart=True)
             stopped.append(name)
-        _internal_kv_del(_attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
+        _internal_kv_del(attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
     for name in stopped:  # the names free once the actors are gone, so a new start makes new ones
         for _ in range(500):
             try:

@@ -110,6 +110,11 @@ class GatewayActor:
         if self._gateway.security.sasl or self._gateway.security.tls:
             self._gateway.set_brokers(brokers)
 
+    async def acls_changed(self) -> None:
+        """The topic registry's nudge after an ACL change (actors/core/attached.py)."""
+        if self._gateway is not None:
+            self._gateway.acls_changed()
+
     async def stats(self) -> dict[str, int]:
         assert self._gateway is not None, "start() first"
         return self._gateway.stats()

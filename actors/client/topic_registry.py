@@ -56,7 +56,10 @@ Rules, as Kafka's admin API:
   first load of a store without a secret writes one; `issue_credential`
   signs, `revoke_credential` records a revocation; the leaders read the
   secret, the revocations and the ACLs with `ray_auth_if_changed(token)`,
-  nudged after every ACL change or revocation (`topics_changed`).
+  nudged after every ACL change or revocation (`topics_changed`); the
+  gateways attached to the service are nudged too (`acls_changed`,
+  actors/core/attached.py). With `ray_credentials` on, the administrative
+  methods need the caller's credential (actors/client/admin_guard.py).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.client.settings_table import SETTING_KIND, SettingsTable, SettingsView
+from actors.core.attached import nudge_attached
 from actors.core.setting_keys import SettingError
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
 from coordinator.acl import AclBinding
@@ -266,6 +270,8 @@ class TopicRegistry:
     def _nudge(self) -> None:
         while True:
             nudge_leaders(self.namespace)
+            if ray.is_initialized():  # the gateways deployed with the service (actors/core/attached.py)
+                nudge_attached(self.namespace)
             with self._nudge_lock:
                 if not self._nudge_again:
                     self._nudging = False
