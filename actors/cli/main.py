@@ -29,11 +29,12 @@ from typing import Any
 from actors.cli import backup
 from actors.cli.admin import ADMIN_COMMANDS, add_parsers
 from actors.cli.live_lag import service_live_lag
-from actors.cli.tables import print_table, progress
+from actors.cli.tables import one_line, print_table, progress
 from actors.client.connect import CREDENTIAL_ENV
 from actors.client.credential_file import credential_path, read_credential_file
 from actors.core.settings import DEFAULT_NAMESPACE
-from coordinator.credentials import decode
+from coordinator.admin_authz import AuthorizationError
+from coordinator.credentials import CredentialError, decode
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
 PLUGIN_GROUP = "raygroups.commands"
@@ -200,7 +201,11 @@ def run_admin(args: argparse.Namespace) -> int:
 
     with progress("connecting to the raygroups service"):
         client = actors.connect(args.address, namespace=args.namespace)
-    return ADMIN_COMMANDS[args.command](client, args)
+    try:
+        return ADMIN_COMMANDS[args.command](client, args)
+    except (CredentialError, AuthorizationError) as exc:  # refused by the service: changed nothing
+        print(f"Error: {one_line(exc)}", file=sys.stderr)
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ import pytest
 
 import actors
 from actors import Client, GroupMember
+from actors.cli.main import main
 from actors.client.credential_file import read_credential_file
 from actors.core.settings import KafkaListenerSettings
 from coordinator import CoordinatorConfig
@@ -37,6 +38,7 @@ from tests.ray.member_support import FAST, wait_until
 pytestmark = pytest.mark.ray
 NAMESPACE = "raygroups-creds-test"
 TOPIC = "creds-orders"
+SECURED_DIR: list[str] = []  # the secured service's data directory, for its admin.credential
 
 
 def allow(principal: str, resource: ResourceType, name: str, operation: Operation) -> AclBinding:
@@ -47,6 +49,7 @@ def allow(principal: str, resource: ResourceType, name: str, operation: Operatio
 def secured(ray_session: None) -> Iterator[Client]:
     """A second service on the session's cluster, its Ray path authorized; the admin's client."""
     path = tempfile.mkdtemp(prefix="raygroups-creds-")
+    SECURED_DIR[:] = [path]
     listener = KafkaListenerSettings(enabled=False, super_users=("User:admin",))
     fast = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500)
     started = actors.start(path, num_partitions=1, namespace=NAMESPACE, kafka_listener=listener,
@@ -118,8 +121,11 @@ def _let_in(client: Client) -> Errors | None:
     return None if error is Errors.GROUP_AUTHORIZATION_FAILED else error
 
 
-def test_administration_needs_the_super_users_credential(secured: Client) -> None:
+def test_administration_needs_the_super_users_credential(
+    secured: Client, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     admin = secured
+    bootstrap_file = os.path.join(SECURED_DIR[0], "admin.credential")
     team = Client(admin.controller, credential=admin.issue_credential("User:team-x", 600), timeout_s=5)
     nobody = Client(admin.controller, timeout_s=5)
     grant = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, "User:team-x", "*",
@@ -135,6 +141,16 @@ def test_administration_needs_the_super_users_credential(secured: Client) -> Non
         assert refused.value.error is Errors.CLUSTER_AUTHORIZATION_FAILED
     assert admin.describe_acls(AclFilter(principal="User:team-x")) == [], "the refusals changed nothing"
     assert admin.repartition_status()["running"] is False
+
+    # The commands: refused without a credential; with the bootstrap file, done.
+    monkeypatch.delenv("RAYGROUPS_CREDENTIAL", raising=False)
+    grant_cli = ["acls", "--namespace", NAMESPACE, "--add", "--allow-principal", "User:team-x",
+                 "--operation", "Alter", "--cluster"]
+    assert main(grant_cli) == 1
+    assert "no credential" in capsys.readouterr().err
+    assert admin.describe_acls(AclFilter(principal="User:team-x")) == [], "the refused command: nothing"
+    assert main([*grant_cli, "--credential-file", bootstrap_file]) == 0
+    admin.delete_acls([AclFilter(principal="User:team-x")])
 
     assert admin.create_acls([grant]) == [(Errors.NONE, "")]  # the bootstrap credential may
     assert team.issue_credential("User:team-y", 60).startswith("rgc1.")  # and now the team may
