@@ -155,7 +155,7 @@ def start(
         settings = replace(settings, coordinator=coordinator_config)
     if kafka_listener is not None:
         settings = replace(settings, kafka_listener=kafka_listener)
-    if ray_credentials:  # a super user to bootstrap with: User:admin when none is named
+    if ray_credentials or settings.ray_credentials:  # a super user to bootstrap with: User:admin when none
         listener = with_super_user(settings.kafka_listener)
         settings = replace(settings, ray_credentials=True, kafka_listener=listener)
     if max_partitions is not None or auto_repartition:
