@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from actors.client.acl_table import AclTable
+from actors.client.acl_table import AclStoreCorrupt, AclTable
 from actors.client.credential_table import CredentialTable
 from coordinator.acl import Authorizer
 from coordinator.admin_authz import RULES, AuthorizationError, refusal
@@ -69,7 +69,7 @@ class AdminGuard:
         if self._authorizer is None or self._authorizer[0] != changes:
             try:
                 _, acls = self.acls.view("")
-            except Exception as exc:  # an unreadable entry: nothing allowed but to super users
+            except AclStoreCorrupt as exc:  # an unreadable entry: nothing allowed but to super users
                 raise AuthorizationError(Errors.CLUSTER_AUTHORIZATION_FAILED,
                                          f"{principal} refused: the ACLs are unreadable ({exc})") from None
             self._authorizer = changes, Authorizer(acls, self.super_users, self.allow_everyone)
