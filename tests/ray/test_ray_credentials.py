@@ -155,3 +155,17 @@ def test_administration_needs_the_super_users_credential(
     assert admin.create_acls([grant]) == [(Errors.NONE, "")]  # the bootstrap credential may
     assert team.issue_credential("User:team-y", 60).startswith("rgc1.")  # and now the team may
     admin.delete_acls([AclFilter(principal="User:team-x")])
+
+
+def test_a_gateway_without_an_authorizer_is_refused_unless_loopback_only(secured: Client) -> None:
+    """It would forward its Kafka clients over the leaders' unchecked serve_* methods."""
+    from gateway import deploy
+
+    with pytest.raises(Exception, match="without an authorizer.*--loopback-only"):
+        deploy.start_gateways(deploy.GatewaySpec(port=0), NAMESPACE)
+    assert deploy.gateway_actors(NAMESPACE) == [], "nothing left half started"
+    try:
+        addresses = deploy.start_gateways(deploy.GatewaySpec(port=0, loopback_only=True), NAMESPACE)
+        assert addresses and {host for _, host, _ in addresses} == {"127.0.0.1"}
+    finally:
+        deploy.stop_gateways(NAMESPACE)
