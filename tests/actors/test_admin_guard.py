@@ -88,6 +88,7 @@ def test_without_a_super_users_credential_nothing_administrative_is_done(tmp_pat
     assert registry.describe(None) == {}
 
     assert registry.create_acls([cluster_alter], credential=admin) == [(Errors.NONE, "")]
+    assert registry.config_set({"group_max_size": 5}, credential=admin) == ""  # refused above: not as invalid
     another, why = registry.issue_credential("User:team-b", 60, credential=team)  # ALTER on the cluster now
     assert why == "" and another.startswith("rgc1.")
     assert registry.revoke_credential(another, credential=team)[1] == ""
