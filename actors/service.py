@@ -21,16 +21,21 @@ from dataclasses import replace
 from typing import Any
 
 import ray
-from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_list, _internal_kv_put
+from ray.experimental.internal_kv import _internal_kv_del
 
+from actors.client.acls import issue_service_credential
 from actors.client.client import Client, controller_handle
 from actors.client.connect import connect as connect  # re-exported: actors.service.connect
+from actors.client.credential_file import TTL_S, bootstrap_principal, with_super_user, write_credential_file
 from actors.client.topics import ensure_topic_registry, stop_topic_registry
 from actors.controller.actor import Controller
 from actors.controller.forgotten_logs import recover_forgotten_logs
-from actors.controller.ray_store import KV_NAMESPACE, GcsKvStore
+from actors.controller.ray_store import GcsKvStore
 from actors.controller.state import saved_replication_factor
 from actors.core import node_names
+from actors.core.attached import KV_NAMESPACE, attached_prefix
+from actors.core.attached import attach as attach  # re-exported: gateway.deploy attaches
+from actors.core.attached import attached as attached  # re-exported
 from actors.core.settings import (
     CONTROLLER_NAME,
     DEFAULT_NAMESPACE,
@@ -117,7 +122,8 @@ def start(
     `max_partitions`: the most `Client.repartition` may grow the count to;
     `auto_repartition`: grow it by itself when the load asks (docs/capacity.md).
     `ray_credentials`: Ray callers must present a credential and are checked
-    against the ACLs (docs/security.md, The Ray path).
+    against the ACLs (docs/security.md, The Ray path); the client returned
+    holds a super user's credential, also written to `<data_dir>/admin.credential`.
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/controller/forgotten_logs.py`).
@@ -149,8 +155,9 @@ def start(
         settings = replace(settings, coordinator=coordinator_config)
     if kafka_listener is not None:
         settings = replace(settings, kafka_listener=kafka_listener)
-    if ray_credentials:
-        settings = replace(settings, ray_credentials=True)
+    if ray_credentials or settings.ray_credentials:  # a super user to bootstrap with: User:admin when none
+        listener = with_super_user(settings.kafka_listener)
+        settings = replace(settings, ray_credentials=True, kafka_listener=listener)
     if max_partitions is not None or auto_repartition:
         settings = replace(
             settings, auto_repartition=auto_repartition or settings.auto_repartition,
@@ -165,7 +172,13 @@ def start(
     recover_forgotten_logs(settings, live)
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
-    return Client(controller)
+    if not settings.ray_credentials:
+        return Client(controller)
+    # The first super user's credential (actors/client/credential_file.py): the returned
+    # client holds it, and <data_dir>/admin.credential (mode 0600) for the commands.
+    credential = issue_service_credential(controller, bootstrap_principal(settings.kafka_listener), TTL_S)
+    write_credential_file(settings.data_dir, credential)
+    return Client(controller, credential=credential)
 
 
 def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
@@ -187,24 +200,6 @@ def stop(namespace: str = DEFAULT_NAMESPACE) -> None:
         time.sleep(0.01)
 
 
-def _attached_prefix(namespace: str) -> str:
-    return f"raygroups/{namespace}/attached/"
-
-
-def attach(name: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Stop the named detached actor `name` of `namespace` with the service: `stop()`
-    calls its `stop()` method (bounded), then kills it. Kept in the GCS KV, so it
-    outlives the process that attached it."""
-    _internal_kv_put(_attached_prefix(namespace) + name, b"", overwrite=True, namespace=KV_NAMESPACE)
-
-
-def attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "") -> list[str]:
-    """The names of the actors attached to the service of `namespace`, starting with `prefix`."""
-    base = _attached_prefix(namespace)
-    keys = _internal_kv_list(base + prefix, namespace=KV_NAMESPACE)
-    return sorted(key.decode()[len(base):] for key in keys)
-
-
 def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_s: float = 30.0) -> int:
     """Stop and remove every attached actor whose name starts with `prefix`; how many ran."""
     stopped = []
@@ -220,7 +215,7 @@ def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_
                 pass
             ray.kill(actor, no_restart=True)
             stopped.append(name)
-        _internal_kv_del(_attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
+        _internal_kv_del(attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
     for name in stopped:  # the names free once the actors are gone, so a new start makes new ones
         for _ in range(500):
             try:

@@ -89,6 +89,9 @@ def _add_security_options(parser: argparse.ArgumentParser) -> None:
                        help="Kafka's super.users: principals allowed everything (docs/security.md)")
     group.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
                        help="Kafka's allow.everyone.if.no.acl.found (off: a resource without ACLs is denied)")
+    group.add_argument("--loopback-only", action="store_true",
+                       help="without SASL or TLS, serve this host's processes only: needed to run a "
+                            "gateway without an authorizer before a --ray-credentials service")
     group.add_argument("--ssl-principal-mapping-rules", default="DEFAULT", metavar="RULES",
                        help="Kafka's ssl.principal.mapping.rules for TLS client certificates")
 
@@ -105,7 +108,8 @@ def _spec(args: argparse.Namespace, port: int, limits: Limits) -> Any:
 
     return GatewaySpec(port=port, sasl_users_file=args.sasl_plain_users, tls_cert=args.tls_cert,
                        tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, limits=limits,
-                       direct=getattr(args, "direct", True), **_authorizer(args))
+                       direct=getattr(args, "direct", True), loopback_only=args.loopback_only,
+                       **_authorizer(args))
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -189,15 +193,19 @@ def print_listeners(listeners: list[tuple[int, int, str, int]]) -> None:
 def _run_foreground(args: argparse.Namespace, spec: Any) -> int:
     import logging
 
+    import ray
+
     import actors
     from actors.core import loops
-    from gateway.security import check_listen_address
+    from gateway.security import check_listen_address, check_ray_path
     from gateway.server import Gateway
 
     security = spec.security()
     check_listen_address(args.host, security)  # before connecting to anything
     # A service component: it authorizes its Kafka clients itself (docs/security.md, The Ray path).
     client = actors.Client(actors.connect(args.address, namespace=args.namespace).controller, service=True)
+    service = ray.get(client.controller.get_settings.remote())
+    check_ray_path(args.host, security, service.ray_credentials)  # SecurityError: refused, nothing started
     gateway = Gateway(client, security=security, limits=spec.limits, advertised_host=args.advertised_host,
                       direct=spec.direct)
     # The gateway's one line per closed connection goes to stderr.

@@ -34,7 +34,7 @@ from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
 from gateway.connection import Limits
 from gateway.direct.routing import is_listener, listener_partition
-from gateway.security import SecurityConfig, load_plain_users
+from gateway.security import SecurityConfig, check_ray_path, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway
 
 ACTOR_PREFIX = "raygroups-gateway-"
@@ -57,6 +57,7 @@ class GatewaySpec:
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
     ssl_principal_mapping_rules: str = "DEFAULT"
+    loopback_only: bool = False  # allowed without an authorizer before --ray-credentials (security.py)
 
     def security(self) -> SecurityConfig:
         """Read on the node that runs the gateway (see the module docstring)."""
@@ -68,6 +69,7 @@ class GatewaySpec:
             super_users=frozenset(self.super_users),
             allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found,
             ssl_principal_mapping_rules=self.ssl_principal_mapping_rules,
+            loopback_only=self.loopback_only,
         )
 
 
@@ -90,6 +92,8 @@ class GatewayActor:
             security = self._spec.security()
             secured = security.sasl or security.tls
             host = ray.util.get_node_ip_address() if secured else "127.0.0.1"  # type: ignore[no-untyped-call]
+            service = await self._client.controller.get_settings.remote()
+            check_ray_path(host, security, service.ray_credentials)
             gateway = Gateway(
                 self._client, node_id=self._node_id, security=security, limits=self._spec.limits,
                 advertised_host=host, direct=self._spec.direct,
@@ -105,6 +109,11 @@ class GatewayActor:
         assert self._gateway is not None, "start() first"
         if self._gateway.security.sasl or self._gateway.security.tls:
             self._gateway.set_brokers(brokers)
+
+    async def acls_changed(self) -> None:
+        """The topic registry's nudge after an ACL change (actors/core/attached.py)."""
+        if self._gateway is not None:
+            self._gateway.acls_changed()
 
     async def stats(self) -> dict[str, int]:
         assert self._gateway is not None, "start() first"

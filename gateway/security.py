@@ -3,6 +3,10 @@
 Rules:
 - With neither SASL nor TLS the gateway listens on a loopback address only;
   any other address is refused at start (`check_listen_address`).
+- In front of a service that authorizes Ray callers (`ray_credentials`), a
+  gateway without an authorizer is refused at start unless the operator says
+  it is loopback-only (`loopback_only`, `--loopback-only`) and its address is
+  (`check_ray_path`): it forwards over the leaders' unchecked `serve_*`.
 - SASL/PLAIN credentials come from a file of `user:password` lines
   (`--sasl-plain-users FILE`) or from `RAYGROUPS_GATEWAY_SASL_USERS`
   (entries separated by newlines or commas), never from the command line.
@@ -63,6 +67,9 @@ class SecurityConfig:
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
     ssl_principal_mapping_rules: str = "DEFAULT"
+    # The operator's word that this gateway, without an authorizer, serves loopback only
+    # (`--loopback-only`): allowed in front of a service that authorizes Ray callers.
+    loopback_only: bool = False
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -158,6 +165,24 @@ def check_listen_address(host: str, config: SecurityConfig) -> None:
             f"refusing to listen on {host or 'every address'} without authentication or encryption: "
             f"configure SASL/PLAIN (--sasl-plain-users FILE or {USERS_ENV}) or TLS (--tls-cert/--tls-key)"
         )
+
+
+def check_ray_path(host: str, config: SecurityConfig, ray_credentials: bool) -> None:
+    """Refuse a gateway without an authorizer in front of a service that authorizes Ray
+    callers (`ray_credentials`): it forwards over the leaders' unchecked `serve_*`, so its
+    Kafka clients would get in unchecked. Allowed with SASL or TLS (the authorizer on), or
+    when the operator says it is loopback-only (`--loopback-only`) and it is."""
+    if not ray_credentials or config.authorizer_on:
+        return
+    if config.loopback_only and is_loopback(host):
+        return
+    where = f" (--loopback-only, but {host or 'every address'} is not loopback)" * config.loopback_only
+    raise SecurityError(
+        f"refusing to start a gateway without an authorizer{where} in front of a service that authorizes "
+        "Ray callers (--ray-credentials): its Kafka clients would reach the partition leaders unchecked. "
+        f"Configure SASL/PLAIN (--sasl-plain-users FILE or {USERS_ENV}) or TLS (--tls-cert/--tls-key), "
+        "or pass --loopback-only to serve this host's processes only, unauthorized"
+    )
 
 
 @dataclass(frozen=True, slots=True)

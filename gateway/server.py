@@ -67,6 +67,12 @@ class Gateway:
         self._server: asyncio.Server | None = None
         self._registration: asyncio.Task[None] | None = None
 
+    def acls_changed(self) -> None:
+        """The topic registry's push after an ACL change: read them now (`AclWatch.nudge`;
+        on the gateway's loop). Without an authorizer, nothing to read."""
+        if self.core.guard is not None:
+            self.core.guard.watch.nudge()
+
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> tuple[str, int]:
         """Listen on host:port (0: any free port); returns the advertised address."""
         check_listen_address(host, self.security)

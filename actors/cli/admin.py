@@ -194,7 +194,8 @@ def request_election(
 ) -> dict[str, Any]:
     """The controller elects and answers the partition's new leadership; the
     client's routing is refreshed so the next request finds the new leader."""
-    result: dict[str, Any] = ray.get(client.controller.elect_leader.remote(partition, unclean, node))
+    elected = client.controller.elect_leader.remote(partition, unclean, node, credential=client.credential)
+    result: dict[str, Any] = ray.get(elected)
     client.refresh()
     return result
 

@@ -19,6 +19,7 @@ import re
 import sys
 from typing import Any
 
+from actors.cli.tables import one_line
 from actors.client.client import Client
 
 _TTL = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -51,7 +52,7 @@ def cmd_credentials(client: Client, args: argparse.Namespace) -> int:
         else:
             print(client.issue_credential(args.principal, args.ttl))
     except ValueError as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+        print(f"refused: {one_line(exc)}", file=sys.stderr)
         return 1
     return 0
 

@@ -29,8 +29,12 @@ from typing import Any
 from actors.cli import backup
 from actors.cli.admin import ADMIN_COMMANDS, add_parsers
 from actors.cli.live_lag import service_live_lag
-from actors.cli.tables import print_table, progress
+from actors.cli.tables import one_line, print_table, progress
+from actors.client.connect import CREDENTIAL_ENV
+from actors.client.credential_file import credential_path, read_credential_file
 from actors.core.settings import DEFAULT_NAMESPACE
+from coordinator.admin_authz import AuthorizationError
+from coordinator.credentials import CredentialError, decode
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
 PLUGIN_GROUP = "raygroups.commands"
@@ -68,6 +72,11 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
     common.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or the local one)")
     common.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_argument(
+        "--credential-file", metavar="PATH",
+        help="the Ray-path credential to present, read from this file (mode 0600; default: "
+        "RAYGROUPS_CREDENTIAL; `raygroups start --ray-credentials` writes DATA_DIR/admin.credential)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
     start.add_argument(
@@ -161,6 +170,9 @@ def run_start(
             max_partitions=args.max_partitions, auto_repartition=args.auto_repartition,
             ray_credentials=args.ray_credentials, **options,
         )
+    if args.ray_credentials:
+        print(f"super user's credential ({decode(client.credential).principal}): "
+              f"{credential_path(args.data_dir or DEFAULT_DATA_DIR)} (pass it with --credential-file)")
     for started in after_start:
         started(args)
     return ADMIN_COMMANDS["status"](client, args)
@@ -176,17 +188,34 @@ def run_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def present_credential_file(args: argparse.Namespace) -> None:
+    """`--credential-file`: its credential becomes RAYGROUPS_CREDENTIAL for this process, so
+    every command's `connect()` (the plugins' too) presents it; ValueError why not."""
+    path = getattr(args, "credential_file", None)
+    if path:
+        os.environ[CREDENTIAL_ENV] = read_credential_file(path)
+
+
 def run_admin(args: argparse.Namespace) -> int:
     import actors
 
     with progress("connecting to the raygroups service"):
         client = actors.connect(args.address, namespace=args.namespace)
-    return ADMIN_COMMANDS[args.command](client, args)
+    try:
+        return ADMIN_COMMANDS[args.command](client, args)
+    except (CredentialError, AuthorizationError) as exc:  # refused by the service: changed nothing
+        print(f"Error: {one_line(exc)}", file=sys.stderr)
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, cli = build_command_line()
     args = parser.parse_args(argv)
+    try:
+        present_credential_file(args)
+    except ValueError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
     if args.command == "start":
         return run_start(args, cli.after_start, cli.start_options)
     code = cli.runners.get(args.command, run_admin)(args)

@@ -12,6 +12,12 @@ a bad one, the others created); `describe_acls` the matching bindings, or
 AclError for an invalid filter; `delete_acls` per filter the bindings it
 deleted, or its error.
 
+With `ServiceSettings.ray_credentials` on, the sync functions carry the
+caller's credential (`Client`'s) and the registry checks it
+(`actors/client/admin_guard.py`); the async ones are the gateway's, a service
+component that authorized its Kafka client itself: they call the registry's
+unchecked `serve`.
+
 The Ray path's credentials (issue 49, docs/security.md) are the registry's
 too: `issue_credential` and `revoke_credential` answer the credential or the
 revoked id, or raise ValueError with the registry's reason.
@@ -39,20 +45,22 @@ class AclError(ValueError):
         self.detail = detail
 
 
-def create_acls(controller: Any, bindings: Iterable[AclBinding]) -> list[AclResult]:
-    return _call(controller, "create_acls", list(bindings))  # type: ignore[no-any-return]
+def create_acls(
+    controller: Any, bindings: Iterable[AclBinding], credential: str | None = None
+) -> list[AclResult]:
+    return _call(controller, "create_acls", list(bindings), credential=credential)  # type: ignore[no-any-return]
 
 
 async def create_acls_async(controller: Any, bindings: Iterable[AclBinding]) -> list[AclResult]:
-    return await _call_async(controller, "create_acls", list(bindings))  # type: ignore[no-any-return]
+    return await _call_async(controller, "serve", "create_acls", list(bindings))  # type: ignore[no-any-return]
 
 
-def describe_acls(controller: Any, acl_filter: AclFilter) -> list[AclBinding]:
-    return _described(_call(controller, "describe_acls", acl_filter))
+def describe_acls(controller: Any, acl_filter: AclFilter, credential: str | None = None) -> list[AclBinding]:
+    return _described(_call(controller, "describe_acls", acl_filter, credential=credential))
 
 
 async def describe_acls_async(controller: Any, acl_filter: AclFilter) -> tuple[Errors, str, list[AclBinding]]:
-    return await _call_async(controller, "describe_acls", acl_filter)  # type: ignore[no-any-return]
+    return await _call_async(controller, "serve", "describe_acls", acl_filter)  # type: ignore[no-any-return]
 
 
 def _described(answer: tuple[Errors, str, list[AclBinding]]) -> list[AclBinding]:
@@ -62,20 +70,28 @@ def _described(answer: tuple[Errors, str, list[AclBinding]]) -> list[AclBinding]
     return acls
 
 
-def delete_acls(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
-    return _call(controller, "delete_acls", list(filters))  # type: ignore[no-any-return]
+def delete_acls(
+    controller: Any, filters: Iterable[AclFilter], credential: str | None = None
+) -> list[Deleted]:
+    return _call(controller, "delete_acls", list(filters), credential=credential)  # type: ignore[no-any-return]
 
 
 async def delete_acls_async(controller: Any, filters: Iterable[AclFilter]) -> list[Deleted]:
-    return await _call_async(controller, "delete_acls", list(filters))  # type: ignore[no-any-return]
+    return await _call_async(controller, "serve", "delete_acls", list(filters))  # type: ignore[no-any-return]
 
 
-def issue_credential(controller: Any, principal: str, ttl_s: float) -> str:
-    return _answered(_call(controller, "issue_credential", principal, ttl_s))
+def issue_credential(controller: Any, principal: str, ttl_s: float, credential: str | None = None) -> str:
+    """A credential of `principal`, issued for a caller holding `credential`."""
+    return _answered(_call(controller, "issue_credential", principal, ttl_s, credential=credential))
 
 
-def revoke_credential(controller: Any, credential: str) -> str:
-    return _answered(_call(controller, "revoke_credential", credential))
+def issue_service_credential(controller: Any, principal: str, ttl_s: float) -> str:
+    """The service's own issuing (`actors.start`'s bootstrap credential): unchecked."""
+    return _answered(_call(controller, "serve", "issue_credential", principal, ttl_s))
+
+
+def revoke_credential(controller: Any, revoked: str, credential: str | None = None) -> str:
+    return _answered(_call(controller, "revoke_credential", revoked, credential=credential))
 
 
 def _answered(answer: tuple[str, str]) -> str:

@@ -111,6 +111,11 @@ class Client:
         self._refreshing: asyncio.Task[None] | None = None
         self.refresh()
 
+    @property
+    def credential(self) -> str | None:
+        """The Ray-path credential this client's calls carry (None: none)."""
+        return self.call_as.credential
+
     def __reduce__(self) -> tuple[Any, ...]:
         """A client sent to another process (captured by a Ray task) is a new
         client there, with its own routing, locks and coalescers."""
@@ -438,7 +443,8 @@ class Client:
         self.refresh()
         # Out of range: the controller refuses it with its own message.
         expected = self._epochs[partition] if 0 <= partition < self.num_partitions else None
-        epoch = ray.get(self.controller.reassign.remote(partition, node_id, expected))
+        moved = self.controller.reassign.remote(partition, node_id, expected, credential=self.credential)
+        epoch = ray.get(moved)
         self.refresh()
         return epoch  # type: ignore[no-any-return]
 
@@ -447,7 +453,8 @@ class Client:
         service runs (`actors.controller.repartition`); raises RepartitionRefused with the
         reason when it cannot start. With `wait`, returns once it is done (TimeoutError
         after `timeout_s`: it goes on); the routing is refreshed after."""
-        status: dict[str, Any] = ray.get(self.controller.repartition.remote(count))
+        begun = self.controller.repartition.remote(count, credential=self.credential)
+        status: dict[str, Any] = ray.get(begun)
         deadline = time.monotonic() + timeout_s
         while wait and status["running"]:
             if time.monotonic() > deadline:
@@ -470,7 +477,9 @@ class Client:
         keys). `resume`: drive a stopped one again. Raises RollRefused (wrapped by Ray) with
         the reason when it cannot start. With `wait`, returns once it is done or stopped
         (its status says which; TimeoutError after `timeout_s`: it goes on)."""
-        started = self.controller.rolling_restart.remote(runtime_env, settings, resume)
+        started = self.controller.rolling_restart.remote(
+            runtime_env, settings, resume, credential=self.credential
+        )
         status: dict[str, Any] = ray.get(started)
         deadline = time.monotonic() + timeout_s
         while wait and status["running"]:
@@ -489,12 +498,12 @@ class Client:
     def create_topic(self, name: str, partitions: int) -> None:
         """Kafka's CreateTopics; TopicError TOPIC_ALREADY_EXISTS or INVALID_PARTITIONS."""
         from actors.client import topics
-        topics.create_topic(self.controller, name, partitions)
+        topics.create_topic(self.controller, name, partitions, credential=self.credential)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Kafka's CreatePartitions: grow a topic to `total`; subscribed groups rebalance."""
         from actors.client import topics
-        topics.create_partitions(self.controller, name, total)
+        topics.create_partitions(self.controller, name, total, credential=self.credential)
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, int]:
         """Partition count per existing topic (every topic when `names` is None)."""
@@ -518,7 +527,7 @@ class Client:
         """Record end offsets of existing topic partitions (for lag), as a sample of
         their history at the registry's clock or at `at_ms` (a producer's time)."""
         from actors.client import topics
-        topics.set_end_offsets(self.controller, offsets, at_ms)
+        topics.set_end_offsets(self.controller, offsets, at_ms, credential=self.credential)
 
     def end_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
         """End offset per TopicPartition of the topics (0 where never set)."""
@@ -536,7 +545,7 @@ class Client:
     def set_start_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Record log start offsets (Kafka's earliest offset; 0 where never set)."""
         from actors.client import topics
-        topics.set_start_offsets(self.controller, offsets)
+        topics.set_start_offsets(self.controller, offsets, credential=self.credential)
 
     def start_offsets(self, names: Iterable[str] | None = None) -> dict[Any, int]:
         """Log start offset per TopicPartition of the topics (0 where never set)."""
@@ -548,28 +557,28 @@ class Client:
     def create_acls(self, bindings: Iterable[Any]) -> list[tuple[Errors, str]]:
         """Kafka's CreateAcls: per AclBinding (error, message); INVALID_REQUEST for a bad one."""
         from actors.client import acls
-        return acls.create_acls(self.controller, bindings)
+        return acls.create_acls(self.controller, bindings, credential=self.credential)
 
     def describe_acls(self, acl_filter: Any) -> list[Any]:
         """Kafka's DescribeAcls: the AclBindings the AclFilter matches (AclError: a bad filter)."""
         from actors.client import acls
-        return acls.describe_acls(self.controller, acl_filter)
+        return acls.describe_acls(self.controller, acl_filter, credential=self.credential)
 
     def issue_credential(self, principal: str, ttl_s: float) -> str:
         """A Ray-path credential of `principal` valid `ttl_s` seconds (docs/security.md);
         ValueError with the reason for a malformed principal or ttl."""
         from actors.client import acls
-        return acls.issue_credential(self.controller, principal, ttl_s)
+        return acls.issue_credential(self.controller, principal, ttl_s, credential=self.credential)
 
     def revoke_credential(self, credential: str) -> str:
         """Revoke a Ray-path credential on every leader (service state): its id."""
         from actors.client import acls
-        return acls.revoke_credential(self.controller, credential)
+        return acls.revoke_credential(self.controller, credential, credential=self.credential)
 
     def delete_acls(self, filters: Iterable[Any]) -> list[tuple[Errors, str, list[Any]]]:
         """Kafka's DeleteAcls: per AclFilter (error, message, the AclBindings it deleted)."""
         from actors.client import acls
-        return acls.delete_acls(self.controller, filters)
+        return acls.delete_acls(self.controller, filters, credential=self.credential)
 
     # ------------------------------------------------- settings (actors.client.settings_table)
 
@@ -578,7 +587,7 @@ class Client:
         ("online", "rolling" or "fixed") and why. SettingError for an unknown key."""
         from actors.client.topics import _call
         from actors.core.setting_keys import SettingError
-        answer = _call(self.controller, "config_get", list(keys))
+        answer = _call(self.controller, "config_get", list(keys), credential=self.credential)
         if isinstance(answer, str):
             raise SettingError(answer)
         return answer  # type: ignore[no-any-return]
@@ -588,7 +597,7 @@ class Client:
         that is unknown, not changeable online or out of range: SettingError with the reason."""
         from actors.client.topics import _call
         from actors.core.setting_keys import SettingError
-        why = _call(self.controller, "config_set", {**(values or {}), **kwargs})
+        why = _call(self.controller, "config_set", {**(values or {}), **kwargs}, credential=self.credential)
         if why:
             raise SettingError(why)
 

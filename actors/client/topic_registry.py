@@ -56,7 +56,10 @@ Rules, as Kafka's admin API:
   first load of a store without a secret writes one; `issue_credential`
   signs, `revoke_credential` records a revocation; the leaders read the
   secret, the revocations and the ACLs with `ray_auth_if_changed(token)`,
-  nudged after every ACL change or revocation (`topics_changed`).
+  nudged after every ACL change or revocation (`topics_changed`); the
+  gateways attached to the service are nudged too (`acls_changed`,
+  actors/core/attached.py). With `ray_credentials` on, the administrative
+  methods need the caller's credential (actors/client/admin_guard.py).
 """
 
 from __future__ import annotations
@@ -74,11 +77,13 @@ import msgpack
 import ray
 
 from actors.client.acl_table import ACL_KIND, AclResult, AclsView, AclTable, entry
+from actors.client.admin_guard import AdminGuard, guarded
 from actors.client.credential_table import REVOKED_KIND, SECRET_KIND, CredentialTable
 from actors.client.end_feed import EndOffsetFeed, FeedAnswer
 from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, read_legacy_file
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.client.settings_table import SETTING_KIND, SettingsTable, SettingsView
+from actors.core.attached import nudge_attached
 from actors.core.setting_keys import SettingError
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
 from coordinator.acl import AclBinding
@@ -143,6 +148,7 @@ class TopicRegistry:
         self.credentials = CredentialTable()  # the Ray path's (actors/client/credential_table.py)
         self.settings = SettingsTable(settings)  # settings changed online (actors/client/settings_table.py)
         self.feed = EndOffsetFeed()  # new samples, for the leaders' live lag
+        self.guard = AdminGuard(settings, self.acls, self.credentials, self.clock)  # admin_guard.py
         # One nudging thread at a time; changes meanwhile make it nudge once more.
         self._nudge_lock = threading.Lock()
         self._nudging = self._nudge_again = False
@@ -221,6 +227,7 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- topics
 
+    @guarded
     def create_topic(self, name: str, partitions: int) -> Errors:
         self._ready()
         if not valid_topic_name(name):
@@ -235,6 +242,7 @@ class TopicRegistry:
         self._changed()
         return Errors.NONE
 
+    @guarded
     def create_partitions(self, name: str, total: int) -> Errors:
         """Kafka's CreatePartitions: grow `name` to `total` partitions."""
         self._ready()
@@ -262,6 +270,8 @@ class TopicRegistry:
     def _nudge(self) -> None:
         while True:
             nudge_leaders(self.namespace)
+            if ray.is_initialized():  # the gateways deployed with the service (actors/core/attached.py)
+                nudge_attached(self.namespace)
             with self._nudge_lock:
                 if not self._nudge_again:
                     self._nudging = False
@@ -291,6 +301,7 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- ACLs (acl_table.py)
 
+    @guarded
     def create_acls(self, creations: list[Any]) -> list[AclResult]:
         """Kafka's CreateAcls: per binding (an AclBinding or its seven fields) its result."""
         self._ready()
@@ -301,11 +312,13 @@ class TopicRegistry:
             self._nudge_soon()
         return results
 
+    @guarded
     def describe_acls(self, acl_filter: Any) -> tuple[Errors, str, list[AclBinding]]:
         """Kafka's DescribeAcls: the bindings `acl_filter` matches."""
         self._ready()
         return self.acls.describe(acl_filter)
 
+    @guarded
     def delete_acls(self, filters: list[Any]) -> list[tuple[Errors, str, list[AclBinding]]]:
         """Kafka's DeleteAcls: per filter its result and the bindings it deleted."""
         self._ready()
@@ -327,6 +340,7 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- Ray-path credentials
 
+    @guarded
     def issue_credential(self, principal: str, ttl_s: float) -> tuple[str, str]:
         """(a credential of `principal` for `ttl_s` seconds, "") (coordinator/credentials.py),
         or ("", why not): a malformed principal, a ttl out of range."""
@@ -336,6 +350,7 @@ class TopicRegistry:
         except ValueError as exc:
             return "", str(exc)
 
+    @guarded
     def revoke_credential(self, credential: str) -> tuple[str, str]:
         """Revoke `credential` everywhere (service state; the leaders are nudged):
         (its id, ""), or ("", why not: not a credential)."""
@@ -348,6 +363,18 @@ class TopicRegistry:
         self.credentials.revoked_now(revocation)
         self._nudge_soon()
         return revocation.name, ""
+
+    def authorize_admin(self, method: str, args: tuple[Any, ...], credential: str | None) -> None:
+        """Raise CredentialError or AuthorizationError unless `credential` may call `method`
+        (the controller's administrative methods ask here; admin_guard.py)."""
+        self._ready()
+        self.guard.check(method, tuple(args), credential)
+
+    def serve(self, method: str, *args: Any) -> Any:
+        """An administrative `method` called by a service component that authorized its own
+        caller (a gateway's Kafka client), unchecked as the leaders' `serve_*`
+        (docs/security.md, The Ray path)."""
+        return self.guard.unchecked(self, method)(*args)
 
     def ray_auth_if_changed(self, token: str | None) -> RayAuthView | None:
         """What a leader checks Ray callers with: None when `token` is the current one; else
@@ -363,6 +390,7 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- settings (settings_table.py)
 
+    @guarded
     def config_get(self, keys: list[str] | None) -> list[dict[str, Any]] | str:
         """Per key (every one when none): its value in force, its start value, how it changes;
         or why not (an unknown key)."""
@@ -372,6 +400,7 @@ class TopicRegistry:
         except SettingError as exc:
             return str(exc)
 
+    @guarded
     def config_set(self, values: dict[str, Any]) -> str:
         """Make `values` ({key: value}) the settings in force: all or none; "" or why not."""
         self._ready()
@@ -392,6 +421,7 @@ class TopicRegistry:
 
     # ------------------------------------------------------------- offsets
 
+    @guarded
     def set_end_offsets(self, offsets: dict[tuple[str, int], int], at_ms: int | None = None) -> Refusal:
         """Record end offsets (all or nothing) as one sample each, at `at_ms` or now."""
         self._ready()
@@ -424,6 +454,7 @@ class TopicRegistry:
         last = self.history.latest(topic, partition)
         return max(self.clock.now_ms(), last[0] if last else 0)
 
+    @guarded
     def set_start_offsets(self, offsets: dict[tuple[str, int], int]) -> Refusal:
         """Record log start offsets (all or nothing): what --to-earliest resets to."""
         self._ready()

@@ -111,13 +111,15 @@ def _retry(method: str) -> Retry:
     return Retry(CALL_TIMEOUT_S, BACKOFF, f"topic registry {method}")
 
 
-def _call(controller: Any, method: str, *args: Any) -> Any:
-    """One registry call, retried with backoff while Ray restarts the registry."""
+def _call(controller: Any, method: str, *args: Any, credential: str | None = None) -> Any:
+    """One registry call, retried with backoff while Ray restarts the registry; `credential`
+    (an administrative method's, actors/client/admin_guard.py) is sent when given."""
+    kwargs = {} if credential is None else {"credential": credential}
 
     def attempt(timeout_s: float) -> Any:
         registry = registry_for(controller)
         with _forget_if_dead(controller, registry):
-            return ray.get(getattr(registry, method).remote(*args), timeout=timeout_s)
+            return ray.get(getattr(registry, method).remote(*args, **kwargs), timeout=timeout_s)
 
     return call_with_retry(attempt, _retry(method))
 
@@ -148,13 +150,13 @@ def _check(error: Errors, topic: str, detail: str = "") -> None:
         raise TopicError(error, topic, detail)
 
 
-def create_topic(controller: Any, name: str, partitions: int) -> None:
+def create_topic(controller: Any, name: str, partitions: int, credential: str | None = None) -> None:
     check_topic_name(name)
-    _check(_call(controller, "create_topic", name, partitions), name)
+    _check(_call(controller, "create_topic", name, partitions, credential=credential), name)
 
 
-def create_partitions(controller: Any, name: str, total: int) -> None:
-    _check(_call(controller, "create_partitions", name, total), name)
+def create_partitions(controller: Any, name: str, total: int, credential: str | None = None) -> None:
+    _check(_call(controller, "create_partitions", name, total, credential=credential), name)
 
 
 def _names(names: Iterable[str] | None) -> list[str] | None:
@@ -178,17 +180,20 @@ async def topic_ids_async(controller: Any, names: Iterable[str] | None = None) -
 
 
 def set_end_offsets(
-    controller: Any, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None
+    controller: Any, offsets: Mapping[tuple[str, int], int], at_ms: int | None = None,
+    credential: str | None = None,
 ) -> None:
     """Report end offsets; TopicError UNKNOWN_TOPIC_OR_PARTITION or INVALID_REQUEST (with why)."""
     plain = {(t, p): o for (t, p), o in offsets.items()}
-    _check(*_call(controller, "set_end_offsets", plain, at_ms))
+    _check(*_call(controller, "set_end_offsets", plain, at_ms, credential=credential))
 
 
-def set_start_offsets(controller: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+def set_start_offsets(
+    controller: Any, offsets: Mapping[tuple[str, int], int], credential: str | None = None
+) -> None:
     """Report log start offsets (Kafka's earliest), each at most the partition's end."""
     plain = {(t, p): o for (t, p), o in offsets.items()}
-    _check(*_call(controller, "set_start_offsets", plain))
+    _check(*_call(controller, "set_start_offsets", plain, credential=credential))
 
 
 def end_offsets(controller: Any, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:

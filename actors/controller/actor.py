@@ -29,7 +29,7 @@ from actors.controller.ray_cluster import RayCluster
 from actors.controller.ray_store import GcsKvStore
 from actors.controller.replicas import ReplicatedPlane
 from actors.core.metrics import ControllerMetrics
-from actors.core.settings import ServiceSettings
+from actors.core.settings import TOPIC_REGISTRY_NAME, ServiceSettings
 
 
 class Controller:
@@ -90,14 +90,27 @@ class Controller:
         await self._ready()
         self.plane.kafka.unregister(node_id, host, port)
 
+    async def _authorize(self, method: str, credential: str | None) -> None:
+        """With `ray_credentials` on, an administrative call needs a credential the topic
+        registry accepts for it (ALTER on the CLUSTER, actors/client/admin_guard.py); it
+        raises CredentialError or AuthorizationError before anything is changed."""
+        if not self.settings.ray_credentials:
+            return
+        registry = await self.plane.cluster.find(TOPIC_REGISTRY_NAME)
+        if registry is None:
+            raise RuntimeError("no topic registry to authorize the call: try again")
+        await registry.authorize_admin.remote(method, (), credential)
+
     async def reassign(
-        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None
+        self, partition: int, node_id: str | None = None, expected_epoch: int | None = None,
+        credential: str | None = None,
     ) -> int:
         """Move a partition's leadership (unload the old leader, load a new one) if its
         leader is still at `expected_epoch` (None: whatever the current one is); returns
         the epoch after. Ray retries this call on a restarted controller: a caller that
         names the epoch it saw gets one move, not two."""
         await self._ready()
+        await self._authorize("reassign", credential)
         return await self.plane.reassign(partition, node_id, expected_epoch)
 
     async def alter_isr(self, partition: int, change: Any) -> tuple[int, list[str], int, int]:
@@ -106,11 +119,12 @@ class Controller:
         return await self._replicated().alter_isr(partition, change)
 
     async def elect_leader(
-        self, partition: int, unclean: bool = False, node: str | None = None
+        self, partition: int, unclean: bool = False, node: str | None = None, credential: str | None = None
     ) -> dict[str, Any]:
         """An operator's leader election; `unclean` may elect a replica outside the ISR
         (`node`: that one)."""
         await self._ready()
+        await self._authorize("elect_leader", credential)
         return await self._replicated().elect_leader(partition, unclean, node)
 
     def _replicated(self) -> ReplicatedPlane:
@@ -118,11 +132,12 @@ class Controller:
             raise ValueError("the service runs with replication_factor 1: no elections, no rolling restart")
         return self.plane
 
-    async def repartition(self, count: int) -> dict[str, Any]:
+    async def repartition(self, count: int, credential: str | None = None) -> dict[str, Any]:
         """Begin changing the offsets partition count to `count` online (a multiple of
         today's); returns the plan at once, or raises RepartitionRefused saying why not
         (`actors.controller.repartition`). `repartition_status` follows it."""
         await self._ready()
+        await self._authorize("repartition", credential)
         return await self.plane.repartition_to(count)
 
     async def repartition_status(self) -> dict[str, Any]:
@@ -131,12 +146,13 @@ class Controller:
 
     async def rolling_restart(
         self, runtime_env: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
-        resume: bool = False,
+        resume: bool = False, credential: str | None = None,
     ) -> dict[str, Any]:
         """Begin a rolling restart (new replicas get `runtime_env` and every actor the
         `settings`), or with `resume` drive a stopped one again; returns its status at once,
         or raises RollRefused saying why not (`actors.controller.rolling`)."""
         await self._ready()
+        await self._authorize("rolling_restart", credential)
         rolling = self._replicated().rolling
         if resume:
             return await rolling.resume_stopped()

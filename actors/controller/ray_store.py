@@ -41,9 +41,9 @@ from typing import Any
 
 from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
 
-logger = logging.getLogger(__name__)
+from actors.core.attached import KV_NAMESPACE as KV_NAMESPACE  # the service's GCS KV namespace
 
-KV_NAMESPACE = "raygroups"
+logger = logging.getLogger(__name__)
 LEGACY_METADATA_FILE = "controller.json"
 
 

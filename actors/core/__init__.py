@@ -8,7 +8,7 @@ registered when `actors` is imported), the named detached singleton actors
 (`node_names.py`), and the metrics of partitions and the controller
 (`metrics.py`, through `ray.util.metrics`), and the watches of the topic
 registry's ACLs and settings every authorizer and leader holds (`acl_watch.py`,
-`settings_watch.py`).
+`settings_watch.py`), and the actors attached to the service (`attached.py`).
 
 Rules: no actor lives here and nothing here decides protocol behaviour.
 Imports: `coordinator`, `log`, Ray; no other subpackage of `actors`.

@@ -15,7 +15,9 @@ Rules (nothing is allowed by mistake):
 - A view the registry cannot give (a corrupt ACL entry: the registry raises)
   is the same: the last view stays, nothing new is allowed.
 - `nudge` polls at once: the registry's push after a change
-  (`TopicRegistry._nudge_soon`), so the interval only bounds a lost push.
+  (`TopicRegistry._nudge_soon`: the leaders' `topics_changed`, the attached
+  gateways' `acls_changed`, actors/core/attached.py), so the interval only
+  bounds a lost push; a foreground `raygroups gateway` has only the poll.
 - A partition leader's watch (`actors/partition/ray_guard.py`) asks
   `METHOD = "ray_auth_if_changed"` instead: the ACLs with the Ray path's
   secret and revoked credentials.

@@ -1,10 +1,13 @@
 """The Ray path's authorizer on a running service (issue 49, docs/security.md): a caller
 without a credential or with a forged one is refused alone, with the reason; one with a
 valid credential and the right ACLs works, without Read on a group it gets
-GROUP_AUTHORIZATION_FAILED; an ACL change applies to its next requests."""
+GROUP_AUTHORIZATION_FAILED; an ACL change applies to its next requests. Administering
+(ACLs, credentials, repartition) needs the bootstrap super user's credential, or ALTER on
+the cluster; refused, it changes nothing."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,9 +16,20 @@ import pytest
 
 import actors
 from actors import Client, GroupMember
+from actors.cli.main import main
+from actors.client.credential_file import read_credential_file
 from actors.core.settings import KafkaListenerSettings
 from coordinator import CoordinatorConfig
-from coordinator.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from coordinator.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from coordinator.admin_authz import AuthorizationError
 from coordinator.credentials import CredentialError, issue
 from coordinator.errors import Errors
 
@@ -24,6 +38,7 @@ from tests.ray.member_support import FAST, wait_until
 pytestmark = pytest.mark.ray
 NAMESPACE = "raygroups-creds-test"
 TOPIC = "creds-orders"
+SECURED_DIR: list[str] = []  # the secured service's data directory, for its admin.credential
 
 
 def allow(principal: str, resource: ResourceType, name: str, operation: Operation) -> AclBinding:
@@ -34,13 +49,16 @@ def allow(principal: str, resource: ResourceType, name: str, operation: Operatio
 def secured(ray_session: None) -> Iterator[Client]:
     """A second service on the session's cluster, its Ray path authorized; the admin's client."""
     path = tempfile.mkdtemp(prefix="raygroups-creds-")
+    SECURED_DIR[:] = [path]
     listener = KafkaListenerSettings(enabled=False, super_users=("User:admin",))
     fast = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500)
     started = actors.start(path, num_partitions=1, namespace=NAMESPACE, kafka_listener=listener,
                            ray_credentials=True, coordinator_config=fast)
     try:
-        admin = Client(started.controller, credential=started.issue_credential("User:admin", 600))
-        yield admin
+        # The first super user's credential, as `raygroups start --ray-credentials` leaves it.
+        bootstrap = read_credential_file(os.path.join(path, "admin.credential"))
+        assert bootstrap == started.credential
+        yield Client(started.controller, credential=bootstrap)
     finally:
         actors.stop(NAMESPACE)
         shutil.rmtree(path, ignore_errors=True)
@@ -101,3 +119,53 @@ def _refused(client: Client) -> bool:
 def _let_in(client: Client) -> Errors | None:
     error = client.heartbeat("creds-no", 1, "m").error
     return None if error is Errors.GROUP_AUTHORIZATION_FAILED else error
+
+
+def test_administration_needs_the_super_users_credential(
+    secured: Client, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = secured
+    bootstrap_file = os.path.join(SECURED_DIR[0], "admin.credential")
+    team = Client(admin.controller, credential=admin.issue_credential("User:team-x", 600), timeout_s=5)
+    nobody = Client(admin.controller, timeout_s=5)
+    grant = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, "User:team-x", "*",
+                       Operation.ALTER, Permission.ALLOW)
+    with pytest.raises(CredentialError, match="no credential"):
+        nobody.create_acls([grant])
+    with pytest.raises(CredentialError, match="no credential"):
+        nobody.issue_credential("User:admin", 60)
+    for refused_call in (lambda: team.create_acls([grant]), lambda: team.issue_credential("User:admin", 60),
+                         lambda: team.repartition(2, wait=False)):
+        with pytest.raises(AuthorizationError) as refused:
+            refused_call()
+        assert refused.value.error is Errors.CLUSTER_AUTHORIZATION_FAILED
+    assert admin.describe_acls(AclFilter(principal="User:team-x")) == [], "the refusals changed nothing"
+    assert admin.repartition_status()["running"] is False
+
+    # The commands: refused without a credential; with the bootstrap file, done.
+    monkeypatch.delenv("RAYGROUPS_CREDENTIAL", raising=False)
+    grant_cli = ["acls", "--namespace", NAMESPACE, "--add", "--allow-principal", "User:team-x",
+                 "--operation", "Alter", "--cluster"]
+    assert main(grant_cli) == 1
+    assert "no credential" in capsys.readouterr().err
+    assert admin.describe_acls(AclFilter(principal="User:team-x")) == [], "the refused command: nothing"
+    assert main([*grant_cli, "--credential-file", bootstrap_file]) == 0
+    admin.delete_acls([AclFilter(principal="User:team-x")])
+
+    assert admin.create_acls([grant]) == [(Errors.NONE, "")]  # the bootstrap credential may
+    assert team.issue_credential("User:team-y", 60).startswith("rgc1.")  # and now the team may
+    admin.delete_acls([AclFilter(principal="User:team-x")])
+
+
+def test_a_gateway_without_an_authorizer_is_refused_unless_loopback_only(secured: Client) -> None:
+    """It would forward its Kafka clients over the leaders' unchecked serve_* methods."""
+    from gateway import deploy
+
+    with pytest.raises(Exception, match="without an authorizer.*--loopback-only"):
+        deploy.start_gateways(deploy.GatewaySpec(port=0), NAMESPACE)
+    assert deploy.gateway_actors(NAMESPACE) == [], "nothing left half started"
+    try:
+        addresses = deploy.start_gateways(deploy.GatewaySpec(port=0, loopback_only=True), NAMESPACE)
+        assert addresses and {host for _, host, _ in addresses} == {"127.0.0.1"}
+    finally:
+        deploy.stop_gateways(NAMESPACE)
