@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from coordinator.acl import principal_error
 from coordinator.checks import InvalidRequestError
 
+# The service state entry holding the secret credentials are signed with (kept in
+# offsets partition 0's log); readers of the log outside the service never see its
+# data (spark_bridge/rows.py).
+SECRET_KIND = "ray-secret"
+
 PREFIX = "rgc1"
 SECRET_BYTES_MIN = 16
 CREDENTIAL_CHARS_MAX = 4096  # far above any real one; bounds the work a caller can ask for

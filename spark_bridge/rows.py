@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from coordinator.credentials import SECRET_KIND
 from coordinator.records import (
     NO_LEADER_EPOCH,
     NO_TIMESTAMP,
@@ -149,7 +150,8 @@ def record_to_row(partition: int, offset: int, batch_timestamp_ms: int, record: 
         return _consumer_group_row(partition, offset, batch_timestamp_ms, record_type, key, value)
     if type(key) is ServiceStateKey:
         head = (partition, offset, batch_timestamp_ms, SERVICE_STATE, None, None, None)
-        state = (key.kind, None if value is None else value.data)
+        # The Ray path's signing secret stays out of analytics (its data is never read).
+        state = (key.kind, None if value is None or key.kind == SECRET_KIND else value.data)
         return head + _NO_COMMIT_FIELDS + _NO_GROUP_FIELDS + (value is None,) + _NO_CONSUMER_FIELDS + state
     raise TypeError(f"not a record key: {key!r}")
 

@@ -22,11 +22,10 @@ import logging
 import secrets
 from collections.abc import Iterable
 
-from coordinator.credentials import CredentialError, decode, issue
+from coordinator.credentials import SECRET_KIND, CredentialError, decode, issue
 from coordinator.service_state import ServiceEntry
 
 logger = logging.getLogger(__name__)
-SECRET_KIND = "ray-secret"  # name: ""; data: the secret
 REVOKED_KIND = "revoked-credential"  # name: the credential's id; data: its expiry (ms) in ASCII
 SECRET_BYTES = 32
 TTL_S_MAX = 10 * 365 * 86400

@@ -8,6 +8,7 @@ import pytest
 
 from coordinator.consumer import ConsumerGroupMember
 from coordinator.consumer import records as helpers
+from coordinator.credentials import SECRET_KIND
 from coordinator.records import (
     CONSUMER_GROUP_KEY_TYPES,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -199,6 +200,12 @@ def test_service_state_rows_carry_their_kind_and_data() -> None:
     assert (row_dict(gone)["state_kind"], row_dict(gone)["state_data"], row_dict(gone)["tombstone"]) == (
         "topic", None, True,
     )
+
+
+def test_the_ray_path_secret_never_reaches_a_row() -> None:
+    secret = record_to_row(0, 5, T0, Record(ServiceStateKey(SECRET_KIND, ""), ServiceStateValue(b"k" * 32)))
+
+    assert (row_dict(secret)["state_kind"], row_dict(secret)["state_data"]) == (SECRET_KIND, None)
 
 
 def test_every_consumer_group_record_type_has_a_distinct_row_kind() -> None:
