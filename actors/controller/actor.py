@@ -142,6 +142,12 @@ class Controller:
             return await rolling.resume_stopped()
         return await rolling.start(runtime_env, dict(settings or {}))
 
+    async def rolling_stop(self) -> dict[str, Any]:
+        """Stop the rolling restart under way for good (at its next step); its status, or
+        RollRefused when none runs. `rolling_restart(resume=True)` goes on."""
+        await self._ready()
+        return await self._replicated().rolling.stop()
+
     async def rolling_status(self) -> dict[str, Any]:
         await self._ready()
         if not isinstance(self.plane, ReplicatedPlane):
