@@ -583,11 +583,12 @@ class Client:
     # ------------------------------------------------- settings (actors.client.settings_table)
 
     def config(self, keys: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """Per setting (of `keys`, else every one): key, value in force, start value, change
-        ("online", "rolling" or "fixed") and why. SettingError for an unknown key."""
-        from actors.client.topics import _call
+        """Per setting (of `keys`, else every one): key, value in force (the start settings,
+        the last rolling restart's, the online changes), start value, set_by ("start",
+        "online" or the rolling restart that set it), change ("online", "rolling" or
+        "fixed") and why. SettingError for an unknown key."""
         from actors.core.setting_keys import SettingError
-        answer = _call(self.controller, "config_get", list(keys))
+        answer = ray.get(self.controller.config_get.remote(list(keys)))
         if isinstance(answer, str):
             raise SettingError(answer)
         return answer  # type: ignore[no-any-return]

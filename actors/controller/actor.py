@@ -164,6 +164,15 @@ class Controller:
         await self._ready()
         return self.plane.log_sources()
 
+    async def config_get(self, keys: list[str] | None = None) -> list[dict[str, Any]] | str:
+        """`config get`: per setting (of `keys`, else every one) its value in force (the start
+        settings, a rolling restart's, the online changes), start value, what set it, how it
+        changes and why; or why not (an unknown key)."""
+        if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            return f"keys must be a list of setting names, got {keys!r}"[:300]
+        await self._ready()
+        return await self.plane.describe_settings(keys or [])
+
     async def get_settings(self) -> ServiceSettings:
         return self.settings
 

@@ -99,8 +99,8 @@ class RollingRestart:
     # ------------------------------------------------------------ starting
 
     def target_settings(self, plan: RollPlan | None) -> ServiceSettings:
-        """The settings new actors start with: the controller's start settings plus the plan's."""
-        base = self.plane.settings_watch.base
+        """The settings new actors start with: the service's start settings plus the plan's."""
+        base = self.plane.start_settings
         return base if plan is None else rolling_overrides(base, plan.settings)
 
     async def start(
@@ -158,7 +158,7 @@ class RollingRestart:
         except SettingError as exc:  # this code checks a value otherwise than the roll's did
             logger.error("rolling restart %d: its settings are refused here (%s); start settings kept",
                          plan.version, exc)
-            target = self.plane.settings_watch.base
+            target = self.plane.start_settings
         self.plane.settings_watch.base = target
         self.plane.settings = self.plane.standbys.settings = target
         self.plane.cluster.configure_actors(target, plan.runtime_env)

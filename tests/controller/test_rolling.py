@@ -208,6 +208,8 @@ def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_setting
         assert len(killed_roles) == 9 and set(killed_roles) == {"follower"}
         assert cluster.restarted == ["raygroups-topics"]  # in place, after every replica
         assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+        [row] = await plane.describe_settings(["commit_timeout_ms"])  # type: ignore[misc]
+        assert (row["value"], row["start"], row["set_by"]) == (7000, 5000, "rolling-restart 1")
 
     run(scenario())
 
