@@ -29,7 +29,7 @@ from actors.client.client import Client
 from actors.core.setting_keys import SettingError, parse_assignment
 
 COLUMNS = ["VERSION", "PHASE", "NODES-DONE", "NODE-RESTARTED", "WAITING", "STOPPED", "SETTINGS",
-           "RUNTIME-ENV"]
+           "RUNTIME-ENV", "CONTROLLER-VERSION"]
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -95,6 +95,7 @@ def _print(status: dict[str, Any], as_json: bool) -> None:
         status["version"], status["phase"], f"{status['nodes_done']}/{status['nodes_total']}",
         status["restarted"], status.get("waiting"), status["stopped"], json.dumps(status["settings"]),
         None if status["runtime_env"] is None else json.dumps(status["runtime_env"]),
+        status.get("controller_version"),
     ]
     print_table("rolling restart", COLUMNS, [row], as_json)
 

@@ -37,15 +37,20 @@ Then the controller: it records the phase and exits its process; Ray restarts th
 actor (same handle: every client keeps working), which takes the plan's settings at
 start and finishes the phase. Then the topic registry, restarted in place the same way.
 
-Why the controller and the registry are restarted in place, not re-created: every client
-process holds their handles; a re-created actor is a new actor those handles never reach.
-So their code is what their node has installed (a package upgraded on the nodes), not the
-plan's runtime_env, which only the replicas take (docs/operations.md says so).
+Why the controller and the registry are restarted in place, not re-created: Ray restarts an
+actor from the creation task it recorded (its runtime_env included; `ray.kill` takes no
+new options), and a re-created one is a new actor id: every client keeps the controller
+handle it looked up at connect, and leaders the one given with their role. So their code
+is what their node has installed (a package upgraded on the nodes), not the plan's
+runtime_env, which only the replicas take; the status's `controller_version` is the
+release this process imported (docs/operations.md, "Upgrading the controller and the
+registry", has the whole reasoning).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -73,6 +78,18 @@ if TYPE_CHECKING:
     from actors.controller.replicas import ReplicatedPlane
 
 logger = logging.getLogger(__name__)
+
+
+def _imported_version() -> str:
+    try:
+        return importlib.metadata.version("raygroups")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (raygroups not installed as a package)"
+
+
+# The release this process imported, read once at import: the disk may hold a newer one
+# (installed for the next restart) than the code running here.
+IMPORTED_VERSION = _imported_version()
 CATCH_UP_TIMEOUT_S = 300.0
 DEAD_TIMEOUT_S = 30.0
 POLL_S = 0.05
@@ -386,9 +403,9 @@ class RollingRestart:
     def status(self) -> dict[str, Any]:
         plan = self.plane.state.roll
         if plan is None:
-            return {"running": False, "phase": None}
+            return {"running": False, "phase": None, "controller_version": IMPORTED_VERSION}
         return {
-            "running": self.running(), **plan.to_json(),
+            "running": self.running(), **plan.to_json(), "controller_version": IMPORTED_VERSION,
             "waiting": self.waiting if self.running() else None,
             "paused": self.paused and self.running(),
             "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),

@@ -15,7 +15,7 @@ from actors.cli.rolling import add_parser, cmd_rolling_restart
 DONE = {
     "running": False, "version": 1, "phase": "done", "nodes": ["a", "b"], "done": ["a", "b"],
     "restarted": None, "stopped": None, "settings": {"commit_timeout_ms": 7000},
-    "runtime_env": {"pip": ["x"]}, "nodes_done": 2, "nodes_total": 2,
+    "runtime_env": {"pip": ["x"]}, "nodes_done": 2, "nodes_total": 2, "controller_version": "0.2.0",
 }
 
 
@@ -58,7 +58,7 @@ def test_runtime_env_and_settings_reach_the_client_parsed(capsys: pytest.Capture
     assert cmd_rolling_restart(client, args) == 0  # type: ignore[arg-type]
     assert client.calls == [({"pip": ["x"]}, {"commit_timeout_ms": 7000, "fsync": False}, False, True)]
     [row] = json.loads(capsys.readouterr().out)
-    assert row["PHASE"] == "done" and row["NODES-DONE"] == "2/2"
+    assert row["PHASE"] == "done" and row["NODES-DONE"] == "2/2" and row["CONTROLLER-VERSION"] == "0.2.0"
 
 
 def test_bad_json_and_resume_with_new_values_are_refused_before_any_call(

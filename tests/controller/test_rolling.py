@@ -18,7 +18,7 @@ import pytest
 
 from actors.controller.repartition import Plan, RepartitionRefused
 from actors.controller.replicas import ReplicatedPlane
-from actors.controller.rolling import CATCH_UP_TIMEOUT_S, RollRefused
+from actors.controller.rolling import CATCH_UP_TIMEOUT_S, IMPORTED_VERSION, RollRefused
 from actors.core.metrics import ControllerMetrics
 from coordinator.replication import IsrChange, IsrChangeKind
 from coordinator.replication.rolling import (
@@ -210,6 +210,7 @@ def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_setting
         assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
         [row] = await plane.describe_settings(["commit_timeout_ms"])  # type: ignore[misc]
         assert (row["value"], row["start"], row["set_by"]) == (7000, 5000, "rolling-restart 1")
+        assert status["controller_version"] == IMPORTED_VERSION and IMPORTED_VERSION
 
     run(scenario())
 
