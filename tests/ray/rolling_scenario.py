@@ -4,7 +4,7 @@ Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share a 
 with the test session's): `python -m tests.ray.rolling_scenario`. A simulated cluster of a
 head and 2 workers runs the replicated service (2 partitions, RF 3, min ISR 2); one group
 per partition commits without pause. `Client.rolling_restart` runs with a runtime_env and a
-rolling setting: it must end DONE, every replica a new actor (no name of before is left),
+rolling setting: it must end DONE, `config get` showing the setting, every replica a new actor (no name of before is left),
 every partition fully in sync, no acknowledged commit lost, commits going on after it.
 Prints the longest commit gap and the time. Exits non-zero if a check fails.
 """
@@ -55,6 +55,8 @@ def main() -> int:
         )
         ended = time.monotonic()
         assert status["phase"] == "done" and status["stopped"] is None, status
+        [row] = client.config(["commit_timeout_ms"])  # what the roll set is what config get shows
+        assert (row["value"], row["set_by"]) == (4000, "rolling-restart 1"), row
         after = partition_actor_names(NAMESPACE)
         assert len(after) == 3 * PARTITIONS and not before & after, (before, after)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
