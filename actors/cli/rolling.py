@@ -46,9 +46,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime-env", metavar="JSON", help="Ray runtime_env of the new replicas (JSON object)")
     p.add_argument("--settings", nargs="+", default=[], metavar="KEY=VALUE",
                    help="settings the restarted actors start with (online or rolling keys)")
-    p.add_argument("--resume", action="store_true", help="go on with a stopped rolling restart")
-    p.add_argument("--stop", action="store_true", help="stop the rolling restart under way for good")
-    p.add_argument("--status", action="store_true", help="show the last rolling restart and return")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--resume", action="store_true", help="go on with a stopped rolling restart")
+    what.add_argument("--stop", action="store_true", help="stop the rolling restart under way for good")
+    what.add_argument("--status", action="store_true", help="show the last rolling restart and return")
     p.add_argument("--no-wait", action="store_true", help="return once it has started")
 
 

@@ -93,6 +93,8 @@ def test_what_it_waits_for_is_printed_and_stop_asks_the_controller(
     assert cmd_rolling_restart(stopper, parse("--stop")) == 0  # type: ignore[arg-type]
     [row] = json.loads(capsys.readouterr().out)
     assert stopper.calls == [("stop",)] and row["STOPPED"].startswith("stopped by an operator")
+    with pytest.raises(SystemExit):  # one of --resume, --stop, --status
+        parse("--stop", "--resume")
     nothing = StubClient(ValueError("no rolling restart under way"))
     assert cmd_rolling_restart(nothing, parse("--stop")) == 1  # type: ignore[arg-type]
     assert "no rolling restart under way" in capsys.readouterr().err

@@ -4,8 +4,9 @@ Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share a 
 with the test session's): `python -m tests.ray.rolling_scenario`. A simulated cluster of a
 head and 2 workers runs the replicated service (2 partitions, RF 3, min ISR 2); one group
 per partition commits without pause. `Client.rolling_restart` runs with a runtime_env and a
-rolling setting: it must end DONE, `config get` showing the setting, every replica a new actor (no name of before is left),
-every partition fully in sync, no acknowledged commit lost, commits going on after it.
+rolling setting: it must end DONE, `config get` showing the setting, every replica a new
+actor (no name of before is left), every partition fully in sync, no acknowledged commit
+lost, commits going on after it.
 Prints the longest commit gap and the time. Exits non-zero if a check fails.
 """
 
