@@ -10,7 +10,7 @@ from actors.core.settings import TOPIC_REGISTRY_NAME
 from coordinator.replication.rolling import DONE, RollPlan
 
 from tests.controller.fake import FakeCluster, MemoryStore
-from tests.controller.helpers import make_plane, run
+from tests.controller.helpers import make_plane, make_settings, run
 
 
 class FakeRegistry:
@@ -69,5 +69,18 @@ def test_config_get_shows_what_a_roll_set_and_online_changes_over_it() -> None:
         [row] = await plane.describe_settings(["probe_interval_s"])  # type: ignore[misc]
         assert row["value"] == 4.0
         assert "unknown setting" in await plane.describe_settings(["nope"])  # type: ignore[operator]
+
+    run(scenario())
+
+
+def test_the_controller_refuses_keys_that_are_not_a_list_of_names_before_anything() -> None:
+    from actors.controller.actor import Controller
+
+    controller = Controller(make_settings())  # single copy, no event loop: nothing started
+
+    async def scenario() -> None:
+        assert "keys must be a list of setting names" in await controller.config_get("fsync")  # type: ignore[arg-type,operator]
+        assert "keys must be a list" in await controller.config_get([1])  # type: ignore[list-item,operator]
+        assert controller._startup is None  # refused at the boundary: the plane was not started
 
     run(scenario())
