@@ -15,7 +15,7 @@ what the method does, decided with Kafka's mapping of its admin APIs:
 | set_end_offsets | Produce (it moves a topic's end) | WRITE on each topic |
 | set_start_offsets | DeleteRecords (it moves a topic's start) | DELETE on each topic |
 | issue_credential, revoke_credential | AlterUserScramCredentials | ALTER on the CLUSTER |
-| repartition, reassign, rolling_restart | AlterPartitionReassignments | ALTER on the CLUSTER |
+| repartition, reassign, rolling_restart, rolling_stop | AlterPartitionReassignments | ALTER on the CLUSTER |
 | elect_leader | ElectLeaders | ALTER on the CLUSTER |
 
 Why credentials are ALTER on the CLUSTER: a credential makes its holder a
@@ -118,6 +118,7 @@ RULES: dict[str, Rule] = {
     "reassign": _cluster(Operation.ALTER),
     "elect_leader": _cluster(Operation.ALTER),
     "rolling_restart": _cluster(Operation.ALTER),
+    "rolling_stop": _cluster(Operation.ALTER),
 }
 
 

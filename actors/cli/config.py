@@ -4,7 +4,9 @@
     raygroups config set KEY=VALUE [KEY=VALUE...]
 
 `get` prints every setting (or those named): the value in force, the value
-the service started with, and how it changes (online; rolling: needs a
+the service started with, what set it (start, online, or the rolling restart
+whose `--settings` did: the controller answers, from its plan and the
+registry's online changes), and how it changes (online; rolling: needs a
 rolling restart; fixed), with why. `set` changes online settings, all or
 none (VALUE is JSON: `6000`, `true`, `1.5`, else a string), applied by every
 leader within a second and kept as replicated service state
@@ -23,7 +25,7 @@ from actors.cli.tables import print_table
 from actors.client.client import Client
 from actors.core.setting_keys import SettingError, parse_assignment
 
-COLUMNS = ["KEY", "VALUE", "START-VALUE", "CHANGE", "WHY"]
+COLUMNS = ["KEY", "VALUE", "START-VALUE", "SET-BY", "CHANGE", "WHY"]
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -53,7 +55,8 @@ def cmd_config(client: Client, args: argparse.Namespace) -> int:
 
 
 def _row(row: dict[str, Any]) -> list[Any]:
-    return [row["key"], _text(row["value"]), _text(row["start"]), row["change"], row["why"]]
+    return [row["key"], _text(row["value"]), _text(row["start"]), row.get("set_by", "start"), row["change"],
+            row["why"]]
 
 
 def _text(value: Any) -> str:

@@ -27,6 +27,7 @@ the leaders' `serve_*` it is what the Ray path does not protect against.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,7 @@ from actors.client.acl_table import AclStoreCorrupt, AclTable
 from actors.client.credential_table import CredentialTable
 from coordinator.acl import Authorizer
 from coordinator.admin_authz import RULES, AuthorizationError, refusal
+from coordinator.checks import InvalidRequestError
 from coordinator.credentials import verify
 from coordinator.errors import Errors
 
@@ -90,10 +92,18 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     by `self.guard` first. Not functools.wraps: Ray reads the wrapper's own signature,
     whose keyword `credential` it must accept."""
 
-    def wrapper(self: Any, *args: Any, credential: str | None = None) -> Any:
+    signature = inspect.signature(method)
+
+    def wrapper(self: Any, *args: Any, credential: str | None = None, **kwargs: Any) -> Any:
         self._ready()
-        self.guard.check(method.__name__, args, credential)
-        return method(self, *args)
+        # The rules read the arguments by position: keywords are bound to theirs first, so
+        # no argument escapes the check by being passed by name.
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidRequestError(f"{method.__name__}: {exc}") from None
+        self.guard.check(method.__name__, tuple(bound.arguments.values())[1:], credential)
+        return method(*bound.args, **bound.kwargs)
 
     wrapper.__name__, wrapper.__qualname__ = method.__name__, method.__qualname__
     wrapper.__doc__ = method.__doc__

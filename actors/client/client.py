@@ -470,13 +470,15 @@ class Client:
     def rolling_restart(
         self, runtime_env: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
         resume: bool = False, wait: bool = True, timeout_s: float = 3600.0,
+        progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Restart every replica one node at a time, then the controller and the topic
         registry, while the service runs (`actors.controller.rolling`): new replicas get
         `runtime_env` (Ray's), every actor the `settings` (KEY: VALUE, online or rolling
         keys). `resume`: drive a stopped one again. Raises RollRefused (wrapped by Ray) with
         the reason when it cannot start. With `wait`, returns once it is done or stopped
-        (its status says which; TimeoutError after `timeout_s`: it goes on)."""
+        (its status says which; TimeoutError after `timeout_s`: it goes on); `progress`
+        is given each status whose `waiting` (what it waits for) changed meanwhile."""
         started = self.controller.rolling_restart.remote(
             runtime_env, settings, resume, credential=self.credential
         )
@@ -486,9 +488,16 @@ class Client:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the rolling restart is still under way: {status}")
             time.sleep(0.2)
-            status = self.rolling_status()
+            previous, status = status, self.rolling_status()
+            if progress is not None and status.get("waiting") != previous.get("waiting"):
+                progress(status)
         self.refresh()
         return status
+
+    def rolling_stop(self) -> dict[str, Any]:
+        """Stop the rolling restart under way for good (RollRefused, wrapped by Ray, when
+        none runs); `rolling_restart(resume=True)` goes on. Its status."""
+        return ray.get(self.controller.rolling_stop.remote(credential=self.credential))  # type: ignore[no-any-return]
 
     def rolling_status(self) -> dict[str, Any]:
         return ray.get(self.controller.rolling_status.remote())  # type: ignore[no-any-return]
@@ -583,11 +592,12 @@ class Client:
     # ------------------------------------------------- settings (actors.client.settings_table)
 
     def config(self, keys: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """Per setting (of `keys`, else every one): key, value in force, start value, change
-        ("online", "rolling" or "fixed") and why. SettingError for an unknown key."""
-        from actors.client.topics import _call
+        """Per setting (of `keys`, else every one): key, value in force (the start settings,
+        the last rolling restart's, the online changes), start value, set_by ("start",
+        "online" or the rolling restart that set it), change ("online", "rolling" or
+        "fixed") and why. SettingError for an unknown key."""
         from actors.core.setting_keys import SettingError
-        answer = _call(self.controller, "config_get", list(keys), credential=self.credential)
+        answer = ray.get(self.controller.config_get.remote(list(keys), credential=self.credential))
         if isinstance(answer, str):
             raise SettingError(answer)
         return answer  # type: ignore[no-any-return]

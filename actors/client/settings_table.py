@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from actors.core.setting_keys import CHANGES, SettingError, check_key, value_of, with_overrides
+from actors.core.setting_keys import SettingError, describe, with_overrides
 from actors.core.settings import ServiceSettings
 from coordinator.service_state import ServiceEntry
 
@@ -67,16 +67,11 @@ class SettingsTable:
         self.changes += 1
 
     def describe(self, keys: Any) -> list[dict[str, Any]]:
-        """Per key (every one when `keys` is empty): its value in force, its start value, how it changes."""
-        wanted = list(keys) if keys else sorted(CHANGES)
-        for key in wanted:
-            check_key(key, online_only=False)
-        now = self.settings()
-        return [
-            {"key": key, "value": value_of(now, key), "start": value_of(self.base, key),
-             "change": CHANGES[key][0], "why": CHANGES[key][1]}
-            for key in wanted
-        ]
+        """Per key (every one when `keys` is empty): its start value and that with the online
+        changes. Not what a rolling restart set, which the controller holds: `config get`
+        asks the controller (`ControlPlane.describe_settings`); this answers the previous
+        release's `TopicRegistry.config_get`."""
+        return describe(self.base, {}, self.overrides, keys)
 
     def view(self, writer: str) -> SettingsView:
         return f"{writer}:{self.changes}", dict(self.overrides)

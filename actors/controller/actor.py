@@ -158,6 +158,13 @@ class Controller:
             return await rolling.resume_stopped()
         return await rolling.start(runtime_env, dict(settings or {}))
 
+    async def rolling_stop(self, credential: str | None = None) -> dict[str, Any]:
+        """Stop the rolling restart under way for good (at its next step); its status, or
+        RollRefused when none runs. `rolling_restart(resume=True)` goes on."""
+        await self._ready()
+        await self._authorize("rolling_stop", credential)
+        return await self._replicated().rolling.stop()
+
     async def rolling_status(self) -> dict[str, Any]:
         await self._ready()
         if not isinstance(self.plane, ReplicatedPlane):
@@ -173,6 +180,18 @@ class Controller:
         leader first (the Spark reader reads the log through them: no shared filesystem)."""
         await self._ready()
         return self.plane.log_sources()
+
+    async def config_get(
+        self, keys: list[str] | None = None, credential: str | None = None
+    ) -> list[dict[str, Any]] | str:
+        """`config get`: per setting (of `keys`, else every one) its value in force (the start
+        settings, a rolling restart's, the online changes), start value, what set it, how it
+        changes and why; or why not (an unknown key)."""
+        if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            return f"keys must be a list of setting names, got {keys!r}"[:300]
+        await self._ready()
+        await self._authorize("config_get", credential)
+        return await self.plane.describe_settings(keys or [])
 
     async def get_settings(self) -> ServiceSettings:
         return self.settings

@@ -69,9 +69,11 @@ from actors.controller.standbys import Standbys
 from actors.controller.state import ControlState, PartitionMeta
 from actors.controller.succession import Succession
 from actors.core.metrics import ControllerMetrics
+from actors.core.setting_keys import SettingError, describe
 from actors.core.settings import TOPIC_REGISTRY_NAME, ServiceSettings
 from actors.core.settings_watch import SettingsWatch
 from coordinator.replication import disk_failed
+from coordinator.replication.rolling import DONE as ROLL_DONE
 from coordinator.routing import Routing as GroupRouting
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class ControlPlane(Succession, Publication):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self.start_settings = settings  # as the service was started (`settings` changes)
         self.cluster = cluster
         self.store = store
         self.metrics = metrics
@@ -238,6 +241,23 @@ class ControlPlane(Succession, Publication):
         if changed is not None:
             self.settings = self.standbys.settings = changed
             logger.info("controller: settings changed online: %s", self.settings_watch.overrides)
+
+    async def describe_settings(self, keys: list[str]) -> list[dict[str, Any]] | str:
+        """`config get` (`actors.core.setting_keys.describe`): per key its value in force,
+        start value and what set it, from the two places that hold them: the last rolling
+        restart's settings in this controller's metadata, the online changes read from the
+        registry now (its last answer if it does not answer). Or why not: an unknown key."""
+        fresh = SettingsWatch(self.start_settings)
+        await fresh.poll(await self.cluster.find(TOPIC_REGISTRY_NAME))
+        online = fresh.overrides if fresh.token is not None else self.settings_watch.overrides
+        roll = self.state.roll
+        rolled, label = ({}, "") if roll is None else (roll.settings, f"rolling-restart {roll.version}")
+        if roll is not None and roll.phase != ROLL_DONE:
+            label += " (stopped)" if roll.stopped is not None else " (under way)"
+        try:
+            return describe(self.start_settings, rolled, online, keys, label)
+        except SettingError as exc:
+            return str(exc)
 
     # ------------------------------------------------------------ watching
 

@@ -7,8 +7,14 @@ the controller's metadata (GCS), is saved before each step acts, and a restarted
 controller resumes it.
 
 Per node, in `roll_order`:
-1. `refusal`: a partition that would fall below min ISR (or has no leader, or is held)
-   stops the roll with the reason (`status`); nothing was taken out. `resume` retries.
+1. It waits (`waiting`, `paused`: the status says for what) while the node is not live,
+   a partition with a replica on it would fall below min ISR without it, has no leader,
+   is held, or has another replica out of its ISR (catching up, or recreated elsewhere by
+   the controller's own recovery: `refusal`, `catching_up`); a leadership move that
+   fails, or a leader elected back onto the node meanwhile, waits and retries too.
+   Nothing needs a person: the roll goes on by itself once the cluster healed. A node
+   that holds no replica any more (lost for good, its replicas moved to other nodes,
+   which started them with the plan's code) is done.
 2. Leadership leaves the node (`reassign` to the first other ISR member: a clean
    election, the old leader keeps serving until the new one took the epoch up).
 3. Each of the node's replicas, under its partition's lock: its actor is killed and seen
@@ -19,21 +25,32 @@ Per node, in `roll_order`:
    the plan's runtime_env and settings (`Cluster.configure_actors`). The plan records the
    node as `restarted` once all are, so a resumed plan does not restart them twice.
 4. The node is done once it is back in the ISR of each of its partitions (the leader
-   admits a caught-up follower, as after any restart); `CATCH_UP_TIMEOUT_S` later it
-   stops with the partitions still behind.
+   admits a caught-up follower, as after any restart). While its node is down or a
+   partition of it has no live leader, it waits (a node killed mid-roll: the
+   controller restarts its replicas when it returns, or moves them after
+   `replica_reassign_delay_s`). Only replicas not back `CATCH_UP_TIMEOUT_S` after
+   their node and leaders were last seen healthy stop the roll for good: that is new
+   code or settings that do not start or serve (a bad runtime_env), which a person
+   must fix (a new roll replaces it; `--resume` waits again). `stop` (`--stop`) is the
+   other way it stops for good.
 Then the controller: it records the phase and exits its process; Ray restarts the same
 actor (same handle: every client keeps working), which takes the plan's settings at
 start and finishes the phase. Then the topic registry, restarted in place the same way.
 
-Why the controller and the registry are restarted in place, not re-created: every client
-process holds their handles; a re-created actor is a new actor those handles never reach.
-So their code is what their node has installed (a package upgraded on the nodes), not the
-plan's runtime_env, which only the replicas take (docs/operations.md says so).
+Why the controller and the registry are restarted in place, not re-created: Ray restarts an
+actor from the creation task it recorded (its runtime_env included; `ray.kill` takes no
+new options), and a re-created one is a new actor id: every client keeps the controller
+handle it looked up at connect, and leaders the one given with their role. So their code
+is what their node has installed (a package upgraded on the nodes), not the plan's
+runtime_env, which only the replicas take; the status's `controller_version` is the
+release this process imported (docs/operations.md, "Upgrading the controller and the
+registry", has the whole reasoning).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -50,6 +67,7 @@ from coordinator.replication.rolling import (
     PartitionView,
     RollPlan,
     behind,
+    catching_up,
     leadership_moves,
     partitions_on,
     refusal,
@@ -60,9 +78,22 @@ if TYPE_CHECKING:
     from actors.controller.replicas import ReplicatedPlane
 
 logger = logging.getLogger(__name__)
+
+
+def _imported_version() -> str:
+    try:
+        return importlib.metadata.version("raygroups")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (raygroups not installed as a package)"
+
+
+# The release this process imported, read once at import: the disk may hold a newer one
+# (installed for the next restart) than the code running here.
+IMPORTED_VERSION = _imported_version()
 CATCH_UP_TIMEOUT_S = 300.0
 DEAD_TIMEOUT_S = 30.0
 POLL_S = 0.05
+WAIT_S = 1.0
 
 
 class RollRefused(ValueError):
@@ -77,12 +108,16 @@ class RollingRestart:
         # Ends this controller's process so Ray restarts it (the actor shell gives it).
         self.exit_process = exit_process
         self._task: asyncio.Task[None] | None = None
+        # What the roll waits for now (None: it acts), and whether that is a fault it waits out.
+        self.waiting: str | None = None
+        self.paused = False
+        self.wait_s = WAIT_S  # between tries while paused (each asks Ray for the live nodes)
 
     # ------------------------------------------------------------ starting
 
     def target_settings(self, plan: RollPlan | None) -> ServiceSettings:
-        """The settings new actors start with: the controller's start settings plus the plan's."""
-        base = self.plane.settings_watch.base
+        """The settings new actors start with: the service's start settings plus the plan's."""
+        base = self.plane.start_settings
         return base if plan is None else rolling_overrides(base, plan.settings)
 
     async def start(
@@ -140,7 +175,7 @@ class RollingRestart:
         except SettingError as exc:  # this code checks a value otherwise than the roll's did
             logger.error("rolling restart %d: its settings are refused here (%s); start settings kept",
                          plan.version, exc)
-            target = self.plane.settings_watch.base
+            target = self.plane.start_settings
         self.plane.settings_watch.base = target
         self.plane.settings = self.plane.standbys.settings = target
         self.plane.cluster.configure_actors(target, plan.runtime_env)
@@ -163,6 +198,7 @@ class RollingRestart:
         if not task.cancelled() and task.exception() is not None:
             logger.error("rolling restart driver failed; resumed at the next check",
                          exc_info=task.exception())
+            self._wait_for(f"the driver failed ({task.exception()!r}); it is resumed at the next check")
             self.plane.metrics.loop_error("rolling")
 
     async def _drive(self, plan: RollPlan) -> None:
@@ -172,6 +208,7 @@ class RollingRestart:
                 plan.phase = CONTROLLER
                 break
             await self._roll_node(plan, node)
+        self._wait_for(None)
         if plan.stopped is not None:
             return
         if plan.phase == CONTROLLER:
@@ -185,40 +222,83 @@ class RollingRestart:
 
     async def _stop(self, plan: RollPlan, why: str) -> None:
         plan.stopped = why
+        self._wait_for(None)
         await self.plane._persist()
         logger.warning("rolling restart %d stopped: %s", plan.version, why)
 
+    async def stop(self) -> dict[str, Any]:
+        """The operator's `--stop`: the roll stops for good at its next step (nothing is
+        interrupted halfway); `--resume` or a new roll goes on."""
+        plan = self.plane.state.roll
+        if not self.running() or plan is None:
+            raise RollRefused("no rolling restart under way")
+        await self._stop(plan, "stopped by an operator (raygroups rolling-restart --stop)")
+        return self.status()
+
+    def _wait_for(self, why: str | None, paused: bool = True) -> None:
+        """Say what the roll waits for (None: nothing); `paused`: a fault it waits out."""
+        if why != self.waiting:
+            if why is not None:
+                (logger.warning if paused else logger.info)("rolling restart: waiting: %s", why)
+            self.waiting, self.paused = why, paused and why is not None
+
+    async def _pause(self, why: str) -> None:
+        self._wait_for(why)
+        await asyncio.sleep(self.wait_s)
+
     async def _roll_node(self, plan: RollPlan, node: str) -> None:
-        if plan.restarted != node:
-            if node not in await self.plane.cluster.live_nodes():
-                await self._stop(plan, f"node {node} is not live")
-                return
+        restarted: set[int] = set()  # this node's replicas restarted by this try
+        while plan.restarted != node and plan.stopped is None:
             views = self.views()
-            if (why := refusal(node, views, self.plane.settings.min_insync_replicas)) is not None:
-                await self._stop(plan, why)
-                return
-            for partition, target in leadership_moves(node, views).items():
-                try:
-                    await self.plane.reassign(partition, target)
-                except ValueError as exc:
-                    await self._stop(plan, f"leadership of partition {partition} not moved off {node}: {exc}")
-                    return
-            for partition in partitions_on(node, views):
-                if not await self._restart_replica(partition, node):
-                    await self._stop(plan, f"partition {partition}: leadership came back to {node} (an "
-                                           "election meanwhile); resume moves it off again")
-                    return
+            if not partitions_on(node, views):
+                logger.info("rolling restart %d: %s holds no replica any more (moved elsewhere)",
+                            plan.version, node)
+                break
+            why = await self._not_now(node, views) or await self._take_out(node, restarted)
+            if why is not None:
+                await self._pause(why)
+                continue
             plan.restarted = node
             await self.plane._persist()
             logger.info("rolling restart %d: replicas on %s restarted", plan.version, node)
-        if (late := await self._until_in_sync(node)) is not None:
-            why = f"replicas on {node} not back in the ISR in {CATCH_UP_TIMEOUT_S:.0f} s: partitions {late}"
+        if plan.stopped is not None:
+            return
+        if (late := await self._until_in_sync(plan, node)) is not None:
+            why = (f"replicas on {node} not back in the ISR {CATCH_UP_TIMEOUT_S:.0f} s after their node "
+                   f"and leaders were healthy: partitions {late}. New code or settings that do not "
+                   "start or serve? See the replicas' logs; a new rolling-restart replaces this one")
             await self._stop(plan, why)
+            return
+        if _stopped(plan):  # by an operator, meanwhile
             return
         plan.finish_node(node)
         await self.plane._persist()
         logger.info("rolling restart %d: %s back in sync (%d/%d nodes)",
                     plan.version, node, len(plan.done), len(plan.nodes))
+
+    async def _not_now(self, node: str, views: dict[int, PartitionView]) -> str | None:
+        """Why `node` may not be taken out now (a fault the roll waits out), else None."""
+        if node not in await self.plane.cluster.live_nodes():
+            return (f"node {node} is not live: waiting for it to return, or for the controller to "
+                    "move its replicas after replica_reassign_delay_s")
+        return (refusal(node, views, self.plane.settings.min_insync_replicas)
+                or catching_up(node, views))
+
+    async def _take_out(self, node: str, restarted: set[int]) -> str | None:
+        """Leadership off `node`, then its replicas restarted; None when done, else why not yet."""
+        for partition, target in leadership_moves(node, self.views()).items():
+            try:
+                await self.plane.reassign(partition, target)
+            except ValueError as exc:
+                return f"leadership of partition {partition} not moved off {node}: {exc}"
+        for partition in partitions_on(node, self.views()):
+            if partition in restarted:
+                continue
+            if not await self._restart_replica(partition, node):
+                return (f"partition {partition}: leadership came back to {node} (an election); "
+                        "moving it off again")
+            restarted.add(partition)
+        return None
 
     async def _restart_replica(self, partition: int, node: str) -> bool:
         """Restart `node`'s replica of `partition`; False (nothing done) if it leads."""
@@ -253,14 +333,37 @@ class RollingRestart:
                 raise ClusterError(f"a killed replica is not reported dead after {DEAD_TIMEOUT_S} s")
             await asyncio.sleep(POLL_S)
 
-    async def _until_in_sync(self, node: str) -> list[int] | None:
-        """None once `node` is in every one of its partitions' ISR; else, after the timeout, the late ones."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CATCH_UP_TIMEOUT_S
-        while late := behind(node, self.views()):
-            if loop.time() > deadline:
-                return late
+    async def _until_in_sync(self, plan: RollPlan, node: str) -> list[int] | None:
+        """None once `node` is in every one of its partitions' ISR (or the plan stopped); the
+        late partitions once they stayed behind `CATCH_UP_TIMEOUT_S` on a healthy cluster."""
+        deadline: float | None = None
+        while plan.stopped is None and (late := behind(node, self.views())):
+            fault = self._fault(node, late)
+            if fault is not None:
+                deadline = None  # the timeout counts from when the cluster is healthy again
+                self._wait_for(f"{fault}; the replicas on {node} catch up after")
+            else:
+                now = self.plane.clock()
+                deadline = now + CATCH_UP_TIMEOUT_S if deadline is None else deadline
+                if now > deadline:
+                    return late
+                self._wait_for(f"replicas on {node} back in the ISR of partitions {late}", paused=False)
             await asyncio.sleep(POLL_S)
+        self._wait_for(None)
+        return None
+
+    def _fault(self, node: str, late: list[int]) -> str | None:
+        """What keeps `node`'s late replicas from catching up that is not theirs: their node
+        down, a partition without a leader on a live node, held (as of the last checks)."""
+        missing = self.plane._missing_since
+        if node in missing:
+            return f"node {node} is not live"
+        for partition in late:
+            meta = self.plane.state.partitions[partition]
+            if meta.held is not None:
+                return f"partition {partition} is held (an operator elects its leader)"
+            if meta.leader is None or meta.leader in missing:
+                return f"partition {partition} has no live leader"
         return None
 
     async def _restart_controller(self, plan: RollPlan) -> None:
@@ -300,8 +403,14 @@ class RollingRestart:
     def status(self) -> dict[str, Any]:
         plan = self.plane.state.roll
         if plan is None:
-            return {"running": False, "phase": None}
+            return {"running": False, "phase": None, "controller_version": IMPORTED_VERSION}
         return {
-            "running": self.running(), **plan.to_json(),
+            "running": self.running(), **plan.to_json(), "controller_version": IMPORTED_VERSION,
+            "waiting": self.waiting if self.running() else None,
+            "paused": self.paused and self.running(),
             "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),
         }
+
+
+def _stopped(plan: RollPlan) -> bool:
+    return plan.stopped is not None

@@ -18,6 +18,11 @@ setting by its field name in snake case: a field of `ServiceSettings`, of its
 A value is checked by building the settings with it (`with_overrides`):
 the types of the fields' defaults, then `ServiceSettings.__post_init__` and
 `CoordinatorConfig.__post_init__`, the same rules as at start. Pure: no Ray.
+
+What is in force is one composition, everywhere (`in_force`): the start settings, then
+the last rolling restart's `--settings` (the controller's plan, which every actor it
+creates starts with), then the online changes (the registry's service state), which
+every actor applies over its start settings. `describe` answers `config get` from it.
 """
 
 from __future__ import annotations
@@ -151,6 +156,37 @@ def rolling_overrides(base: ServiceSettings, overrides: Mapping[str, Any]) -> Se
         if key in CHANGES and CHANGES[key][0] == FIXED:
             raise SettingError(f"{key} never changes ({CHANGES[key][1]})")
     return with_overrides(base, overrides, online_only=False)
+
+
+def in_force(
+    start: ServiceSettings, rolled: Mapping[str, Any], online: Mapping[str, Any]
+) -> ServiceSettings:
+    """The settings in force: `start`, the rolls' settings over it, the online changes over
+    those (module docstring); SettingError when they do not check together."""
+    return with_overrides(rolling_overrides(start, rolled), online)
+
+
+def describe(
+    start: ServiceSettings, rolled: Mapping[str, Any], online: Mapping[str, Any],
+    keys: Any = (), roll: str = "rolling-restart",
+) -> list[dict[str, Any]]:
+    """`config get`: per key (every one when `keys` is empty) its value in force, its start
+    value, what set it ("start", "online", or `roll`: the roll that did), how it changes and
+    why. SettingError for an unknown key. Online changes that no longer check over the
+    rolled settings are left out, as every actor leaves them out (`SettingsWatch`)."""
+    wanted = list(keys) if keys else sorted(CHANGES)
+    for key in wanted:
+        check_key(key, online_only=False)
+    try:
+        now = in_force(start, rolled, online)
+    except SettingError:
+        online, now = {}, rolling_overrides(start, rolled)
+    return [
+        {"key": key, "value": value_of(now, key), "start": value_of(start, key),
+         "set_by": "online" if key in online else roll if key in rolled else "start",
+         "change": CHANGES[key][0], "why": CHANGES[key][1]}
+        for key in wanted
+    ]
 
 
 def _typed(key: str, value: Any, default: Any) -> Any:

@@ -13,15 +13,23 @@ Rules:
   leaders must all move, goes last (Kafka's practice: the controller broker last).
 - A node may be taken out only if every partition with a replica on it keeps at least
   `min_insync_replicas` in-sync replicas without it, has a leader, and is not held
-  (`refusal`): otherwise the roll stops and says which partition and why; it never
-  takes a partition below min ISR, so no commit stalls for want of replicas.
+  (`refusal`), and none of those partitions has another replica out of its ISR (one
+  catching up, or recreated elsewhere by the controller's recovery: `catching_up`;
+  Kafka's practice, no under-replicated partition before the next broker). Otherwise
+  the roll waits, saying which partition and why, and goes on by itself once the
+  cluster healed; it never takes a partition below min ISR, so no commit stalls for
+  want of replicas.
 - Leadership leaves the node first (`leadership_moves`): to the first other ISR member
   in assignment order (the preferred order), so the move is a clean election.
 - The node is done when it is back in every one of its partitions' ISR (`behind`).
-- Phases: REPLICAS (node by node), CONTROLLER, REGISTRY, DONE. A stopped plan keeps
-  its place and the reason; `resume` clears the reason and the driver retries the
-  step it stopped at (a node whose replicas were restarted already is not restarted
-  again: `restarted`).
+- A node holding no replica any more (lost, its replicas moved elsewhere, where they
+  started with the roll's code) is done.
+- Phases: REPLICAS (node by node), CONTROLLER, REGISTRY, DONE. A plan stops for good
+  (`stopped`, the reason) only for what a person decides: replicas that do not come
+  back within the catch-up timeout on a healthy cluster (new code or settings that do
+  not start), or an operator's stop. It keeps its place; `resume` clears the reason and
+  the driver retries the step it stopped at (a node whose replicas were restarted
+  already is not restarted again: `restarted`).
 """
 
 from __future__ import annotations
@@ -69,6 +77,19 @@ def refusal(node: str, partitions: Cluster, min_insync_replicas: int) -> str | N
                 f"partition {partition}: without {node} its ISR {list(view.isr)} would hold "
                 f"{len(left)} in-sync replica(s), below min ISR {min_insync_replicas}"
             )
+    return None
+
+
+def catching_up(node: str, partitions: Cluster) -> str | None:
+    """Why `node` waits (None: it need not): a partition with a replica on it has another
+    replica out of its ISR (catching up, or being recreated elsewhere)."""
+    for partition, view in sorted(partitions.items()):
+        if node not in view.replicas:
+            continue
+        behind_ = [r for r in view.replicas if r != node and r not in view.isr]
+        if behind_:
+            return (f"partition {partition}: replica(s) on {', '.join(behind_)} not in its ISR yet "
+                    "(catching up, or recreated by the controller's recovery)")
     return None
 
 

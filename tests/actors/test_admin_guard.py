@@ -31,6 +31,7 @@ from coordinator.acl import (
     ResourceType,
 )
 from coordinator.admin_authz import AuthorizationError
+from coordinator.checks import InvalidRequestError
 from coordinator.credentials import CredentialError, issue
 from coordinator.errors import Errors
 from coordinator.service_state import ServiceEntry
@@ -100,6 +101,20 @@ def test_without_a_super_users_credential_nothing_administrative_is_done(tmp_pat
     registry.revoke_credential(team, credential=admin)
     with pytest.raises(CredentialError, match="revoked"):
         registry.describe_acls(AclFilter(), credential=team)
+
+
+def test_an_argument_passed_by_name_is_checked_as_by_position(tmp_path: Path) -> None:
+    registry = guarded_registry(tmp_path)
+    admin, team = credentials(registry)
+    assert registry.create_topic("orders", 1, credential=admin) is Errors.NONE
+    for call in (lambda: registry.set_end_offsets(offsets={("orders", 0): 5}, credential=team),
+                 lambda: registry.create_topic(name="orders2", partitions=1, credential=team)):
+        with pytest.raises(AuthorizationError) as refused:
+            call()
+        assert refused.value.error is Errors.TOPIC_AUTHORIZATION_FAILED
+    assert registry.set_end_offsets(offsets={("orders", 0): 5}, at_ms=1, credential=admin) is not None
+    with pytest.raises(InvalidRequestError, match="set_end_offsets"):
+        registry.set_end_offsets({}, nonsense=1, credential=admin)
 
 
 def test_the_controllers_methods_ask_the_registry_and_serve_is_for_admin_methods_only(tmp_path: Path) -> None:

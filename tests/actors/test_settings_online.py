@@ -98,7 +98,8 @@ def test_registry_keeps_changes_as_service_state_all_or_none(tmp_path: os.PathLi
     rows = {row["key"]: row for row in again.config_get([])}
     assert rows["group_max_size"]["value"] == 10 and rows["group_max_size"]["start"] == 2**31 - 1
     assert rows["offsets_retention_minutes"] == {
-        "key": "offsets_retention_minutes", "value": 60, "start": 10_080, "change": ONLINE, "why": ""}
+        "key": "offsets_retention_minutes", "value": 60, "start": 10_080, "set_by": "online",
+        "change": ONLINE, "why": ""}
     assert rows["fsync"]["value"] is True and rows["fsync"]["change"] == ROLLING
     assert rows["kafka_listener"]["value"]["ports"] == [19092, 19291]
     assert "unknown setting" in again.config_get(["nope"])  # type: ignore[operator]

@@ -1,21 +1,24 @@
 """Rolling restart: the pure decisions (`coordinator.replication.rolling`) on plain data, and
 the controller's driver (`actors.controller.rolling`) on the fake cluster: one node at a
 time, leadership off it first, never below min ISR, new actors with the new runtime_env and
-settings, back in the ISR before the next node, stopped with a reason and resumed, and
-resumed by a restarted controller."""
+settings, back in the ISR before the next node; faults waited out with the status saying
+for what (a partition below min ISR, a node killed mid-roll that returns or is lost for
+good) and the roll going on by itself; stopped for good only by replicas that do not come
+back on a healthy cluster (a bad runtime_env) or an operator's stop; resumed by a
+restarted controller."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from actors.controller.repartition import Plan, RepartitionRefused
 from actors.controller.replicas import ReplicatedPlane
-from actors.controller.rolling import RollRefused
+from actors.controller.rolling import CATCH_UP_TIMEOUT_S, IMPORTED_VERSION, RollRefused
 from actors.core.metrics import ControllerMetrics
 from coordinator.replication import IsrChange, IsrChangeKind
 from coordinator.replication.rolling import (
@@ -23,6 +26,7 @@ from coordinator.replication.rolling import (
     PartitionView,
     RollPlan,
     behind,
+    catching_up,
     leadership_moves,
     refusal,
     roll_order,
@@ -53,6 +57,15 @@ def test_refusal_names_the_partition_that_would_fall_below_min_isr() -> None:
     assert refusal("a", {0: PartitionView(("a", "b"), ("a", "b"), None)}, 1) == "partition 0 has no leader"
     held = refusal("b", {0: PartitionView(("a", "b"), ("a", "b"), "a", held=True)}, 1)
     assert held is not None and "held" in held
+
+
+def test_a_node_waits_while_another_replica_of_its_partitions_is_out_of_the_isr() -> None:
+    assert catching_up("a", VIEWS) is None
+    recreated = {**VIEWS, 1: PartitionView(("b", "d", "a"), ("b", "a"), "b")}  # d replaces c
+    why = catching_up("a", recreated)
+    assert why is not None and why.startswith("partition 1: replica(s) on d not in its ISR")
+    assert catching_up("d", recreated) is None  # its own replica catching up is no reason
+    assert catching_up("c", recreated) is None  # c holds none of partition 1 any more
 
 
 def test_leadership_goes_to_the_first_other_isr_member_in_assignment_order() -> None:
@@ -91,16 +104,24 @@ def make(cluster: FakeCluster, store: MemoryStore, **overrides: Any) -> Replicat
     return ReplicatedPlane(make_settings(**values), cluster, store, ControllerMetrics(), "ctl", ManualClock())
 
 
-async def admit_followers(plane: ReplicatedPlane, lagging: frozenset[str] = frozenset()) -> None:
+Hold = Callable[[FakeActor], bool]
+
+
+def never(_actor: FakeActor) -> bool:
+    return False
+
+
+async def admit_followers(plane: ReplicatedPlane, hold: Callable[[], Hold]) -> None:
     """Each leader admits a follower back into the ISR once it follows (a caught-up
-    follower, as `coordinator.replication.leader` proposes), except the `lagging` actors."""
+    follower, as `coordinator.replication.leader` proposes), except the actors `hold()`
+    holds back (lagging, or new code that does not serve)."""
     while True:
         for partition, meta in plane.state.partitions.items():
             actors = plane.handles.get(partition, {})
             lead = actors.get(meta.leader) if meta.leader else None
             following = [
                 n for n in meta.replicas
-                if n in actors and actors[n].role == "follower" and actors[n].name not in lagging
+                if n in actors and actors[n].role == "follower" and not hold()(actors[n])
             ]
             missing = [n for n in following if n not in meta.isr]
             if lead is None or lead.role != "leader" or not missing:
@@ -113,9 +134,9 @@ async def admit_followers(plane: ReplicatedPlane, lagging: frozenset[str] = froz
 
 
 @contextlib.asynccontextmanager
-async def admitting(plane: ReplicatedPlane, lagging: frozenset[str] = frozenset()) -> AsyncIterator[None]:
+async def admitting(plane: ReplicatedPlane, hold: Callable[[], Hold] = lambda: never) -> AsyncIterator[None]:
     """`admit_followers` running meanwhile."""
-    helper = asyncio.get_running_loop().create_task(admit_followers(plane, lagging))
+    helper = asyncio.get_running_loop().create_task(admit_followers(plane, hold))
     try:
         yield
     finally:
@@ -141,10 +162,16 @@ async def rolled(plane: ReplicatedPlane, **start: Any) -> dict[str, Any]:
 async def ready(cluster: FakeCluster | None = None) -> tuple[FakeCluster, MemoryStore, ReplicatedPlane]:
     cluster, store = cluster or FakeCluster(), MemoryStore()
     plane = make(cluster, store)
+    plane.rolling.wait_s = 0.005
     await plane.start()
     await plane.watch_once()
     await plane.settle()
     return cluster, store, plane
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.005)
 
 
 def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_settings() -> None:
@@ -181,6 +208,9 @@ def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_setting
         assert len(killed_roles) == 9 and set(killed_roles) == {"follower"}
         assert cluster.restarted == ["raygroups-topics"]  # in place, after every replica
         assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+        [row] = await plane.describe_settings(["commit_timeout_ms"])  # type: ignore[misc]
+        assert (row["value"], row["start"], row["set_by"]) == (7000, 5000, "rolling-restart 1")
+        assert status["controller_version"] == IMPORTED_VERSION and IMPORTED_VERSION
 
     run(scenario())
 
@@ -214,10 +244,10 @@ def test_fixed_or_unknown_settings_are_refused_with_the_reason() -> None:
     run(scenario())
 
 
-def test_stops_with_the_reason_mid_roll_and_resumes() -> None:
+def test_waits_while_a_partition_would_fall_below_min_isr_and_goes_on_by_itself() -> None:
     async def scenario() -> None:
         # 4 nodes, RF 3: a partition without the first node to roll lags on another of its
-        # replicas, so the roll passes the first node and stops before that partition's.
+        # replicas, so the roll passes the first node and waits before that partition's.
         cluster, _store, plane = await ready(FakeCluster(nodes=["n1", "n2", "n3", "n4"]))
         order = roll_order(plane.rolling.views())
         partition, meta = next(
@@ -225,22 +255,126 @@ def test_stops_with_the_reason_mid_roll_and_resumes() -> None:
         )
         laggard = next(n for n in meta.replicas if n != meta.leader)
         meta.isr = [n for n in meta.isr if n != laggard]
-        lagging = frozenset({meta.names[laggard]})
-        async with admitting(plane, lagging):
+        lagging = {meta.names[laggard]}
+        async with admitting(plane, lambda: lambda a: a.name in lagging):
             await plane.rolling.start(None, {})
-            await until_idle(plane)
-        plan = plane.state.roll
-        assert plan is not None and plan.stopped is not None
-        assert f"partition {partition}:" in plan.stopped and "below min ISR 2" in plan.stopped
-        assert order[0] in plan.done and plan.restarted is None
-        stopped_at = plan.next_node()
-        assert stopped_at in meta.replicas and stopped_at != laggard  # the laggard's own exit is fine
-        assert all(meta.names.get(n) for n in meta.replicas)
-        # The laggard catches up; the operator resumes; the roll finishes.
+            await until(lambda: "below min ISR 2" in (plane.rolling.status()["waiting"] or ""))
+            status = plane.rolling.status()
+            assert status["running"] and status["paused"] and status["stopped"] is None
+            assert status["waiting"].startswith(f"partition {partition}:")
+            plan = plane.state.roll
+            assert plan is not None and order[0] in plan.done and plan.restarted is None
+            stopped_at = plan.next_node()
+            assert stopped_at in meta.replicas and stopped_at != laggard  # the laggard's own exit is fine
+            # The laggard catches up: the roll goes on by itself, nobody resumes it.
+            lagging.clear()
+            status = await until_idle(plane)
+        assert status["phase"] == DONE and sorted(status["done"]) == sorted(order)
+        assert status["waiting"] is None and not status["paused"]
+
+    run(scenario())
+
+
+def test_a_node_killed_mid_roll_pauses_it_until_the_node_returns() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        order = roll_order(plane.rolling.views())
+        first = order[0]
+        # The first node's new replicas are held back from the ISR until the test lets go.
+        held = {first}
+        async with admitting(plane, lambda: lambda a: a.node in held):
+            await plane.rolling.start({"env_vars": {"V": "2"}}, {})
+            await until(lambda: plane.state.roll is not None and plane.state.roll.restarted == first)
+            await until(lambda: (plane.rolling.status()["waiting"] or "").startswith(f"replicas on {first}"))
+            assert not plane.rolling.status()["paused"]  # catching up is no fault
+            cluster.remove_node(first)  # killed while its replicas catch up
+            await until(lambda: plane.rolling.status()["paused"])
+            status = plane.rolling.status()
+            assert status["waiting"].startswith(f"node {first} is not live") and status["running"]
+            plane.clock.advance(CATCH_UP_TIMEOUT_S + 1)  # type: ignore[attr-defined]
+            await asyncio.sleep(0.05)
+            assert plane.rolling.status()["stopped"] is None  # a node down is no reason to stop
+            # The node returns: the controller restarts its replicas, they catch up, the roll goes on.
+            cluster.nodes.append(first)
+            held.clear()
+            status = await until_idle(plane)
+        assert status["phase"] == DONE and status["stopped"] is None
+        assert sorted(status["done"]) == sorted(order)
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert len(news) == 9 and all(a.runtime_env == {"env_vars": {"V": "2"}} for a in news)
+        assert all(len(m.isr) == 3 for m in plane.state.partitions.values())
+
+    run(scenario())
+
+
+def test_a_node_lost_for_good_is_done_once_its_replicas_moved_elsewhere() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready(FakeCluster(nodes=["n1", "n2", "n3", "n4"]))
+        order = roll_order(plane.rolling.views())
+        lost = order[0]
         async with admitting(plane):
+            await plane.rolling.start({"env_vars": {"V": "3"}}, {})
+            cluster.remove_node(lost)  # before its turn: the roll waits for it
+            await until(lambda: f"node {lost} is not live" in (plane.rolling.status()["waiting"] or ""))
+            # It never returns: after replica_reassign_delay_s its replicas move to other nodes.
+            plane.clock.advance(plane.settings.replica_reassign_delay_s + 1)  # type: ignore[attr-defined]
+            status = await until_idle(plane)
+        assert status["phase"] == DONE and status["stopped"] is None and lost in status["done"]
+        assert all(lost not in m.replicas and len(m.isr) == 3 for m in plane.state.partitions.values())
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert all(a.runtime_env == {"env_vars": {"V": "3"}} for a in news)
+
+    run(scenario())
+
+
+def test_replicas_that_do_not_come_back_on_a_healthy_cluster_stop_it_for_good() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        broken = {"pip": ["raygroups==broken"]}
+        async with admitting(plane, lambda: lambda a: a.runtime_env == broken):
+            await plane.rolling.start(broken, {"commit_timeout_ms": 7000})
+            with pytest.raises(RollRefused, match="under way"):
+                await plane.rolling.start(None, {})
+            first = plane.state.roll.nodes[0]  # type: ignore[union-attr]
+            await until(lambda: (plane.rolling.status()["waiting"] or "").startswith(f"replicas on {first}"))
+            plane.clock.advance(CATCH_UP_TIMEOUT_S + 1)  # type: ignore[attr-defined]
+            status = await until_idle(plane)
+            assert status["stopped"].startswith(f"replicas on {first} not back in the ISR")
+            assert "a new rolling-restart replaces this one" in status["stopped"]
+            assert not status["running"] and status["waiting"] is None
+            await plane.watch_once()  # the controller's rounds do not resume it
+            assert plane.rolling.status()["stopped"] is not None
+            # A person gives working code: a new roll replaces the stopped one.
+            await plane.rolling.start({"pip": ["raygroups==fixed"]}, {})
+            status = await until_idle(plane)
+        assert status["version"] == 2 and status["phase"] == DONE
+        assert status["settings"] == {"commit_timeout_ms": 7000}  # settings carry over
+        news = [a for a in cluster.live.values() if a.partition >= 0]
+        assert all(a.runtime_env == {"pip": ["raygroups==fixed"]} for a in news)
+
+    run(scenario())
+
+
+def test_an_operator_stop_holds_until_resumed() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        with pytest.raises(RollRefused, match="no rolling restart under way"):
+            await plane.rolling.stop()
+        order = roll_order(plane.rolling.views())
+        async with admitting(plane):
+            await plane.rolling.start(None, {})
+            cluster.remove_node(order[0])
+            await until(lambda: plane.rolling.status()["paused"])
+            status = await plane.rolling.stop()
+            assert status["stopped"].startswith("stopped by an operator") and not status["running"]
+            cluster.nodes.append(order[0])  # healthy again: a stopped roll stays stopped
+            await until(lambda: all(len(m.isr) == 3 for m in plane.state.partitions.values()))
+            await plane.watch_once()
+            await asyncio.sleep(0.05)
+            assert plane.state.roll is not None and plane.state.roll.done == []
             await plane.rolling.resume_stopped()
-            await until_idle(plane)
-        assert plan.phase == DONE and sorted(plan.done) == sorted(order)
+            status = await until_idle(plane)
+        assert status["phase"] == DONE and status["stopped"] is None
 
     run(scenario())
 
@@ -305,28 +439,6 @@ def test_a_roll_and_a_repartition_never_run_together() -> None:
         plane.state.plan = Plan(1, 3, 6)
         with pytest.raises(RollRefused, match="repartition 1 is under way"):
             await plane.rolling.start(None, {})
-
-    run(scenario())
-
-
-def test_a_stopped_roll_is_replaced_by_a_new_one_with_other_code() -> None:
-    async def scenario() -> None:
-        cluster, _store, plane = await ready()
-        await plane.rolling.start({"pip": ["raygroups==broken"]}, {"commit_timeout_ms": 7000})
-        with pytest.raises(RollRefused, match="under way"):
-            await plane.rolling.start(None, {})
-        assert plane.rolling._task is not None
-        plane.rolling._task.cancel()
-        plan = plane.state.roll
-        assert plan is not None
-        plan.stopped = "replicas on n3 not back in the ISR in 300 s: partitions [0, 1, 2]"
-        async with admitting(plane):
-            await plane.rolling.start({"pip": ["raygroups==fixed"]}, {})
-            status = await until_idle(plane)
-        assert status["version"] == 2 and status["phase"] == DONE
-        assert status["settings"] == {"commit_timeout_ms": 7000}  # settings carry over
-        news = [a for a in cluster.live.values() if a.partition >= 0]
-        assert all(a.runtime_env == {"pip": ["raygroups==fixed"]} for a in news)
 
     run(scenario())
 

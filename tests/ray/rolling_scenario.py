@@ -4,21 +4,26 @@ Run in its own process (a multi-node `ray.cluster_utils.Cluster` cannot share a 
 with the test session's): `python -m tests.ray.rolling_scenario`. A simulated cluster of a
 head and 2 workers runs the replicated service (2 partitions, RF 3, min ISR 2); one group
 per partition commits without pause. `Client.rolling_restart` runs with a runtime_env and a
-rolling setting: it must end DONE, every replica a new actor (no name of before is left),
-every partition fully in sync, no acknowledged commit lost, commits going on after it.
-Prints the longest commit gap and the time. Exits non-zero if a check fails.
+rolling setting: it must end DONE, `config get` showing the setting, every replica a new
+actor (no name of before is left), every partition fully in sync, no acknowledged commit
+lost, commits going on after it. Then a second roll during which a worker node is removed
+and added back under its name (`raygroups.io/node`): it must pause, saying for what, and
+finish by itself (issue 48: a fault needs no person). Prints the longest commit gap of the
+first roll and the times. Exits non-zero if a check fails.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import ray
 
 import actors
 from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
-from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, wait_for
+from actors.core.node_names import NODE_LABEL
+from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, sim_node_name, wait_for
 
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.fault_scenario import longest_gap
@@ -39,8 +44,31 @@ def partition_actor_names(namespace: str) -> set[str]:
     }
 
 
+def roll_through_a_node_loss(client: actors.Client, cluster: Any) -> tuple[float, str]:
+    """A roll during which a worker is removed and added back under its name: it pauses and
+    finishes by itself. (seconds it took, what it said it waited for)."""
+    began = time.monotonic()
+    started = client.rolling_restart(settings={"commit_timeout_ms": 4500}, wait=False)
+    name = [n for n in started["nodes"] if n != "head"][-1]
+    cluster.remove_node(next(w for w in cluster.worker_nodes if sim_node_name(w) == name))
+    said: list[str] = []
+
+    def paused() -> bool:
+        status = client.rolling_status()
+        if status["paused"]:
+            said.append(status["waiting"])
+        return bool(status["paused"])
+
+    wait_for("the roll paused by the lost node", paused, 120.0)
+    cluster.add_node(num_cpus=1, labels={NODE_LABEL: name})
+    wait_for("the roll done by itself", lambda: not client.rolling_status()["running"], 240.0)
+    status = client.rolling_status()
+    assert status["phase"] == "done" and status["stopped"] is None and status["version"] == 2, status
+    return time.monotonic() - began, said[0]
+
+
 def main() -> int:
-    with simulated_cluster(2, NAMESPACE, "raygroups-rolling-") as (cluster, path):
+    with simulated_cluster(2, NAMESPACE, "raygroups-rolling-", named=True) as (cluster, path):
         settings = quick_failover_settings(path, NAMESPACE, PARTITIONS)
         client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
@@ -55,17 +83,25 @@ def main() -> int:
         )
         ended = time.monotonic()
         assert status["phase"] == "done" and status["stopped"] is None, status
+        [row] = client.config(["commit_timeout_ms"])  # what the roll set is what config get shows
+        assert (row["value"], row["set_by"]) == (4000, "rolling-restart 1"), row
         after = partition_actor_names(NAMESPACE)
         assert len(after) == 3 * PARTITIONS and not before & after, (before, after)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
         during = {load.group: load.acked for load in loads}
         wait_for("commits after the roll", lambda: all(load.acked > during[load.group] for load in loads))
+        healed_s, waited_for = roll_through_a_node_loss(client, cluster)
+        wait_for("every partition fully replicated", lambda: fully_replicated(client), 120.0)
+        during = {load.group: load.acked for load in loads}
+        wait_for("commits after the second roll",
+                 lambda: all(load.acked > during[load.group] for load in loads))
         stop.set()
         thread.join(timeout=30)
         gap, group = longest_gap(loads, began, ended)
         commits = check_nothing_lost(loads)
         print(f"rolled {len(status['nodes'])} nodes in {ended - began:.1f} s; longest commit gap "
-              f"{gap:.2f} s ({group}); {commits} commits acknowledged, none lost")
+              f"{gap:.2f} s ({group}); a roll through a node's loss and return in {healed_s:.1f} s, "
+              f"paused: {waited_for!r}; {commits} commits acknowledged, none lost")
         actors.stop(NAMESPACE)
         ray.shutdown()
     return 0

@@ -58,6 +58,7 @@ def test_an_online_change_reaches_every_leader_and_a_bad_one_is_refused(
         assert main(["config", "get", "group_min_session_timeout_ms", "fsync", "--json"]) == 0
         rows = {row["KEY"]: row for row in json.loads(capsys.readouterr().out)}
         assert rows["group_min_session_timeout_ms"]["VALUE"] == "2000"
+        assert rows["group_min_session_timeout_ms"]["SET-BY"] == "online"
         assert rows["fsync"]["CHANGE"] == "rolling"
         assert main(["config", "set", "group_min_session_timeout_ms=-5"]) == 1
         assert main(["config", "set", "replication_factor=3"]) == 1

@@ -1,4 +1,5 @@
-"""A rolling restart of a 3-node RF 3 service under commits: tests/ray/rolling_scenario.py,
+"""Rolling restarts of a 3-node RF 3 service under commits, the second through a node lost
+and returned: tests/ray/rolling_scenario.py,
 in its own process (a multi-node `ray.cluster_utils.Cluster`)."""
 
 from __future__ import annotations
