@@ -147,8 +147,7 @@ async def admitting(plane: ReplicatedPlane, hold: Callable[[], Hold] = lambda: n
 
 async def until_idle(plane: ReplicatedPlane) -> dict[str, Any]:
     """The roll's status once it is done or stopped."""
-    while plane.rolling.status()["running"]:
-        await asyncio.sleep(0.005)
+    await until(lambda: not plane.rolling.status()["running"])
     return plane.rolling.status()
 
 
@@ -169,8 +168,12 @@ async def ready(cluster: FakeCluster | None = None) -> tuple[FakeCluster, Memory
     return cluster, store, plane
 
 
-async def until(condition: Callable[[], bool]) -> None:
+async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Wait for `condition` (the fake cluster settles in milliseconds; the bound only turns
+    a roll that never gets there into a failure)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
     while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
         await asyncio.sleep(0.005)
 
 
@@ -384,8 +387,7 @@ def test_a_restarted_controller_resumes_the_roll_from_its_metadata() -> None:
         cluster, store, plane = await ready()
         await plane.rolling.start({"env_vars": {"V": "2"}}, {"commit_timeout_ms": 9000})
         async with admitting(plane):
-            while not plane.state.roll.done:  # type: ignore[union-attr]
-                await asyncio.sleep(0.005)
+            await until(lambda: bool(plane.state.roll.done))  # type: ignore[union-attr]
         assert plane.rolling._task is not None
         plane.rolling._task.cancel()
         for task in plane._loops:
@@ -411,8 +413,7 @@ def test_the_controller_ends_its_process_and_its_restart_finishes_the_roll() -> 
         plane.rolling.exit_process = lambda: exits.append(1)
         async with admitting(plane):
             await plane.rolling.start(None, {"replica_lag_time_max_ms": 20000})
-            while not exits:
-                await asyncio.sleep(0.005)
+            await until(lambda: bool(exits))
         assert plane.state.roll is not None and plane.state.roll.phase == "controller"
         assert store.data is not None and store.data["rolling_restart"]["phase"] == "controller"
         assert cluster.restarted == []  # the registry waits for the controller's restart
