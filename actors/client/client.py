@@ -36,7 +36,7 @@ from uuid import UUID
 import ray
 
 from actors.client.coalesce import CallAs, coalescer_for, process_sender, retire
-from actors.client.fanout import ByGroup, EveryPartition, deleted, described, lag_response, lagged
+from actors.client.fanout import ByGroup, EveryPartition, deleted, described, lagged
 from actors.client.retry import (
     MIN_ATTEMPT_S,
     Backoff,
@@ -359,20 +359,24 @@ class Client:
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         """DescribeGroups: classic groups. A consumer group, like an unknown id, is "Dead"."""
-        return self._fan_out(ByGroup(DescribeGroupsRequest, group_ids, described))
+        plan = ByGroup(DescribeGroupsRequest, group_ids, described)
+        return _described(plan, self._fan_out(plan))
 
     async def describe_groups_async(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
-        return await self._fan_out_async(ByGroup(DescribeGroupsRequest, group_ids, described))
+        plan = ByGroup(DescribeGroupsRequest, group_ids, described)
+        return _described(plan, await self._fan_out_async(plan))
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe (KIP-848): consumer groups, with member epochs and target
         assignments. A classic or unknown id is answered GROUP_ID_NOT_FOUND (its
         `error_message` says which); describe those with `describe_groups`, as Kafka's
         admin client falls back to DescribeGroups."""
-        return self._fan_out(ByGroup(ConsumerGroupDescribeRequest, group_ids, described))
+        plan = ByGroup(ConsumerGroupDescribeRequest, group_ids, described)
+        return _described(plan, self._fan_out(plan))
 
     async def describe_consumer_groups_async(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
-        return await self._fan_out_async(ByGroup(ConsumerGroupDescribeRequest, group_ids, described))
+        plan = ByGroup(ConsumerGroupDescribeRequest, group_ids, described)
+        return _described(plan, await self._fan_out_async(plan))
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         """Every group of every partition, sorted by id, with its type ("classic" or
@@ -389,11 +393,11 @@ class Client:
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
         """DeleteGroups: each id's error (NONE once deleted, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
         plan = ByGroup(DeleteGroupsRequest, group_ids, deleted)
-        return dict(zip(plan.order, self._fan_out(plan), strict=True))
+        return _deleted(plan, self._fan_out(plan))
 
     async def delete_groups_async(self, group_ids: Iterable[str]) -> dict[str, Any]:
         plan = ByGroup(DeleteGroupsRequest, group_ids, deleted)
-        return dict(zip(plan.order, await self._fan_out_async(plan), strict=True))
+        return _deleted(plan, await self._fan_out_async(plan))
 
     def lag(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
         """Live lag of `groups` (None: every group with committed offsets), sorted by group:
@@ -402,18 +406,17 @@ class Client:
         leaders as commits and end-offset reports arrive; a group holding no committed
         offset is absent; lag is None (unknown) where no end offset was reported.
         `partitions=False`: each group's totals and health only (no partition rows)."""
-        return _lagged(self._lag_answers(self._fan_out(self._lag_plan(groups, partitions)), groups))
+        return _lagged(self._fan_out(self._lag_plan(groups, partitions)))
 
     async def lag_async(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
-        answers = await self._fan_out_async(self._lag_plan(groups, partitions))
-        return _lagged(self._lag_answers(answers, groups))
+        return _lagged(await self._fan_out_async(self._lag_plan(groups, partitions)))
 
     async def lag_rows_async(self, groups: Iterable[str] | None = None) -> list[PartitionRow]:
         """`lag_async` as the leaders' plain rows (coordinator/lag_query.py `PartitionRow`), one per
         committed offset, sorted by group, topic and partition: no object per row, for a caller
         that prints or exports them column by column (`raygroups lag --live`)."""
-        answers = await self._fan_out_async(self._lag_plan(groups, True))
-        rows = [row for response in self._lag_answers(answers, groups) for row in response.partitions]
+        responses: list[LagResponse] = await self._fan_out_async(self._lag_plan(groups, True))
+        rows = [row for response in responses for row in response.partitions]
         rows.sort(key=itemgetter(0))  # each leader's rows are sorted, and a group is on one leader
         return rows
 
@@ -422,10 +425,6 @@ class Client:
         if groups is None:
             return EveryPartition(LagRequest(None, partitions))
         return ByGroup(lambda ids: LagRequest(ids, partitions), groups, lagged)
-
-    @staticmethod
-    def _lag_answers(answers: list[Any], groups: Iterable[str] | None) -> list[LagResponse]:
-        return answers if groups is None else [lag_response(answers)]
 
     def _fan_out(self, plan: ByGroup | EveryPartition) -> list[Any]:
         """Rounds of `plan` until it is complete (actors/client/fanout.py), each partition
@@ -688,6 +687,16 @@ class _Route:
         if leader is None:
             raise NoLeaderError(p)
         return leader
+
+
+def _described(plan: ByGroup, kept: list[list[Any]]) -> list[Any]:
+    """The groups a plan's answers described, in the order asked."""
+    return plan.in_order((group.group_id, group) for groups in kept for group in groups)
+
+
+def _deleted(plan: ByGroup, kept: list[list[tuple[str, Errors]]]) -> dict[str, Any]:
+    """Each group's DeleteGroups error, in the order asked."""
+    return dict(zip(plan.order, plan.in_order(pair for pairs in kept for pair in pairs), strict=True))
 
 
 def _listed(responses: list[ListGroupsResponse]) -> list[ListedGroup]:

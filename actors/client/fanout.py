@@ -31,11 +31,11 @@ request per partition, and the check compares each answer's routing with the cli
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from coordinator.errors import RETRIABLE_COORDINATOR_ERRORS, Errors
-from coordinator.lag_query import GroupRow, LagResponse, PartitionRow
+from coordinator.lag_query import LagResponse
 from coordinator.routing import Routing
 
 
@@ -51,24 +51,26 @@ class Router(Protocol):
 class ByGroup:
     """Requests naming groups, each asked of the partition that owns it.
 
-    `answered(response, partition, asked)`: the answers the response holds by group id,
-    for the asked groups that partition owns (the others are asked again)."""
+    `answered(response, partition, asked)`: the asked groups the response answers (those
+    its partition owns; the others are asked again) and what of it to keep."""
 
     def __init__(
         self,
         kind: Callable[[tuple[str, ...]], Any],
         group_ids: Iterable[str],
-        answered: Callable[[Any, int, tuple[str, ...]], dict[str, Any]],
+        answered: Callable[[Any, int, tuple[str, ...]], tuple[Collection[str], Any]],
     ) -> None:
         self.kind, self.answered = kind, answered
         self.order = list(dict.fromkeys(group_ids))
-        self.answers: dict[str, Any] = {}
+        self.done_ids: set[str] = set()
+        self.kept: list[Any] = []
         self.asked: dict[int, tuple[str, ...]] = {}
 
     def requests(self, client: Router) -> dict[int, Any]:
         grouped: dict[int, list[str]] = {}
+        done = self.done_ids
         for group_id in self.order:
-            if group_id not in self.answers:
+            if group_id not in done:
                 grouped.setdefault(client.partition_for(group_id), []).append(group_id)
         self.asked = {p: tuple(ids) for p, ids in grouped.items()}
         return {p: self.kind(ids) for p, ids in self.asked.items()}
@@ -76,16 +78,22 @@ class ByGroup:
     def take(self, partition: int, response: Any) -> bool:
         """Keep what `partition` answered; False when some of its groups must be asked again."""
         asked = self.asked[partition]
-        kept = self.answered(response, partition, asked)
-        self.answers.update(kept)
-        return len(kept) == len(asked)
+        ids, kept = self.answered(response, partition, asked)
+        self.done_ids.update(ids)
+        self.kept.append(kept)
+        return len(ids) == len(asked)
 
     def done(self, client: Router) -> bool:
-        return len(self.answers) == len(self.order)
+        return len(self.done_ids) == len(self.order)
 
     def result(self) -> list[Any]:
-        """The answers in the order the ids were given (each id once)."""
-        return [self.answers[group_id] for group_id in self.order]
+        """What was kept of each answer, in the order they came."""
+        return self.kept
+
+    def in_order(self, items: Iterable[tuple[str, Any]]) -> list[Any]:
+        """Per group id, in the order the ids were given (each id once), its item of `items`."""
+        by_id = dict(items)
+        return [by_id[group_id] for group_id in self.order]
 
 
 class EveryPartition:
@@ -127,50 +135,27 @@ class EveryPartition:
 # ------------------------------------------------ what each request's answer holds, by group
 
 
-def described(response: Any, partition: int, asked: tuple[str, ...]) -> dict[str, Any]:
+def described(response: Any, partition: int, asked: tuple[str, ...]) -> tuple[list[str], list[Any]]:
     """DescribeGroups or ConsumerGroupDescribe: each group its owner described."""
     wanted = set(asked)
-    return {
-        group.group_id: group
-        for group in response.groups
-        if group.group_id in wanted and group.error not in RETRIABLE_COORDINATOR_ERRORS
-    }
+    retriable = RETRIABLE_COORDINATOR_ERRORS
+    kept = [g for g in response.groups if g.group_id in wanted and g.error not in retriable]
+    return [g.group_id for g in kept], kept
 
 
-def deleted(response: Any, partition: int, asked: tuple[str, ...]) -> dict[str, Any]:
+def deleted(response: Any, partition: int, asked: tuple[str, ...]) -> tuple[list[str], list[Any]]:
     """DeleteGroups: each group's error, from its owner."""
     wanted = set(asked)
-    return {
-        group_id: error
-        for group_id, error in response.results
-        if group_id in wanted and error not in RETRIABLE_COORDINATOR_ERRORS
-    }
+    kept = [(g, e) for g, e in response.results if g in wanted and e not in RETRIABLE_COORDINATOR_ERRORS]
+    return [g for g, _ in kept], kept
 
 
-LagRows = tuple[tuple[GroupRow, ...], tuple[PartitionRow, ...]]
-
-
-def lagged(response: LagResponse, partition: int, asked: tuple[str, ...]) -> dict[str, LagRows]:
-    """LagRequest of named groups: the rows of each group the partition owns by the routing
-    it answered by (none: no committed offset there)."""
+def lagged(response: LagResponse, partition: int, asked: tuple[str, ...]) -> tuple[list[str], LagResponse]:
+    """LagRequest of named groups: the groups the partition owns by the routing it answered
+    by (their rows, if any, are the response's: it leaves out the groups it does not own)."""
     if response.error != Errors.NONE:
-        return {}
+        return [], LagResponse(Errors.NONE)
     routing = response.routing
-    owned = [g for g in asked if routing is None or routing.partition_for(g) == partition]
-    groups: dict[str, list[GroupRow]] = {}
-    rows: dict[str, list[PartitionRow]] = {}
-    for group_row in response.groups:
-        groups.setdefault(group_row[0], []).append(group_row)
-    for row in response.partitions:
-        rows.setdefault(row[0], []).append(row)
-    return {g: (tuple(groups.get(g, ())), tuple(rows.get(g, ()))) for g in owned}
-
-
-def lag_response(answers: Iterable[LagRows]) -> LagResponse:
-    """Every named group's rows as one response (groups in id order)."""
-    found = sorted((a for a in answers if a[0]), key=lambda a: a[0][0][0])
-    return LagResponse(
-        Errors.NONE,
-        tuple(row for group_rows, _ in found for row in group_rows),
-        tuple(row for _, rows in found for row in rows),
-    )
+    if routing is None:
+        return list(asked), response
+    return [g for g in asked if routing.partition_for(g) == partition], response

@@ -192,8 +192,9 @@ def test_without_a_repartition_each_partition_is_asked_once(asynchronous: bool) 
     client = client_of(service)
     assert [g.group_id for g in call(client, "list_groups", asynchronous)] == sorted(GROUPS)
     assert len(call(client, "lag", asynchronous)) == len(GROUPS)
-    assert len(call(client, "describe_groups", asynchronous, GROUPS)) == len(GROUPS)
-    assert len(service.calls) == 6, "one request per partition and call"
+    assert len(call(client, "lag", asynchronous, GROUPS)) == len(GROUPS)
+    assert [d.group_id for d in call(client, "describe_groups", asynchronous, GROUPS)] == GROUPS
+    assert len(service.calls) == 8, "one request per partition and call"
     assert (service.routing_call.calls, service.routing_after.calls) == (1, 0), "no refresh"
 
 
