@@ -142,7 +142,7 @@ def handle_list_groups(shard: Shard, request: ListGroupsRequest, token: Token) -
             for g in shard.consumer_groups.values()
             if (not states or g.state.value.lower() in states) and owns(shard, g.group_id)
         )
-    return ListGroupsResponse(Errors.NONE, tuple(listed))
+    return ListGroupsResponse(Errors.NONE, tuple(listed), shard.owner)
 
 
 def handle_delete_groups(shard: Shard, request: DeleteGroupsRequest, token: Token) -> DeleteGroupsResponse:

@@ -12,7 +12,8 @@ pickle in a fraction of a second; dataclass rows would cost several times
 more): `partitions` one `PartitionRow` per committed offset, sorted by group,
 topic and partition; `groups` one `GroupRow` per group. A group id it is
 asked for and does not hold (no committed offsets, or another partition's)
-is simply absent. `rows_to_groups` turns them back into `GroupLag`s.
+is simply absent; the response names the routing it answered by (`routing`), so
+a client knows which groups to ask another partition. `rows_to_groups` turns them back into `GroupLag`s.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class LagResponse:
     error: Errors
     groups: tuple[GroupRow, ...] = ()
     partitions: tuple[PartitionRow, ...] = ()
+    # The routing the partition answered by (None: it owns every group it holds): the groups
+    # it does not own under it are absent, and the client asks their owner.
+    routing: Routing | None = None
 
 
 register_requests((LagRequest,))
@@ -70,7 +74,7 @@ def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
         found = group_rows(tracker, group_id, shard.now_ms, request.partitions)
         groups.extend(found[0])
         partitions.extend(found[1])
-    return LagResponse(Errors.NONE, tuple(groups), tuple(partitions))
+    return LagResponse(Errors.NONE, tuple(groups), tuple(partitions), owner)
 
 
 def group_rows(

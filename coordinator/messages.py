@@ -25,6 +25,7 @@ from uuid import UUID
 from coordinator.checks import Checked, check_fields, register_requests
 from coordinator.errors import Errors
 from coordinator.lag_watch import LagWatchRequest
+from coordinator.routing import Routing
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -324,6 +325,9 @@ class ListedGroup:
 class ListGroupsResponse:
     error: Errors
     groups: tuple[ListedGroup, ...] = ()
+    # The routing the partition listed its groups by (None: it owns every group it holds, as
+    # before any repartition): a client merging every partition's list checks they agree.
+    routing: Routing | None = None
 
 
 @dataclass(frozen=True, slots=True)

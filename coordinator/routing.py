@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from math import lcm
 
 
 def java_string_hash(text: str) -> int:
@@ -54,6 +55,30 @@ class Routing:
         """How many partitions serve groups or take them over: the larger count."""
         return max(self.count, self.previous or 0)
 
+    def claim(self, partition: int) -> tuple[int, frozenset[int]]:
+        """The groups this routing sends to `partition`: those whose hash (`abs(hashCode)`)
+        modulo the returned modulus is one of the returned residues. One count divides
+        the other (coordinator/handoff.py `refusal`), so the larger is a modulus."""
+        count, previous = self.count, self.previous
+        if previous is None:
+            return count, frozenset({partition} if partition < count else ())
+        modulus = max(count, previous)
+        residues: set[int] = set()
+        if partition < previous and partition not in self.switched:
+            residues.update(range(partition, modulus, previous))
+        if partition < count:
+            residues.update(r for r in range(partition, modulus, count) if r % previous in self.switched)
+        return modulus, frozenset(residues)
+
+    def sends_same(self, other: Routing, partition: int) -> bool:
+        """Whether both routings send exactly the same groups to `partition` (an answer
+        given by one is then the whole answer under the other)."""
+        if self == other:
+            return True
+        mine, theirs = self.claim(partition), other.claim(partition)
+        modulus = lcm(mine[0], theirs[0])
+        return _expand(mine, modulus) == _expand(theirs, modulus)
+
     def with_switched(self, partition: int) -> Routing:
         return Routing(self.count, self.previous, self.switched | {partition}, self.version)
 
@@ -80,3 +105,9 @@ class Routing:
             int(count), int(previous) or None,
             frozenset(int(p) for p in switched.split(",") if p), int(version),
         )
+
+
+def _expand(claim: tuple[int, frozenset[int]], modulus: int) -> frozenset[int]:
+    """A claim's residues modulo a multiple of its modulus."""
+    own, residues = claim
+    return frozenset(r + k for r in residues for k in range(0, modulus, own))

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actors.cli.group_views import DEAD, GroupView, MemberView, describe_views, partitions_text
@@ -53,7 +53,6 @@ from actors.cli.status_table import node_text
 from actors.cli.tables import print_tables
 from actors.client.client import Client
 from coordinator.lag import PartitionLag
-from coordinator.routing import partition_for
 
 DESCRIBE_COLUMNS = [
     "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
@@ -84,7 +83,7 @@ def cmd_describe(client: Client, args: argparse.Namespace) -> int:
     elif args.state:
         health = {g.group_id: g.health.name for g in client.lag([g.group_id for g in live], partitions=False)}
         columns, sections = state_sections(
-            live, client.status(), client.num_partitions, whole=bool(args.json), verbose=args.verbose,
+            live, client.status(), client.partition_for, whole=bool(args.json), verbose=args.verbose,
             health=health,
         )
     else:
@@ -206,7 +205,7 @@ def _member_row(
 def state_sections(
     groups: Sequence[GroupView],
     status: Iterable[Mapping[str, Any]],
-    num_partitions: int,
+    partition_for: Callable[[str], int],
     whole: bool,
     verbose: bool = False,
     health: Mapping[str, str] | None = None,
@@ -218,7 +217,7 @@ def state_sections(
     nodes = {row.get("partition"): row.get("leader_node") or row.get("node_id") for row in status}
     sections: Sections = []
     for group in groups:
-        partition = partition_for(group.group_id, num_partitions)
+        partition = partition_for(group.group_id)
         coordinator = f"offsets-{partition}@{node_text(nodes.get(partition), whole) or '-'}"
         row: list[Any] = [group.group_id, coordinator, group.assignment_strategy or None, group.state]
         if with_epochs:

@@ -2,7 +2,8 @@
 
 Owns: `Client` (`client.py`: routing by Kafka's group-to-partition hash, the
 cached routing table, typed calls for every request), retries with backoff
-until a deadline (`retry.py`), coalescing concurrent commits into one call
+until a deadline (`retry.py`), admin calls fanned out to many partitions and
+whole across a repartition (`fanout.py`), coalescing concurrent commits into one call
 per partition (`coalesce.py`), and the topic registry, a singleton actor
 with every topic's partition count, end and start offsets and their history
 (`topics.py`, `end_history.py`), and the service's ACLs it keeps

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -35,7 +36,16 @@ from uuid import UUID
 import ray
 
 from actors.client.coalesce import CallAs, coalescer_for, process_sender, retire
-from actors.client.retry import Backoff, NoLeaderError, Retry, call_with_retry, call_with_retry_async
+from actors.client.fanout import ByGroup, EveryPartition, deleted, described, lagged
+from actors.client.retry import (
+    MIN_ATTEMPT_S,
+    Backoff,
+    NoLeaderError,
+    Retry,
+    call_with_retry,
+    call_with_retry_async,
+    retriable,
+)
 from actors.core.settings import CONTROLLER_NAME, DEFAULT_NAMESPACE
 from actors.core.wire import loads_response
 from coordinator.errors import Errors
@@ -46,7 +56,6 @@ from coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
-    DeleteGroupsResponse,
     DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
@@ -180,15 +189,19 @@ class Client:
         route = self._route(request, partition)
 
         def attempt(timeout_s: float) -> Any:
-            leader = route.take()
-            if self.coalesce:
-                return process_sender().call(leader, request, timeout_s, self.call_as)
-            return _answer(loads_response(ray.get(self._single(leader, request), timeout=timeout_s)))
+            return self._once(route, request, timeout_s)
 
         def on_retry(last: object) -> None:
             self._refresh_after(route)
 
         return call_with_retry(attempt, self._retry(request, timeout_s), on_retry)
+
+    def _once(self, route: _Route, request: Request, timeout_s: float) -> Any:
+        """One attempt of `request` to the leader `route` names now."""
+        leader = route.take()
+        if self.coalesce:
+            return process_sender().call(leader, request, timeout_s, self.call_as)
+        return _answer(loads_response(ray.get(self._single(leader, request), timeout=timeout_s)))
 
     def send_later(self, request: Request) -> concurrent.futures.Future[Any]:
         """One attempt, not waited for (no retry): the response, or the error, in a future.
@@ -346,44 +359,50 @@ class Client:
 
     # ------------------------------------------------- admin, fanned out
     # One request per offsets partition concerned: the sync methods ask the partitions one
-    # after another, their `*_async` twins all at once.
+    # after another, their `*_async` twins all at once; correct across a repartition
+    # (actors/client/fanout.py).
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         """DescribeGroups: classic groups. A consumer group, like an unknown id, is "Dead"."""
-        return _described(self._fan_out(self._per_partition(DescribeGroupsRequest, group_ids)))
+        plan = ByGroup(DescribeGroupsRequest, group_ids, described)
+        return _described(plan, self._fan_out(plan))
 
     async def describe_groups_async(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
-        return _described(await self._fan_out_async(self._per_partition(DescribeGroupsRequest, group_ids)))
+        plan = ByGroup(DescribeGroupsRequest, group_ids, described)
+        return _described(plan, await self._fan_out_async(plan))
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe (KIP-848): consumer groups, with member epochs and target
         assignments. A classic or unknown id is answered GROUP_ID_NOT_FOUND (its
         `error_message` says which); describe those with `describe_groups`, as Kafka's
         admin client falls back to DescribeGroups."""
-        return _described(self._fan_out(self._per_partition(ConsumerGroupDescribeRequest, group_ids)))
+        plan = ByGroup(ConsumerGroupDescribeRequest, group_ids, described)
+        return _described(plan, self._fan_out(plan))
 
     async def describe_consumer_groups_async(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
-        requests = self._per_partition(ConsumerGroupDescribeRequest, group_ids)
-        return _described(await self._fan_out_async(requests))
+        plan = ByGroup(ConsumerGroupDescribeRequest, group_ids, described)
+        return _described(plan, await self._fan_out_async(plan))
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         """Every group of every partition, sorted by id, with its type ("classic" or
         "consumer") and state; `states` and `types` filter, case-insensitive (an
         unknown name matches nothing)."""
-        return _listed(self._fan_out(self._every_partition(ListGroupsRequest(tuple(states), tuple(types)))))
+        return _listed(self._fan_out(EveryPartition(ListGroupsRequest(tuple(states), tuple(types)))))
 
     async def list_groups_async(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> list[ListedGroup]:
-        requests = self._every_partition(ListGroupsRequest(tuple(states), tuple(types)))
-        return _listed(await self._fan_out_async(requests))
+        plan = EveryPartition(ListGroupsRequest(tuple(states), tuple(types)))
+        return _listed(await self._fan_out_async(plan))
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
         """DeleteGroups: each id's error (NONE once deleted, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
-        return _deleted(self._fan_out(self._per_partition(DeleteGroupsRequest, group_ids)))
+        plan = ByGroup(DeleteGroupsRequest, group_ids, deleted)
+        return _deleted(plan, self._fan_out(plan))
 
     async def delete_groups_async(self, group_ids: Iterable[str]) -> dict[str, Any]:
-        return _deleted(await self._fan_out_async(self._per_partition(DeleteGroupsRequest, group_ids)))
+        plan = ByGroup(DeleteGroupsRequest, group_ids, deleted)
+        return _deleted(plan, await self._fan_out_async(plan))
 
     def lag(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
         """Live lag of `groups` (None: every group with committed offsets), sorted by group:
@@ -392,42 +411,92 @@ class Client:
         leaders as commits and end-offset reports arrive; a group holding no committed
         offset is absent; lag is None (unknown) where no end offset was reported.
         `partitions=False`: each group's totals and health only (no partition rows)."""
-        return _lagged(self._fan_out(self._lag_requests(groups, partitions)))
+        return _lagged(self._fan_out(self._lag_plan(groups, partitions)))
 
     async def lag_async(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
-        return _lagged(await self._fan_out_async(self._lag_requests(groups, partitions)))
+        return _lagged(await self._fan_out_async(self._lag_plan(groups, partitions)))
 
     async def lag_rows_async(self, groups: Iterable[str] | None = None) -> list[PartitionRow]:
         """`lag_async` as the leaders' plain rows (coordinator/lag_query.py `PartitionRow`), one per
         committed offset, sorted by group, topic and partition: no object per row, for a caller
         that prints or exports them column by column (`raygroups lag --live`)."""
-        responses: list[LagResponse] = await self._fan_out_async(self._lag_requests(groups, True))
+        responses: list[LagResponse] = await self._fan_out_async(self._lag_plan(groups, True))
         rows = [row for response in responses for row in response.partitions]
         rows.sort(key=itemgetter(0))  # each leader's rows are sorted, and a group is on one leader
         return rows
 
-    def _lag_requests(self, groups: Iterable[str] | None, partitions: bool) -> dict[int, Request]:
+    @staticmethod
+    def _lag_plan(groups: Iterable[str] | None, partitions: bool) -> ByGroup | EveryPartition:
         if groups is None:
-            return self._every_partition(LagRequest(None, partitions))
-        return self._per_partition(lambda ids: LagRequest(ids, partitions), groups)
+            return EveryPartition(LagRequest(None, partitions))
+        return ByGroup(lambda ids: LagRequest(ids, partitions), groups, lagged)
 
-    def _per_partition(
-        self, kind: Callable[[tuple[str, ...]], Request], group_ids: Iterable[str]
-    ) -> dict[int, Request]:
-        """A request of `kind` per partition, naming that partition's groups of `group_ids`."""
-        grouped: dict[int, list[str]] = {}
-        for group_id in group_ids:
-            grouped.setdefault(self.partition_for(group_id), []).append(group_id)
-        return {p: kind(tuple(ids)) for p, ids in grouped.items()}
+    def _fan_out(self, plan: ByGroup | EveryPartition) -> list[Any]:
+        """Rounds of `plan` until it is complete (actors/client/fanout.py), each partition
+        asked once a round, one after another; refreshed between rounds."""
+        retry = self._fan_out_retry(plan)
+        deadline = retry.deadline()
+        for attempt in itertools.count():
+            failed: list[_Route] = []
+            last: object = None
+            for partition, request in plan.requests(self).items():
+                route = _Route(self, partition)
+                try:
+                    response = self._once(route, request, max(MIN_ATTEMPT_S, deadline - time.monotonic()))
+                except Exception as exc:
+                    last = retriable(exc)
+                    failed.append(route)
+                    continue
+                if not plan.take(partition, response):
+                    last = response
+                    failed.append(route)
+            if plan.done(self):
+                return plan.result()
+            time.sleep(retry.delay_or_raise(attempt, deadline, last))
+            for route in failed:  # one refresh: the others see the routing changed since
+                self._refresh_after(route)
+            if not failed:
+                self.refresh()
+        raise AssertionError("unreachable")
 
-    def _every_partition(self, request: Request) -> dict[int, Request]:
-        return dict.fromkeys(range(self.num_partitions), request)
+    async def _fan_out_async(self, plan: ByGroup | EveryPartition) -> list[Any]:
+        """`_fan_out` with every partition of a round asked at once."""
+        retry = self._fan_out_retry(plan)
+        deadline = retry.deadline()
 
-    def _fan_out(self, requests: dict[int, Request]) -> list[Any]:
-        return [self.send(request, partition=p) for p, request in requests.items()]
+        async def ask(route: _Route, request: Request) -> Any:
+            timeout = max(MIN_ATTEMPT_S, deadline - time.monotonic())
+            try:
+                return await asyncio.wait_for(self._attempt_async(request, route), timeout)
+            except Exception as exc:
+                return _Failed(retriable(exc))
 
-    async def _fan_out_async(self, requests: dict[int, Request]) -> list[Any]:
-        return list(await asyncio.gather(*(self.send_async(r, partition=p) for p, r in requests.items())))
+        for attempt in itertools.count():
+            requests = plan.requests(self)
+            routes = [_Route(self, p) for p in requests]
+            asked = zip(routes, requests.values(), strict=True)
+            responses = await asyncio.gather(*(ask(route, request) for route, request in asked))
+            failed: list[_Route] = []
+            last: object = None
+            for route, response in zip(routes, responses, strict=True):
+                if isinstance(response, _Failed) or not plan.take(route.partition, response):
+                    last = response.why if isinstance(response, _Failed) else response
+                    failed.append(route)
+            if plan.done(self):
+                return plan.result()
+            await asyncio.sleep(retry.delay_or_raise(attempt, deadline, last))
+            for route in failed:
+                await self._refresh_after_async(route)
+            if not failed:
+                await self.refresh_async()
+        raise AssertionError("unreachable")
+
+    def _fan_out_retry(self, plan: ByGroup | EveryPartition) -> Retry:
+        if isinstance(plan, EveryPartition):
+            what = f"{type(plan.request).__name__} to every partition"
+        else:
+            what = f"{type(plan.kind(())).__name__} for {len(plan.order)} groups"
+        return Retry(self.timeout_s, self.backoff, what)
 
     # --------------------------------------------------------------- admin
 
@@ -629,6 +698,9 @@ class _Route:
         if self.group_id is not None and self.version != client._version:
             self.partition = client.partition_for(self.group_id)
         p = self.partition
+        if p >= len(client._leaders):  # a partition a shrink retired (the routing said so)
+            self.version = client._version
+            raise NoLeaderError(p)
         self.version, self.epoch = client._version, client._epochs[p]
         leader = client._leaders[p]
         if leader is None:
@@ -636,9 +708,14 @@ class _Route:
         return leader
 
 
-def _described(responses: list[Any]) -> list[Any]:
-    """The groups of DescribeGroups or ConsumerGroupDescribe answers, in one list."""
-    return [group for response in responses for group in response.groups]
+def _described(plan: ByGroup, kept: list[list[Any]]) -> list[Any]:
+    """The groups a plan's answers described, in the order asked."""
+    return plan.in_order((group.group_id, group) for groups in kept for group in groups)
+
+
+def _deleted(plan: ByGroup, kept: list[list[tuple[str, Errors]]]) -> dict[str, Any]:
+    """Each group's DeleteGroups error, in the order asked."""
+    return dict(zip(plan.order, plan.in_order(pair for pairs in kept for pair in pairs), strict=True))
 
 
 def _listed(responses: list[ListGroupsResponse]) -> list[ListedGroup]:
@@ -651,8 +728,13 @@ def _lagged(responses: list[LagResponse]) -> list[GroupLag]:
     return sorted(lagged, key=lambda g: g.group_id)
 
 
-def _deleted(responses: list[DeleteGroupsResponse]) -> dict[str, Any]:
-    return {group_id: error for response in responses for group_id, error in response.results}
+class _Failed:
+    """A fanned-out attempt that raised something worth retrying (`why`)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: object) -> None:
+        self.why = why
 
 
 def _answer(response: Any) -> Any:

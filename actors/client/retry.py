@@ -69,6 +69,16 @@ def coordinator_error(response: Any) -> Errors | None:
     return None
 
 
+def retriable(exc: Exception) -> Exception:
+    """`exc`, raised by an attempt, when it is worth another attempt; else what the
+    caller gets raised: a refused request unwrapped, any other error as it is."""
+    if isinstance(exc, UNREACHABLE + ATTEMPT_TIMED_OUT):
+        return exc
+    if isinstance(exc, RayTaskError) and isinstance(exc.cause, InvalidRequestError):
+        raise exc.cause from None
+    raise exc
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Exponential backoff with jitter, like Kafka's retry.backoff(.max).ms."""
@@ -115,12 +125,8 @@ def call_with_retry(
     for attempt in itertools.count():
         try:
             response = call(max(MIN_ATTEMPT_S, deadline - time.monotonic()))
-        except UNREACHABLE + ATTEMPT_TIMED_OUT as exc:
-            last: object = exc
-        except RayTaskError as exc:
-            if isinstance(exc.cause, InvalidRequestError):
-                raise exc.cause from None
-            raise
+        except Exception as exc:
+            last: object = retriable(exc)
         else:
             if coordinator_error(response) is None:
                 return response
@@ -142,12 +148,8 @@ async def call_with_retry_async(
     for attempt in itertools.count():
         try:
             response = await asyncio.wait_for(call(), max(MIN_ATTEMPT_S, deadline - time.monotonic()))
-        except UNREACHABLE + ATTEMPT_TIMED_OUT as exc:
-            last: object = exc
-        except RayTaskError as exc:
-            if isinstance(exc.cause, InvalidRequestError):
-                raise exc.cause from None
-            raise
+        except Exception as exc:
+            last: object = retriable(exc)
         else:
             if coordinator_error(response) is None:
                 return response

@@ -4,6 +4,7 @@ now lives, members keep their group, and counts that cannot be reached are refus
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import shutil
@@ -172,6 +173,74 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
     assert answer.errors() == {("orders", 0): Errors.NONE}
     assert stale.partition_for(group) == partition_for(group, 2)
     assert committed(client, group) == load.acked[group] + 1
+
+
+def test_fanned_out_admin_calls_answer_every_group_once_through_a_grow_and_a_shrink(
+    small_service: actors.Client,
+) -> None:
+    """list_groups, describe_groups and lag (every group, and named ones) asked over and over
+    by a client whose routing goes stale, while the count goes N -> 2N -> N: every answer
+    names each group exactly once, described by its owner (actors/client/fanout.py)."""
+    client = small_service
+    count = client.num_partitions
+    for group in GROUPS:
+        client.commit_offsets(group, {("orders", 1): 1})
+    asker = actors.connect(namespace=NAMESPACE, timeout_s=WAIT_S)
+    answers: dict[str, int] = {}
+    failures: list[str] = []
+    done = threading.Event()
+
+    def check(name: str, ids: list[str]) -> None:
+        mine = [g for g in ids if g in set(GROUPS)]
+        if sorted(mine) != sorted(GROUPS):
+            missing, twice = set(GROUPS) - set(mine), {g for g in mine if mine.count(g) > 1}
+            failures.append(f"{name}: missing {sorted(missing)[:3]}, twice {sorted(twice)[:3]}")
+        answers[name] = answers.get(name, 0) + 1
+
+    def ask(name: str, call: Any, ids: Any) -> None:
+        while not done.is_set():
+            try:
+                check(name, ids(call()))
+            except Exception as exc:  # the test fails on any
+                failures.append(f"{name}: {exc!r:.300}")
+
+    def described() -> Any:
+        groups = asker.describe_groups(GROUPS)
+        wrong = [d for d in groups if d.error is not Errors.NONE]
+        assert not wrong, wrong[:2]
+        return groups
+
+    def listed_async() -> Any:
+        return asyncio.run(asker.list_groups_async())
+
+    ids = lambda groups: [g.group_id for g in groups]  # noqa: E731
+    calls = {
+        "list": (asker.list_groups, ids), "list_async": (listed_async, ids), "describe": (described, ids),
+        "lag": (asker.lag, ids), "lag_named": (lambda: asker.lag(GROUPS, partitions=False), ids),
+    }
+    threads = [threading.Thread(target=ask, args=(name, *c)) for name, c in calls.items()]
+    for thread in threads:
+        thread.start()
+
+    def answered_after(before: dict[str, int]) -> None:
+        """Until every caller has answered once more than `before` (bounded)."""
+        deadline = time.monotonic() + WAIT_S
+        while any(answers.get(name, 0) <= before.get(name, 0) for name in calls) and not failures:
+            assert time.monotonic() < deadline, answers
+            threading.Event().wait(0.01)
+
+    try:
+        answered_after({})
+        assert client.repartition(2 * count)["partitions"] == 2 * count
+        assert client.repartition(count)["partitions"] == count
+        for _ in range(2):  # each caller's last answer is of a call begun after the shrink
+            answered_after(dict(answers))
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+    assert not failures, failures[:5]
+    assert asker.num_partitions == count, "the shrink's end reached the asking client"
 
 
 def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partition(
