@@ -101,8 +101,11 @@ class Throttle:
 def take_backup(
     dest: str, source: PartitionSource, num_partitions: int, namespace: str, replication_factor: int,
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000), throttle: Throttle | None = None,
+    steady: Callable[[], None] = lambda: None,
 ) -> Manifest:
-    """Back the service up into the new or empty directory `dest` (module docstring)."""
+    """Back the service up into the new or empty directory `dest` (module docstring).
+    `steady` raises BackupError when the partitions changed (a repartition under way or
+    run meanwhile): called once the partitions are held and again after the copies."""
     throttle = throttle or Throttle(DEFAULT_MB_PER_S)
     check_empty_dir(dest)
     created = not os.path.exists(dest)
@@ -114,11 +117,13 @@ def take_backup(
         try:
             cut_ms = now_ms()
             holds = source.hold(range(num_partitions))
+            steady()
             with ThreadPoolExecutor(COPY_THREADS) as pool:
                 copies = pool.map(
                     lambda p: _copy_partition(dest, source, p, holds[p], throttle), range(num_partitions)
                 )
                 partitions = tuple(copies)
+            steady()
         finally:
             source.release()
         manifest = Manifest(cut_ms, now_ms(), namespace, num_partitions, replication_factor, partitions)

@@ -54,6 +54,15 @@ def run_backup(args: argparse.Namespace) -> int:
         def log_sources() -> dict[int, list[Any]]:
             return ray.get(client.controller.log_sources.remote(), timeout=60)  # type: ignore[no-any-return]
 
+        before = client.repartition_status()
+
+        def steady() -> None:
+            """One partition count for the whole cut: no repartition under way, none since."""
+            now = client.repartition_status()
+            if before["running"] or now["running"] or now["version"] != before["version"]:
+                raise BackupError("the offsets partitions are being repartitioned: take the backup "
+                                  "once `raygroups repartition` is done")
+
         sources = log_sources()
         factor = max([len(row.get("replicas") or [None]) for row in client.status()] + [1])
         started = time.monotonic()
@@ -61,7 +70,8 @@ def run_backup(args: argparse.Namespace) -> int:
             source = ActorSource(sources, refresh=log_sources)
             throttle = Throttle(args.max_mb_per_s or None)
             manifest = take_backup(
-                args.path, source, client.num_partitions, args.namespace, factor, throttle=throttle
+                args.path, source, client.num_partitions, args.namespace, factor, throttle=throttle,
+                steady=steady,
             )
         took = time.monotonic() - started
         _print(manifest, f"backup {args.path}: complete in {took:.1f} s", args.json)

@@ -144,6 +144,24 @@ def test_the_manifest_is_written_last_and_a_failed_backup_leaves_nothing(logs: A
     assert all(not os.listdir(os.path.join(log.directory, HOLDS_DIR)) for log in logs.values())
 
 
+def test_a_repartition_during_the_copy_fails_the_backup_and_leaves_nothing(logs: Any, tmp_path: Path) -> None:
+    for p, log in logs.items():
+        fill(log, history(p, 12))
+    checks: list[int] = []
+
+    def steady() -> None:  # the second check, after the copies, sees a repartition
+        checks.append(1)
+        if len(checks) == 2:
+            raise BackupError("the offsets partitions are being repartitioned")
+
+    dest = tmp_path / "b"
+    with pytest.raises(BackupError, match="repartitioned.*partial backup was removed"):
+        take_backup(str(dest), LogSource(logs), len(logs), "ns", 3, now_ms=lambda: NOW_MS,
+                    throttle=Throttle(None), steady=steady)
+    assert not dest.exists() and len(checks) == 2
+    assert all(not os.listdir(os.path.join(log.directory, HOLDS_DIR)) for log in logs.values())
+
+
 def test_a_partition_whose_replica_is_lost_mid_copy_is_held_again(logs: Any, tmp_path: Path) -> None:
     records = {p: fill(log, history(p, 12)) for p, log in logs.items()}
     dest = tmp_path / "b"
