@@ -13,11 +13,27 @@ def rows(lags: list[int], committed: list[int] | None = None) -> list[LagRow]:
 
 
 def policy(**options: object) -> LagPolicy:
+    """A policy that never measures rates (a span of a minute needed) unless told otherwise:
+    the tests of sizing say `min_rate_span_ms`."""
     base: dict[str, object] = {
         "target": Target(messages=100), "min_members": 1, "max_members": 8, "partitions": 8,
         "cooldown_ms": 10_000, "scale_up_interval_ms": 1_000, "stuck_after_ms": 5_000,
+        "min_rate_span_ms": 60_000, "rate_window_ms": 120_000,
     }
     return LagPolicy(**{**base, **options})  # type: ignore[arg-type]
+
+
+def flow(consumed: int, lag: int, parts: int = 8) -> list[LagRow]:
+    """`consumed` committed offsets and `lag` in all, spread evenly over `parts` partitions."""
+    return rows([lag // parts] * parts, [consumed // parts] * parts)
+
+
+def measured(**options: object) -> LagPolicy:
+    base: dict[str, object] = {
+        "target": Target(messages=400), "min_rate_span_ms": 1_000, "rate_window_ms": 5_000,
+        "catch_up_ms": 30_000, "start_timeout_ms": 10_000, "scale_up_interval_ms": 2_000,
+    }
+    return policy(**{**base, **options})
 
 
 def test_scales_up_at_once_when_over_target_then_waits_an_interval() -> None:
@@ -25,14 +41,78 @@ def test_scales_up_at_once_when_over_target_then_waits_an_interval() -> None:
     assert p.decide(rows([10] * 8), 1, 0).members == 1
     assert p.decide(rows([20] * 8, [1] * 8), 1, 100).members == 2  # 160 > 100: at once
     assert p.decide(rows([30] * 8, [2] * 8), 2, 200).members == 2  # within the interval
-    assert p.decide(rows([40] * 8, [3] * 8), 2, 1_200).members == 3  # not shrinking: one more
 
 
-def test_waits_while_the_lag_shrinks_after_a_step() -> None:
+def test_unmeasured_it_waits_for_a_measurement_four_intervals_then_steps() -> None:
     p = policy()
     assert p.decide(rows([50] * 8), 1, 0).members == 2
-    assert p.decide(rows([40] * 8, [1] * 8), 2, 1_500).members == 2  # 320 < 400: catching up
-    assert p.decide(rows([39] * 8, [2] * 8), 2, 4_000).members == 3  # four intervals: add anyway
+    decision = p.decide(rows([60] * 8, [1] * 8), 2, 1_500)
+    assert decision.members == 2 and "measuring" in decision.reason
+    assert p.decide(rows([70] * 8, [2] * 8), 2, 4_000).members == 3  # four intervals: one more
+
+
+def test_a_step_is_sized_from_the_lag_growth_and_the_throughput_per_member() -> None:
+    p = measured()
+    # One member consumes 500/s; the lag grows 700/s: the producers write 1,200/s.
+    assert p.decide(flow(0, 200), 1, 0).members == 1
+    decision = p.decide(flow(500, 900), 1, 1_000)
+    # ceil((1,200 + 500 over the target / 30 s) / 500) = 3, at once: not 2, then 3, then more.
+    assert decision.members == 3 and "sized" in decision.reason, decision
+
+
+def test_no_step_while_a_scale_up_is_starting_pending_members_count() -> None:
+    p = measured()
+    p.decide(flow(0, 200), 1, 0)
+    assert p.decide(flow(500, 900), 1, 1_000).members == 3
+    # The two new members are starting (pending): the lag keeps growing at the one member's
+    # pace, past the interval, and the pool waits for them rather than adding.
+    for t in range(1_500, 6_000, 500):
+        growth = 700 * (t - 1_000) // 1_000
+        decision = p.decide(flow(500 * t // 1_000, 900 + growth), 3, t, pending=2)
+        assert decision.members == 3 and "starting" in decision.reason, (t, decision)
+    # They commit: 3 x 500/s against 1,200/s, the lag falls. Just started: measuring.
+    assert p.decide(flow(3_000, 4_000), 3, 6_000).members == 3
+    decision = p.decide(flow(4_500, 3_700), 3, 7_000)
+    assert decision.members == 3 and "falls fast enough" in decision.reason, decision
+
+
+def test_a_pending_member_that_never_starts_stops_holding_after_the_start_timeout() -> None:
+    p = measured(start_timeout_ms=4_000)
+    p.decide(flow(0, 200), 1, 0)
+    assert p.decide(flow(500, 900), 1, 1_000).members == 3
+    assert p.decide(flow(2_000, 3_000), 3, 4_000, pending=1).members == 3
+    # Still pending 4 s after the step; the two committing members consume 500/s each while
+    # the lag grows 200/s: producers 1,200/s, so 3 x 400/s... sized again from those.
+    p.decide(flow(2_500, 3_100), 3, 4_500, pending=1)
+    decision = p.decide(flow(3_500, 3_300), 3, 5_500, pending=1)
+    assert decision.members == 4 and "sized" in decision.reason, decision
+
+
+def test_a_lag_falling_too_slowly_to_catch_up_in_time_adds_members() -> None:
+    p = measured(catch_up_ms=30_000)
+    assert p.decide(flow(0, 30_000), 1, 0).members == 2  # nothing measured yet: one step
+    assert "measuring" in p.decide(flow(0, 30_000), 2, 2_100).reason  # the 2 just started
+    # 2 members consume 1,000/s and the lag falls 10/s: 29,590 over the target would take
+    # 50 min. To drain it in 30 s: ceil((990 + 986) / 500) = 4.
+    decision = p.decide(flow(1_000, 29_990), 2, 3_100)
+    assert decision.members == 4, decision
+    # Falling fast enough (the 4 drain 1,000/s): no change.
+    p.decide(flow(1_000, 29_990), 4, 5_100)
+    decision = p.decide(flow(3_000, 28_990), 4, 6_100)
+    assert (decision.members, decision.reason) == (4, "over target, the lag falls fast enough")
+
+
+def test_sizing_for_a_target_in_seconds_drains_its_share_of_the_lag() -> None:
+    p = measured(target=Target(ms=1_000), catch_up_ms=10_000)
+
+    def at(consumed: int, lag: int, lag_ms: int) -> list[LagRow]:
+        return [("t", p, consumed // 8, lag // 8, lag_ms) for p in range(8)]
+
+    p.decide(at(0, 10_000, 500), 1, 0)
+    # Lag 10,000 at 5 s, 4 s over the 1 s target: 8,000 of it to drain in 10 s (800/s),
+    # plus 500/s produced (consumed 500/s, lag flat): ceil(1,300 / 500) = 3.
+    decision = p.decide(at(500, 10_000, 5_000), 1, 1_000)
+    assert decision.members == 3, decision
 
 
 def test_capped_by_lagging_partitions_unless_asked() -> None:
@@ -44,7 +124,7 @@ def test_capped_by_lagging_partitions_unless_asked() -> None:
     assert members == 2
     p = policy(limit_to_lagging=False)
     members = 1
-    for t in range(0, 10_000, 1_000):
+    for t in range(0, 40_000, 1_000):
         members = p.decide(rows(lags, [t] * 8), members, t).members
     assert members == 8
 
