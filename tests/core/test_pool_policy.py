@@ -235,3 +235,14 @@ def test_watch_terms_and_keda_polls() -> None:
     assert k.next_check_ms(500) == 500
     k.decide(rows([10] * 8), 1, 500)
     assert k.next_check_ms(600) == 3_500
+
+
+def test_the_next_check_while_members_start_and_while_waiting_for_a_measurement() -> None:
+    p = measured(keep_alive_ms=10_000, pending_check_ms=500)
+    assert p.decide(flow(0, 5_000), 1, 0).members == 2  # nothing measured: one step
+    p.decide(flow(0, 5_500), 2, 100, pending=1)
+    assert p.next_check_ms(100) == 600, "a member starting: looked at again in 0.5 s"
+    p.decide(flow(200, 5_600), 2, 2_500)  # it commits: 2 members, a new run of samples
+    assert p.next_check_ms(2_500) == 3_500, "over target: when the run spans min_rate_span_ms"
+    p.decide(flow(1_200, 100), 2, 3_000)  # under target: nothing to measure for
+    assert p.next_check_ms(3_000) == 8_000, "no measurement due: four intervals after the step"
