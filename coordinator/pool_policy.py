@@ -239,8 +239,9 @@ class LagPolicy:
         stuck = self._stuck.next_stuck_ms(now_ms)
         if stuck is not None:
             due.append(stuck)
-        if self._pending:
-            due.append(now_ms + self.pending_check_ms)
+        starting = self._last_change_ms is not None and now_ms - self._last_change_ms < self.start_timeout_ms
+        if self._pending and starting:
+            due.append(now_ms + self.pending_check_ms)  # members starting: they hold the next step
         measured = self._measurable_ms()
         if measured is not None and self._over:
             due.append(measured)  # over target, waiting for a measurement

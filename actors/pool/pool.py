@@ -84,6 +84,7 @@ STOP_TIMEOUT_S = 30.0
 RETRY_S = 0.5  # after a failed step (the service unreachable past the client's own retries)
 STATUS_TIMEOUT_S = 2.0  # asking the pending members how they are
 MAX_CONTROL_ERRORS_KEPT = 20
+STARTING_FORGET_S = 60.0  # a member with nothing to commit stops being asked whether it started
 
 
 class Policy(Protocol):
@@ -163,7 +164,7 @@ class ConsumerPool:
         self.last_decision: Decision | None = None
         self.control_errors: list[dict[str, Any]] = []  # the control thread's own failures
         self.control_steps = 0
-        self._starting: dict[str, Any] = {}  # name -> actor: added, no commit seen yet
+        self._starting: dict[str, tuple[Any, float]] = {}  # name -> (actor, added at): no commit seen yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._requested_cpus = 0.0
@@ -342,11 +343,13 @@ class ConsumerPool:
         """The members added that have not committed yet; one found not active (restarted by
         Ray before its activation reached it) is activated again."""
         counted = {name for name, _ in self.members}
-        self._starting = {n: a for n, a in self._starting.items() if n in counted}
+        now = time.monotonic()
+        self._starting = {n: (a, at) for n, (a, at) in self._starting.items()
+                          if n in counted and now - at < STARTING_FORGET_S}
         if not self._starting:
             return 0
         names = list(self._starting)
-        refs = [self._starting[n].status.remote() for n in names]
+        refs = [self._starting[n][0].status.remote() for n in names]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=STATUS_TIMEOUT_S)
         for name, ref in zip(names, refs, strict=True):
             if ref not in ready:
@@ -358,7 +361,7 @@ class ConsumerPool:
             if status["first_commit_at"] is not None or status["commits"]:
                 del self._starting[name]
             elif not status["active"]:
-                self._starting[name].activate.remote()
+                self._starting[name][0].activate.remote()
         return len(self._starting)
 
     def _watch(self, client: Client, policy: Policy, seen: Seen) -> list[LagRow] | None:
@@ -422,7 +425,7 @@ class ConsumerPool:
         else:
             name, actor = self._start_member(standby=False)
         self.members.append((name, actor))
-        self._starting[name] = actor
+        self._starting[name] = (actor, time.monotonic())
 
     def _start_member(self, standby: bool) -> tuple[str, Any]:
         name = f"{self.group}-{uuid.uuid4().hex[:8]}"

@@ -246,3 +246,6 @@ def test_the_next_check_while_members_start_and_while_waiting_for_a_measurement(
     assert p.next_check_ms(2_500) == 3_500, "over target: when the run spans min_rate_span_ms"
     p.decide(flow(1_200, 100), 2, 3_000)  # under target: nothing to measure for
     assert p.next_check_ms(3_000) == 8_000, "no measurement due: four intervals after the step"
+    # A member that never commits (nothing for it to do) is not looked at every 0.5 s for ever.
+    p.decide(flow(1_300, 100), 2, 11_000, pending=1)
+    assert p.next_check_ms(11_000) == 12_500, "the cooldown (10 s after 2.5 s), not the pending check"
