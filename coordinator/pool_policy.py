@@ -32,8 +32,10 @@ its `next_check_ms` is its next poll.
   second, per member) and how fast the lag grows. The producers' rate is the
   two summed; the members wanted are those that consume it plus the lag over
   the target within `catch_up_ms`: ceil((produced + excess / catch_up) /
-  per member). Wanted no more than the members there are, but the lag not
-  falling: one more. Falling and enough: no change. Nothing measured (no two
+  per member), a member's capacity being the best rate per member measured in
+  the last `capacity_ms` (members idle part of the time measure less). Wanted
+  no more than the members there are: no change (the lag falling, or for four
+  intervals while it does not; then one more). Nothing measured (no two
   samples of the same members that far apart, or members that consumed
   nothing): within four intervals of the last step, wait for a measurement;
   else (the first step, or no measurement came) one step of `scale_up_step`.
@@ -184,16 +186,14 @@ def measure_rates(samples: list[Sample], min_span_ms: int) -> Rates | None:
     return Rates(consumed / last.active, (last.lag - first.lag) * 1000 / span_ms, consumed)
 
 
-def sized_step(rates: Rates, members: int, excess: float, catch_up_ms: int) -> int | None:
-    """The members wanted for the measured rates and `excess` messages over the target; None:
-    nothing measured to size from."""
-    if rates.per_member <= 0:
+def sized_step(rates: Rates, per_member: float, excess: float, catch_up_ms: int) -> int | None:
+    """The members that consume the producers' rate (`rates`: consumed + lag growth) and
+    `excess` messages over the target within `catch_up_ms`, at `per_member` messages per
+    second each; None: nothing measured to size from."""
+    if per_member <= 0:
         return None
     produced = rates.consumed + rates.growth
-    needed = math.ceil((produced + max(0.0, excess) * 1000 / max(1, catch_up_ms)) / rates.per_member)
-    if needed <= members:
-        return members if rates.growth < 0 else members + 1
-    return needed
+    return math.ceil((produced + max(0.0, excess) * 1000 / max(1, catch_up_ms)) / per_member)
 
 
 @dataclass
@@ -213,12 +213,14 @@ class LagPolicy:
     min_rate_span_ms: int = 1_000
     catch_up_ms: int = 30_000
     start_timeout_ms: int = 10_000
+    capacity_ms: int = 60_000  # how long a measured rate per member stays the capacity
     pending_check_ms: int = 500  # while members start: how often to look again
     watched = True  # pushed: the pool parks a lag watch (module docstring)
     _stuck: StuckTracker = field(init=False)
     _samples: list[Sample] = field(default_factory=list, init=False)
     _pending: int = field(default=0, init=False)
     _over: bool = field(default=False, init=False)  # over target at the last decision
+    _capacity: list[tuple[int, float]] = field(default_factory=list, init=False)  # (at, per member)
     _last_change_ms: int | None = field(default=None, init=False)
     _last_over_ms: int | None = field(default=None, init=False)
     _members: int = field(default=0, init=False)
@@ -273,6 +275,14 @@ class LagPolicy:
         self._samples = [s for s in self._samples if now_ms - s.at_ms <= self.rate_window_ms]
         self._samples.append(Sample(now_ms, consumed, lag, active))
 
+    def _per_member(self, rates: Rates, now_ms: int) -> float:
+        """A member's capacity: the best rate per member measured over the last `capacity_ms`
+        (a member idle part of the time, its partitions caught up or moving, measures less
+        than it can do)."""
+        self._capacity = [(at, r) for at, r in self._capacity if now_ms - at <= self.capacity_ms]
+        self._capacity.append((now_ms, rates.per_member))
+        return max(r for _, r in self._capacity)
+
     def _excess(self, lag: int, lag_ms: int | None) -> float:
         """The messages over the target (for an ms target, its share of the lag)."""
         if self.target.messages is not None:
@@ -313,14 +323,20 @@ class LagPolicy:
             if since is not None and since < self.scale_up_interval_ms:
                 return answer(members, "over target, members added are catching up")
             rates = measure_rates(self._samples, self.min_rate_span_ms)
-            sized = None if rates is None else sized_step(rates, members, self._excess(lag, lag_ms),
+            per_member = 0.0 if rates is None else self._per_member(rates, now_ms)
+            sized = None if rates is None else sized_step(rates, per_member, self._excess(lag, lag_ms),
                                                           self.catch_up_ms)
-            if sized is not None:
-                if sized <= members:
+            if sized is not None and rates is not None:
+                if sized > members:
+                    return answer(min(cap, sized), f"over target, sized: {per_member:.0f}/s per member, "
+                                                   f"lag {rates.growth:+.0f}/s")
+                if rates.growth < 0:
                     return answer(members, "over target, the lag falls fast enough")
-                assert rates is not None
-                return answer(min(cap, sized), f"over target, sized: {rates.per_member:.0f}/s per member, "
-                                               f"lag {rates.growth:+.0f}/s")
+                # Enough members by their measured capacity, the lag not falling yet (partitions
+                # moving, an uneven backlog): one more only after four intervals of it.
+                if since is not None and since < 4 * self.scale_up_interval_ms:
+                    return answer(members, "over target, enough measured: waiting for the lag to fall")
+                return answer(min(cap, members + 1), "over target, enough measured but the lag not falling")
             # Nothing measured since the last step (its members just started committing):
             # wait for a measurement, up to four intervals, rather than guess again.
             if since is not None and since < 4 * self.scale_up_interval_ms:

@@ -76,16 +76,20 @@ def test_no_step_while_a_scale_up_is_starting_pending_members_count() -> None:
     assert decision.members == 3 and "falls fast enough" in decision.reason, decision
 
 
-def test_a_pending_member_that_never_starts_stops_holding_after_the_start_timeout() -> None:
+def test_a_pending_member_that_never_starts_stops_holding_after_the_start_timeout_then_one_more() -> None:
     p = measured(start_timeout_ms=4_000)
     p.decide(flow(0, 200), 1, 0)
     assert p.decide(flow(500, 900), 1, 1_000).members == 3
     assert p.decide(flow(2_000, 3_000), 3, 4_000, pending=1).members == 3
-    # Still pending 4 s after the step; the two committing members consume 500/s each while
-    # the lag grows 200/s: producers 1,200/s, so 3 x 400/s... sized again from those.
+    # Still pending 4 s after the step: it no longer holds the decision. The two committing
+    # members consume 500/s each while the lag grows 200/s: producers 1,200/s, which 3
+    # members would carry: the policy waits for the lag to fall, four intervals from the step.
     p.decide(flow(2_500, 3_100), 3, 4_500, pending=1)
     decision = p.decide(flow(3_500, 3_300), 3, 5_500, pending=1)
-    assert decision.members == 4 and "sized" in decision.reason, decision
+    assert decision.members == 3 and "waiting for the lag to fall" in decision.reason, decision
+    p.decide(flow(5_000, 3_600), 3, 7_000, pending=1)
+    decision = p.decide(flow(7_000, 4_000), 3, 9_000, pending=1)
+    assert decision.members == 4 and "not falling" in decision.reason, decision
 
 
 def test_a_lag_falling_too_slowly_to_catch_up_in_time_adds_members() -> None:
@@ -249,3 +253,15 @@ def test_the_next_check_while_members_start_and_while_waiting_for_a_measurement(
     # A member that never commits (nothing for it to do) is not looked at every 0.5 s for ever.
     p.decide(flow(1_300, 100), 2, 11_000, pending=1)
     assert p.next_check_ms(11_000) == 12_500, "the cooldown (10 s after 2.5 s), not the pending check"
+
+
+def test_capacity_is_the_best_rate_per_member_so_idle_members_do_not_oversize_the_step() -> None:
+    """The benchmark's case: 3 members, some idle as their partitions caught up or moved,
+    measure 270/s each; at their capacity (450/s, measured before) 3 carry the 858/s."""
+    p = measured()
+    p.decide(flow(0, 1_000), 2, 0, pending=1)
+    p.decide(flow(0, 1_000), 2, 500)
+    assert p.decide(flow(1_800, 1_200), 2, 2_500).members == 3  # 450/s each, lag +100/s
+    p.decide(flow(1_800, 1_200), 3, 4_000)
+    decision = p.decide(flow(1_800 + 810 * 3, 1_200 + 48 * 3), 3, 7_000)
+    assert decision.members == 3 and "waiting for the lag to fall" in decision.reason, decision
