@@ -29,7 +29,8 @@ its `next_check_ms` is its next poll.
   committed offsets summed, the lag, the members committing) and, over the
   last `rate_window_ms` in which the same members were committing (at least
   `min_rate_span_ms` of it), measures what they consume (commits' offsets per
-  second, per member) and how fast the lag grows. The producers' rate is the
+  second, per member) and how fast the lag grows (the newest sample before the
+  window stays as its start: a steady lag is answered rarely). The producers' rate is the
   two summed; the members wanted are those that consume it plus the lag over
   the target within `catch_up_ms`: ceil((produced + excess / catch_up) /
   per member), a member's capacity being the best rate per member measured in
@@ -272,8 +273,11 @@ class LagPolicy:
     def _sample(self, rows: list[LagRow], stuck: set[tuple[str, int]], lag: int, active: int,
                 now_ms: int) -> None:
         consumed = sum(r[2] for r in rows if (r[0], r[1]) not in stuck and r[2] >= 0)
-        self._samples = [s for s in self._samples if now_ms - s.at_ms <= self.rate_window_ms]
-        self._samples.append(Sample(now_ms, consumed, lag, active))
+        recent = [s for s in self._samples if now_ms - s.at_ms <= self.rate_window_ms]
+        older = self._samples[:len(self._samples) - len(recent)]
+        # The newest sample before the window stays as an anchor: answers come as the lag
+        # moves, so a steady lag gives few, and the rate is then measured over a longer span.
+        self._samples = [*older[-1:], *recent, Sample(now_ms, consumed, lag, active)]
 
     def _per_member(self, rates: Rates, now_ms: int) -> float:
         """A member's capacity: the best rate per member measured over the last `capacity_ms`

@@ -265,3 +265,12 @@ def test_capacity_is_the_best_rate_per_member_so_idle_members_do_not_oversize_th
     p.decide(flow(1_800, 1_200), 3, 4_000)
     decision = p.decide(flow(1_800 + 810 * 3, 1_200 + 48 * 3), 3, 7_000)
     assert decision.members == 3 and "waiting for the lag to fall" in decision.reason, decision
+
+
+def test_a_steady_lag_answered_rarely_is_measured_from_the_sample_before_the_window() -> None:
+    p = measured(rate_window_ms=5_000)
+    p.decide(flow(0, 1_000), 3, 0, pending=3)  # starting: holds, and samples
+    p.decide(flow(0, 1_000), 3, 2_000)  # the 3 commit: a new run of samples
+    # The next answer 8 s later (the lag moved little): measured over those 8 s, not unmeasured.
+    decision = p.decide(flow(8_000, 600), 3, 10_000)
+    assert decision.reason == "over target, the lag falls fast enough" and decision.members == 3, decision
