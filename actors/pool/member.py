@@ -208,6 +208,7 @@ class PoolMemberLogic:
             "name": self.name,
             "owned": sorted((tp.topic, tp.partition) for tp in self.owned),
             "active": self.active.is_set(),
+            "restarting": False,  # the pool says True when it answers from the record
             "errors": list(self.ledger.errors),
             "error_count": self.ledger.error_count,
             "restarts": self.restarts,

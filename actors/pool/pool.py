@@ -208,19 +208,19 @@ class ConsumerPool:
     def status(self) -> list[dict[str, Any]]:
         """Each member's status (owned partitions, errors, restarts, commits). A member Ray is
         restarting answers from its record in the GCS (`"restarting": True`, owning nothing)."""
-        return [s for s, _ in self._ask(list(self.members), "status")]
+        return self._ask(list(self.members), "status")
 
-    def _ask(self, members: list[tuple[str, Any]], method: str) -> list[tuple[Any, bool]]:
+    def _ask(self, members: list[tuple[str, Any]], method: str) -> list[Any]:
         """Each member's answer to `method` ("status" or "commits"), or from its record while
-        the actor is unavailable (restarting): (answer, from the record)."""
+        the actor is unavailable (restarting)."""
         refs = [getattr(actor, method).remote() for _, actor in members]
-        answers: list[tuple[Any, bool]] = []
+        answers: list[Any] = []
         for (name, _), ref in zip(members, refs, strict=True):
             try:
-                answers.append((ray.get(ref, timeout=STOP_TIMEOUT_S), False))
+                answers.append(ray.get(ref, timeout=STOP_TIMEOUT_S))
             except ray.exceptions.RayError:
                 kept = self._recorded(name)
-                answers.append((kept if method == "status" else kept["commits_made"], True))
+                answers.append(kept if method == "status" else kept["commits_made"])
         return answers
 
     def _recorded(self, name: str) -> dict[str, Any]:
@@ -256,7 +256,7 @@ class ConsumerPool:
     def commits(self) -> list[tuple[str, int, int, int]]:
         """Every range committed by the pool's members, live and stopped: (topic, partition, start, end)."""
         members = list(self.members)
-        live = [chunk for chunk, _ in self._ask(members, "commits")]
+        live = self._ask(members, "commits")
         finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
         kept = [chunk for (name, _), chunk in zip(members, live, strict=True) if name not in finished]
         return [c for chunk in [*(s["commits_made"] for s in finished.values()), *kept] for c in chunk]
