@@ -308,9 +308,8 @@ class ConsumerPool:
         """The control thread: its end other than by `stop()` is kept and said, never silent."""
         try:
             self._control()
-        except BaseException as exc:
+        except BaseException as exc:  # logged with its traceback and kept: visible, not re-raised
             self._control_error(exc, "the control thread stopped; the pool no longer scales")
-            raise
 
     def _control(self) -> None:
         policy, client = self.policy, self.client
