@@ -236,8 +236,8 @@ class PoolMember:
     def __init__(self, name: str, *args: Any, **kwargs: Any) -> None:
         # Ray restarts an actor with its first arguments: whether it was activated since,
         # and what it recorded, come from its ledger (a standby never activated stays out).
-        ledger = Ledger(name, ray_kv()).load()
-        self.logic = PoolMemberLogic(name, *args, ledger=ledger, **kwargs)
+        kwargs["ledger"] = Ledger(name, ray_kv()).load()
+        self.logic = PoolMemberLogic(name, *args, **kwargs)
 
     def status(self) -> dict[str, Any]:
         return self.logic.status()
