@@ -144,6 +144,9 @@ def figures(name: str, pool: Any, samples: list[tuple[float, int]], target: int,
         (f"{name}: back to 1 member after the step ended", since(down, step_end), "", ""),
         (f"{name}: member-seconds from the step to the end", f"{member_s:.0f}", "", ""),
         (f"{name}: members over time (from the crossing)", series, "", ""),
+        (f"{name}: why each scale-up", "; ".join(
+            f"{t - crossed:+.1f}s:{n} {reason}" for (t, n, *_, reason), (_, before, *_) in
+            zip(pool.history[1:], pool.history, strict=False) if n > before), "", ""),
     ]
 
 

@@ -19,9 +19,29 @@ its `next_check_ms` is its next poll.
   failing on it, or a poison record). More members cannot help those, so they
   are left out of both the lag sum and the count of lagging partitions.
 - Over target (lag in messages summed, or the largest lag in ms, above the
-  target): scale up at once, by `scale_up_step`; again only after
-  `scale_up_interval_ms`, and only if the lag did not shrink since the last
-  step (the members added are still catching up otherwise).
+  target): scale up at once, sized from what was measured (below); again only
+  after `scale_up_interval_ms`, and never while a scale-up is still starting:
+  the caller says how many of its members are `pending` (added, not yet
+  committing), and those count as members; a pending member that has not
+  started within `start_timeout_ms` of the last change no longer holds the
+  next step.
+- Sizing a step: the policy keeps the recent decisions' samples (time, the
+  committed offsets summed, the lag, the members committing) and, over the
+  last `rate_window_ms` in which the same members were committing (at least
+  `min_rate_span_ms` of it), measures what they consume (commits' offsets per
+  second, per member) and how fast the lag grows (the newest sample before the
+  window stays as its start: a steady lag is answered rarely). The producers' rate is the
+  two summed; the members wanted are those that consume it plus the lag over
+  the target within `catch_up_ms`: ceil((produced + excess / catch_up) /
+  per member), a member's capacity being the best rate per member measured in
+  the last `capacity_ms` (members idle part of the time measure less). Wanted
+  no more than the members there are: no change (the lag falling, or for four
+  intervals while it does not; then one more). Nothing measured (no two
+  samples of the same members that far apart, or members that consumed
+  nothing): within four intervals of the last step, wait for a measurement;
+  else (the first step, or no measurement came) one step of `scale_up_step`.
+  So a step that needs 3 members gets 3, not one more per interval while the
+  lag keeps growing as each new member starts (bench/pool.py).
 - Never more members than the lagging partitions (`limit_to_lagging=False`
   lifts it), the partitions, or `max_members`; never fewer than `min_members`.
 - Under target for `cooldown_ms` since the last change or the last time over
@@ -134,6 +154,49 @@ def watch_terms(target: Target) -> tuple[int | None, int | None, int]:
     return target.messages, target.ms, max(1, value // 2)
 
 
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at_ms: int
+    consumed: int  # committed offsets summed
+    lag: int
+    active: int  # members committing (not pending)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    per_member: float  # messages per second each committing member consumed
+    growth: float  # messages per second the lag grew (< 0: it fell)
+    consumed: float  # messages per second, all members
+
+
+def measure_rates(samples: list[Sample], min_span_ms: int) -> Rates | None:
+    """Rates over the newest run of samples with the same committing members, if it spans
+    `min_span_ms`; None otherwise, or with no member committing."""
+    if not samples or samples[-1].active <= 0:
+        return None
+    last = samples[-1]
+    first = last
+    for sample in reversed(samples):
+        if sample.active != last.active:
+            break
+        first = sample
+    span_ms = last.at_ms - first.at_ms
+    if span_ms < max(1, min_span_ms):
+        return None
+    consumed = max(0, last.consumed - first.consumed) * 1000 / span_ms
+    return Rates(consumed / last.active, (last.lag - first.lag) * 1000 / span_ms, consumed)
+
+
+def sized_step(rates: Rates, per_member: float, excess: float, catch_up_ms: int) -> int | None:
+    """The members that consume the producers' rate (`rates`: consumed + lag growth) and
+    `excess` messages over the target within `catch_up_ms`, at `per_member` messages per
+    second each; None: nothing measured to size from."""
+    if per_member <= 0:
+        return None
+    produced = rates.consumed + rates.growth
+    return math.ceil((produced + max(0.0, excess) * 1000 / max(1, catch_up_ms)) / per_member)
+
+
 @dataclass
 class LagPolicy:
     target: Target
@@ -147,11 +210,20 @@ class LagPolicy:
     stuck_after_ms: int = 60_000
     limit_to_lagging: bool = True
     keep_alive_ms: int = 10_000  # the longest the pool's lag watch stays parked
+    rate_window_ms: int = 5_000
+    min_rate_span_ms: int = 1_000
+    catch_up_ms: int = 30_000
+    start_timeout_ms: int = 10_000
+    capacity_ms: int = 60_000  # how long a measured rate per member stays the capacity
+    pending_check_ms: int = 500  # while members start: how often to look again
     watched = True  # pushed: the pool parks a lag watch (module docstring)
     _stuck: StuckTracker = field(init=False)
+    _samples: list[Sample] = field(default_factory=list, init=False)
+    _pending: int = field(default=0, init=False)
+    _over: bool = field(default=False, init=False)  # over target at the last decision
+    _capacity: list[tuple[int, float]] = field(default_factory=list, init=False)  # (at, per member)
     _last_change_ms: int | None = field(default=None, init=False)
     _last_over_ms: int | None = field(default=None, init=False)
-    _lag_at_step: int | None = field(default=None, init=False)
     _members: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -170,7 +242,25 @@ class LagPolicy:
         stuck = self._stuck.next_stuck_ms(now_ms)
         if stuck is not None:
             due.append(stuck)
+        starting = self._last_change_ms is not None and now_ms - self._last_change_ms < self.start_timeout_ms
+        if self._pending and starting:
+            due.append(now_ms + self.pending_check_ms)  # members starting: they hold the next step
+        measured = self._measurable_ms()
+        if measured is not None and self._over:
+            due.append(measured)  # over target, waiting for a measurement
         return min(t for t in due if t > now_ms)
+
+    def _measurable_ms(self) -> int | None:
+        """When the newest run of samples with the same members committing spans enough to measure."""
+        if not self._samples:
+            return None
+        active = self._samples[-1].active
+        start = self._samples[-1].at_ms
+        for sample in reversed(self._samples):
+            if sample.active != active:
+                break
+            start = sample.at_ms
+        return start + self.min_rate_span_ms
 
     def _quiet_since(self) -> int:
         return max(t for t in (self._last_change_ms, self._last_over_ms, 0) if t is not None)
@@ -180,10 +270,38 @@ class LagPolicy:
         """At most: max_members, and one member per partition."""
         return max(self.min_members, min(self.max_members, max(self.partitions, 1)))
 
-    def decide(self, rows: list[LagRow], members: int, now_ms: int) -> Decision:
+    def _sample(self, rows: list[LagRow], stuck: set[tuple[str, int]], lag: int, active: int,
+                now_ms: int) -> None:
+        consumed = sum(r[2] for r in rows if (r[0], r[1]) not in stuck and r[2] >= 0)
+        recent = [s for s in self._samples if now_ms - s.at_ms <= self.rate_window_ms]
+        older = self._samples[:len(self._samples) - len(recent)]
+        # The newest sample before the window stays as an anchor: answers come as the lag
+        # moves, so a steady lag gives few, and the rate is then measured over a longer span.
+        self._samples = [*older[-1:], *recent, Sample(now_ms, consumed, lag, active)]
+
+    def _per_member(self, rates: Rates, now_ms: int) -> float:
+        """A member's capacity: the best rate per member measured over the last `capacity_ms`
+        (a member idle part of the time, its partitions caught up or moving, measures less
+        than it can do)."""
+        self._capacity = [(at, r) for at, r in self._capacity if now_ms - at <= self.capacity_ms]
+        self._capacity.append((now_ms, rates.per_member))
+        return max(r for _, r in self._capacity)
+
+    def _excess(self, lag: int, lag_ms: int | None) -> float:
+        """The messages over the target (for an ms target, its share of the lag)."""
+        if self.target.messages is not None:
+            return lag - self.target.messages
+        if not lag_ms or self.target.ms is None:
+            return 0.0
+        return lag * max(0.0, 1 - self.target.ms / lag_ms)
+
+    def decide(self, rows: list[LagRow], members: int, now_ms: int, pending: int = 0) -> Decision:
+        """`pending`: of `members`, those added but not yet committing (module docstring)."""
         stuck = self._stuck.observe(rows, now_ms)
         lag, lag_ms, lagging = judged(rows, stuck)
         stuck_t = tuple(sorted(stuck))
+        pending = max(0, min(pending, members))
+        self._pending = pending
 
         def answer(wanted: int, reason: str) -> Decision:
             wanted = max(self.min_members, min(self.ceiling, wanted))
@@ -196,22 +314,38 @@ class LagPolicy:
             return answer(members, "bounds")
         if lag is None:
             return answer(members, "lag unknown")
-        measure = self.target.measure(lag, lag_ms)
-        if self.target.over(lag, lag_ms):
+        self._sample(rows, stuck, lag, members - pending, now_ms)
+        self._over = self.target.over(lag, lag_ms)
+        if self._over:
             self._last_over_ms = now_ms
             cap = min(self.ceiling, lagging) if self.limit_to_lagging else self.ceiling
             if members >= cap:
                 return answer(members, "over target, at the cap")
             since = None if self._last_change_ms is None else now_ms - self._last_change_ms
-            shrinking = self._lag_at_step is not None and measure is not None and measure < self._lag_at_step
-            # The last step's members are joining (one interval), or the lag is coming down
-            # (up to four intervals): wait for them before adding more.
-            if since is not None and (since < self.scale_up_interval_ms
-                                      or (shrinking and since < 4 * self.scale_up_interval_ms)):
+            if pending and (since is None or since < self.start_timeout_ms):
+                return answer(members, "over target, a scale-up is starting")
+            if since is not None and since < self.scale_up_interval_ms:
                 return answer(members, "over target, members added are catching up")
-            self._lag_at_step = measure
-            return answer(min(cap, members + self.scale_up_step), "over target")
-        self._lag_at_step = None
+            rates = measure_rates(self._samples, self.min_rate_span_ms)
+            per_member = 0.0 if rates is None else self._per_member(rates, now_ms)
+            sized = None if rates is None else sized_step(rates, per_member, self._excess(lag, lag_ms),
+                                                          self.catch_up_ms)
+            if sized is not None and rates is not None:
+                if sized > members:
+                    return answer(min(cap, sized), f"over target, sized: {per_member:.0f}/s per member, "
+                                                   f"lag {rates.growth:+.0f}/s")
+                if rates.growth < 0:
+                    return answer(members, "over target, the lag falls fast enough")
+                # Enough members by their measured capacity, the lag not falling yet (partitions
+                # moving, an uneven backlog): one more only after four intervals of it.
+                if since is not None and since < 4 * self.scale_up_interval_ms:
+                    return answer(members, "over target, enough measured: waiting for the lag to fall")
+                return answer(min(cap, members + 1), "over target, enough measured but the lag not falling")
+            # Nothing measured since the last step (its members just started committing):
+            # wait for a measurement, up to four intervals, rather than guess again.
+            if since is not None and since < 4 * self.scale_up_interval_ms:
+                return answer(members, "over target, measuring the members added")
+            return answer(min(cap, members + self.scale_up_step), "over target, not measured: one step")
         if members > self.min_members and now_ms - self._quiet_since() >= self.cooldown_ms:
             self._last_over_ms = now_ms  # the next step waits a whole cooldown again
             return answer(members - self.scale_down_step, "under target for the cooldown")
@@ -240,7 +374,7 @@ class KedaPolicy:
         last = self._last_poll_ms
         return now_ms if last is None else max(now_ms, last + self.poll_interval_ms)
 
-    def decide(self, rows: list[LagRow], members: int, now_ms: int) -> Decision:
+    def decide(self, rows: list[LagRow], members: int, now_ms: int, pending: int = 0) -> Decision:
         lag, lag_ms, lagging = judged(rows, set())
         if self._last_poll_ms is not None and now_ms - self._last_poll_ms < self.poll_interval_ms:
             return Decision(members, "between polls", lag, lag_ms, lagging)

@@ -33,6 +33,10 @@ revoked, their commits kept, so another member or this one takes them from
 the last commit) and joins again with a fresh GroupMember after a backoff.
 The process dying (a node lost): Ray restarts the actor (`max_restarts=-1`),
 and the group reassigns its partitions after the session timeout meanwhile.
+The restarted member reads its record (actors/pool/ledger.py, in Ray's GCS):
+activated before, it joins again; a standby never activated stays out; its
+errors and commits are those the dead process recorded, and `status()`'s
+`incarnation` counts its processes.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import ray
 
 from actors.member.api import CommitFailedError
 from actors.member.group_member import GroupMember
+from actors.pool.ledger import Ledger, memory_kv, ray_kv
 from actors.service import connect
 from coordinator.errors import Errors
 from coordinator.topic_partition import TopicPartition
@@ -55,8 +60,6 @@ from coordinator.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 ProcessFn = Callable[[str, int, int], int]
 IDLE_S = 0.02  # nothing processed in a round: wait this long before the next
-MAX_ERRORS_KEPT = 20
-MAX_COMMITS_KEPT = 100_000
 COMMIT_RETRY_S = 0.05  # the backoff between two tries of a commit refused for a rebalance
 COMMIT_RETRY_FOR_S = 30.0
 RETRIED_COMMIT_ERRORS = frozenset({Errors.REBALANCE_IN_PROGRESS, Errors.STALE_MEMBER_EPOCH})
@@ -67,7 +70,7 @@ class PoolMemberLogic:
 
     def __init__(self, name: str, group_id: str, topics: list[str], process_fn: ProcessFn,
                  member_options: dict[str, Any], restart_backoff_s: float = 0.5,
-                 standby: bool = False) -> None:
+                 standby: bool = False, ledger: Ledger | None = None) -> None:
         self.name, self.group_id, self.topics = name, group_id, topics
         self.process_fn = process_fn
         self.member_options = {"group_protocol": "consumer", **member_options,
@@ -76,10 +79,8 @@ class PoolMemberLogic:
         self.lock = threading.Lock()  # held while one partition is processed and committed
         self.owned: dict[TopicPartition, int] = {}  # partition -> next offset to process
         self.member: GroupMember | None = None
-        self.errors: list[dict[str, Any]] = []
-        self.error_count = 0
-        self.restarts = 0
-        self.commits: list[tuple[str, int, int, int]] = []  # (topic, partition, start, end)
+        self.ledger = ledger or Ledger(name, memory_kv())  # errors, commits, activated: kept outside
+        self.restarts = 0  # rejoins after the function failed, in this process
         # Wall clock, for the benchmark: started, activated (joins), first assignment, first commit.
         self.started_at = time.time()
         self.activated_at: float | None = None
@@ -87,7 +88,8 @@ class PoolMemberLogic:
         self.first_commit_at: float | None = None
         self.client: Any = None
         self.active = threading.Event()
-        if not standby:
+        self.ledger.start_incarnation(active=not standby)
+        if self.ledger.active:  # started as a member, or a standby activated before a restart
             self.activate()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"pool-member-{name}", daemon=True)
@@ -120,6 +122,7 @@ class PoolMemberLogic:
         """Join the group (a standby's start)."""
         if self.activated_at is None:
             self.activated_at = time.time()
+        self.ledger.activate()  # before joining: a restart of this process joins again
         self.active.set()
 
     def _run(self) -> None:
@@ -151,9 +154,7 @@ class PoolMemberLogic:
                 self.stopping.wait(min(self.restart_backoff_s * self.restarts, 10.0))
 
     def _failed(self, exc: BaseException) -> None:
-        self.error_count += 1
-        self.errors.append({"at": time.time(), "error": repr(exc), "traceback": traceback.format_exc()})
-        del self.errors[:-MAX_ERRORS_KEPT]
+        self.ledger.add_error({"at": time.time(), "error": repr(exc), "traceback": traceback.format_exc()})
         logger.error("%s of %s: the function failed, the member restarts: %r", self.name, self.group_id, exc)
 
     def _consume(self, member: GroupMember) -> None:
@@ -180,8 +181,7 @@ class PoolMemberLogic:
                 return False
             self._commit(member, tp, end)
             self.owned[tp] = end
-            self.commits.append((tp.topic, tp.partition, start, end))
-            del self.commits[:-MAX_COMMITS_KEPT]
+            self.ledger.add_commit((tp.topic, tp.partition, start, end))
             if self.first_commit_at is None:
                 self.first_commit_at = time.time()
             return True
@@ -207,10 +207,13 @@ class PoolMemberLogic:
         return {
             "name": self.name,
             "owned": sorted((tp.topic, tp.partition) for tp in self.owned),
-            "errors": list(self.errors),
-            "error_count": self.error_count,
+            "active": self.active.is_set(),
+            "restarting": False,  # the pool says True when it answers from the record
+            "errors": list(self.ledger.errors),
+            "error_count": self.ledger.error_count,
             "restarts": self.restarts,
-            "commits": len(self.commits),
+            "incarnation": self.ledger.incarnation,
+            "commits": len(self.ledger.commits),
             "first_commit_at": self.first_commit_at,
             "started_at": self.started_at,
             "activated_at": self.activated_at,
@@ -223,25 +226,24 @@ class PoolMemberLogic:
         self.stopping.set()
         self.active.set()
         self.thread.join(timeout_s)
-        return {**self.status(), "commits_made": list(self.commits)}
+        return {**self.status(), "commits_made": list(self.ledger.commits)}
 
 
 @ray.remote(max_restarts=-1, max_concurrency=4)  # type: ignore[call-overload]
 class PoolMember:
     """The Ray actor hosting a `PoolMemberLogic`; see the module docstring."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if ray.get_runtime_context().was_current_actor_reconstructed:
-            # Ray restarts an actor with its first arguments: a member activated since must
-            # join again (a standby restarted joins too, rather than a member staying out).
-            kwargs["standby"] = False
-        self.logic = PoolMemberLogic(*args, **kwargs)
+    def __init__(self, name: str, *args: Any, **kwargs: Any) -> None:
+        # Ray restarts an actor with its first arguments: whether it was activated since,
+        # and what it recorded, come from its ledger (a standby never activated stays out).
+        kwargs["ledger"] = Ledger(name, ray_kv()).load()
+        self.logic = PoolMemberLogic(name, *args, **kwargs)
 
     def status(self) -> dict[str, Any]:
         return self.logic.status()
 
     def commits(self) -> list[tuple[str, int, int, int]]:
-        return list(self.logic.commits)
+        return list(self.logic.ledger.commits)
 
     def activate(self) -> None:
         self.logic.activate()

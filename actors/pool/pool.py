@@ -36,6 +36,25 @@ members want more CPUs than the cluster has, the pool asks Ray's autoscaler
 for them (`ray.autoscaler.sdk.request_resources`). Members beyond the
 subscribed partitions would idle: `max_members` (and `min_members`) are capped
 at the partition count, said in a warning and in `pool.notes`.
+
+Pending members: a member added (the standby activated, or a new actor) is
+*pending* until its first commit; the pool tells the policy how many are, and
+the policy does not add again while a scale-up is still starting (it sizes a
+step from the measured throughput per member and lag growth instead,
+coordinator/pool_policy.py). A pending member found not active (Ray restarted
+it before it got the activation) is activated again.
+
+Restarts: Ray restarts a member's actor (max_restarts) with its first
+arguments; the member's record in Ray's GCS (actors/pool/ledger.py) says
+whether it was activated, so a restarted standby stays out of the group and a
+restarted member rejoins: the pool counts exactly the members in the group.
+Its errors and commits are in that record too; the pool drops a member's
+record once it holds the member's final status (`finished`).
+
+The control thread never dies silently: a failed step is logged, kept
+(`control_errors`, also in `errors()` as member "pool") and retried after
+`RETRY_S`; anything that ends the thread otherwise is kept there too and
+`control_status()` says the thread is no longer running.
 """
 
 from __future__ import annotations
@@ -43,6 +62,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -52,6 +72,7 @@ import ray
 
 from actors.client.client import Client
 from actors.client.connect import connect
+from actors.pool import ledger
 from actors.pool.member import PoolMember, ProcessFn
 from coordinator.errors import Errors
 from coordinator.lag_watch import LagWatchRequest, LagWatchResponse
@@ -61,12 +82,15 @@ from coordinator.pool_policy import Decision, LagPolicy, LagRow, Target, check_b
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 30.0
 RETRY_S = 0.5  # after a failed step (the service unreachable past the client's own retries)
+STATUS_TIMEOUT_S = 2.0  # asking the pending members how they are
+MAX_CONTROL_ERRORS_KEPT = 20
+STARTING_FORGET_S = 60.0  # a member with nothing to commit stops being asked whether it started
 
 
 class Policy(Protocol):
     watched: bool  # True: pushed through a lag watch; False: polled at next_check_ms
 
-    def decide(self, rows: list[LagRow], members: int, now_ms: int) -> Decision: ...
+    def decide(self, rows: list[LagRow], members: int, now_ms: int, pending: int = 0) -> Decision: ...
 
     def next_check_ms(self, now_ms: int) -> int: ...
 
@@ -138,6 +162,9 @@ class ConsumerPool:
         self.history: list[tuple[float, int, int | None, int | None, str]] = []
         self.notes: list[str] = []
         self.last_decision: Decision | None = None
+        self.control_errors: list[dict[str, Any]] = []  # the control thread's own failures
+        self.control_steps = 0
+        self._starting: dict[str, tuple[Any, float]] = {}  # name -> (actor, added at): no commit seen yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._requested_cpus = 0.0
@@ -164,7 +191,7 @@ class ConsumerPool:
             raise TypeError(f"policy lacks {', '.join(missing_api)} (see the Policy protocol)")
         self._commit_starts(client, counts)
         self._resize(max(self.min_members, 1), "start")
-        self._thread = threading.Thread(target=self._control, name=f"pool-{self.group}", daemon=True)
+        self._thread = threading.Thread(target=self._run_control, name=f"pool-{self.group}", daemon=True)
         self._thread.start()
         return self
 
@@ -179,22 +206,57 @@ class ConsumerPool:
         return len(self.members)
 
     def status(self) -> list[dict[str, Any]]:
-        """Each member's status (owned partitions, errors, restarts, commits)."""
-        return list(ray.get([actor.status.remote() for _, actor in list(self.members)]))
+        """Each member's status (owned partitions, errors, restarts, commits). A member Ray is
+        restarting answers from its record in the GCS (`"restarting": True`, owning nothing)."""
+        return self._ask(list(self.members), "status")
+
+    def _ask(self, members: list[tuple[str, Any]], method: str) -> list[Any]:
+        """Each member's answer to `method` ("status" or "commits"), or from its record while
+        the actor is unavailable (restarting)."""
+        refs = [getattr(actor, method).remote() for _, actor in members]
+        answers: list[Any] = []
+        for (name, _), ref in zip(members, refs, strict=True):
+            try:
+                answers.append(ray.get(ref, timeout=STOP_TIMEOUT_S))
+            except ray.exceptions.RayError:
+                kept = self._recorded(name)
+                answers.append(kept if method == "status" else kept["commits_made"])
+        return answers
+
+    def _recorded(self, name: str) -> dict[str, Any]:
+        """A member's status as its record in the GCS has it (actors/pool/ledger.py)."""
+        kept = ledger.Ledger(name, ledger.ray_kv()).load()
+        return {"name": name, "errors": list(kept.errors), "owned": [], "active": kept.active,
+                "error_count": kept.error_count, "commits": len(kept.commits), "restarts": 0,
+                "commits_made": list(kept.commits), "incarnation": kept.incarnation,
+                "restarting": True, "first_commit_at": None, "activated_at": None,
+                "assigned_at": None, "started_at": None}
+
+    def control_status(self) -> dict[str, Any]:
+        """The control thread: running or not, its steps, its own failures (the last)."""
+        thread = self._thread
+        return {
+            "running": thread is not None and thread.is_alive(),
+            "steps": self.control_steps,
+            "errors": len(self.control_errors),
+            "last_error": self.control_errors[-1] if self.control_errors else None,
+            "pending": sorted(self._starting),
+        }
 
     def errors(self) -> list[dict[str, Any]]:
         """The function's failures the members recorded (each member's last 20; stopped
-        members' too), oldest first."""
+        members' too) and the control thread's own (member "pool"), oldest first."""
         live = self.status()
         finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
         statuses = [*finished.values(), *(s for s in live if s["name"] not in finished)]
         found = [dict(e, member=s["name"]) for s in statuses for e in s["errors"]]
+        found += [dict(e, member="pool") for e in self.control_errors]
         return sorted(found, key=lambda e: e["at"])
 
     def commits(self) -> list[tuple[str, int, int, int]]:
         """Every range committed by the pool's members, live and stopped: (topic, partition, start, end)."""
         members = list(self.members)
-        live = ray.get([actor.commits.remote() for _, actor in members])
+        live = self._ask(members, "commits")
         finished = dict(self.finished)  # read after: a member stopped meanwhile is in it
         kept = [chunk for (name, _), chunk in zip(members, live, strict=True) if name not in finished]
         return [c for chunk in [*(s["commits_made"] for s in finished.values()), *kept] for c in chunk]
@@ -205,9 +267,7 @@ class ConsumerPool:
         if self._thread is not None:
             self._unpark()
             self._thread.join(STOP_TIMEOUT_S)
-        if self.spare is not None:
-            ray.kill(self.spare[1], no_restart=True)
-            self.spare = None
+        self._drop_spare()
         while self.members:
             self._remove_newest()
         self.history.append((time.time(), 0, None, None, "stop"))
@@ -238,27 +298,70 @@ class ConsumerPool:
             self._note(f"start offsets not committed ({', '.join(e.name for e in refused)}): "
                        "the lag of partitions never committed is unknown until their first commit")
 
+    def _control_error(self, exc: BaseException, what: str) -> None:
+        logger.error("%s: %s: %r", self.group, what, exc, exc_info=exc)
+        self.control_errors.append({"at": time.time(), "error": f"{what}: {exc!r}",
+                                    "traceback": "".join(traceback.format_exception(exc))})
+        del self.control_errors[:-MAX_CONTROL_ERRORS_KEPT]
+
+    def _run_control(self) -> None:
+        """The control thread: its end other than by `stop()` is kept and said, never silent."""
+        try:
+            self._control()
+        except BaseException as exc:  # logged with its traceback and kept: visible, not re-raised
+            self._control_error(exc, "the control thread stopped; the pool no longer scales")
+
     def _control(self) -> None:
         policy, client = self.policy, self.client
         assert policy is not None and client is not None
         seen = Seen()
         while not self._stop.is_set():
             try:
-                if policy.watched:
-                    rows = self._watch(client, policy, seen)
-                else:
-                    if self._stop.wait(max(0.0, policy.next_check_ms(_now_ms()) - _now_ms()) / 1000):
-                        return
-                    rows = self._rows(client)
-                if rows is None or self._stop.is_set():
-                    continue
-                decision = policy.decide(rows, len(self.members), _now_ms())
-                self.last_decision = decision
-                if decision.members != len(self.members):
-                    self._resize(decision.members, decision.reason, decision)
-            except Exception:
-                logger.exception("%s: scaling step failed; tried again", self.group)
+                self._step(policy, client, seen)
+            except Exception as exc:
+                self._control_error(exc, "a scaling step failed; tried again")
                 self._stop.wait(RETRY_S)
+
+    def _step(self, policy: Policy, client: Client, seen: Seen) -> None:
+        if policy.watched:
+            rows = self._watch(client, policy, seen)
+        else:
+            if self._stop.wait(max(0.0, policy.next_check_ms(_now_ms()) - _now_ms()) / 1000):
+                return
+            rows = self._rows(client)
+        if rows is None or self._stop.is_set():
+            return
+        pending = self._pending()
+        decision = policy.decide(rows, len(self.members), _now_ms(), pending)
+        self.last_decision = decision
+        self.control_steps += 1
+        if decision.members != len(self.members):
+            self._resize(decision.members, decision.reason, decision)
+
+    def _pending(self) -> int:
+        """The members added that have not committed yet; one found not active (restarted by
+        Ray before its activation reached it) is activated again."""
+        counted = {name for name, _ in self.members}
+        now = time.monotonic()
+        self._starting = {n: (a, at) for n, (a, at) in self._starting.items()
+                          if n in counted and now - at < STARTING_FORGET_S}
+        if not self._starting:
+            return 0
+        names = list(self._starting)
+        refs = [self._starting[n][0].status.remote() for n in names]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=STATUS_TIMEOUT_S)
+        for name, ref in zip(names, refs, strict=True):
+            if ref not in ready:
+                continue  # no answer yet (restarting): still pending
+            try:
+                status = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            if status["first_commit_at"] is not None or status["commits"]:
+                del self._starting[name]
+            elif not status["active"]:
+                self._starting[name][0].activate.remote()
+        return len(self._starting)
 
     def _watch(self, client: Client, policy: Policy, seen: Seen) -> list[LagRow] | None:
         """Park a lag watch until the leader answers it (module docstring); the rows, or None
@@ -321,6 +424,7 @@ class ConsumerPool:
         else:
             name, actor = self._start_member(standby=False)
         self.members.append((name, actor))
+        self._starting[name] = (actor, time.monotonic())
 
     def _start_member(self, standby: bool) -> tuple[str, Any]:
         name = f"{self.group}-{uuid.uuid4().hex[:8]}"
@@ -336,8 +440,20 @@ class ConsumerPool:
         if self.spare is None and len(self.members) < self.max_members:
             self.spare = self._start_member(standby=True)
         elif self.spare is not None and len(self.members) >= self.max_members:
-            ray.kill(self.spare[1], no_restart=True)
+            self._drop_spare()
+
+    def _drop_spare(self) -> None:
+        if self.spare is not None:
+            name, actor = self.spare
             self.spare = None
+            ray.kill(actor, no_restart=True)
+            self._drop_record(name)
+
+    def _drop_record(self, name: str) -> None:
+        try:
+            ledger.drop(name)
+        except Exception as exc:  # the GCS unreachable: the record stays, said
+            self._note(f"the record of member {name} was not dropped: {exc!r}")
 
     def _remove_newest(self) -> None:
         """Stop the newest member; it stays in `members` until its final status is in
@@ -347,8 +463,15 @@ class ConsumerPool:
             self.finished[name] = ray.get(actor.stop.remote(STOP_TIMEOUT_S), timeout=STOP_TIMEOUT_S + 5)
         except Exception as exc:
             self._note(f"member {name} did not stop cleanly: {exc!r}")
+            try:  # what it recorded, from its record in the GCS
+                self.finished[name] = self._recorded(name)
+            except Exception as exc2:
+                self._note(f"the record of member {name} could not be read: {exc2!r}")
         self.members.pop()
+        self._starting.pop(name, None)
         ray.kill(actor, no_restart=True)
+        if name in self.finished:  # kept there: the member's record in the GCS can go
+            self._drop_record(name)
 
     def _request_cpus(self, cpus: float) -> None:
         """Ask the autoscaler for the members' CPUs when the cluster has fewer (0: withdraw)."""

@@ -76,3 +76,49 @@ def test_pool_scales_up_on_lag_and_down_after_cooldown(registry: Client) -> None
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     final = {(p.topic, p.partition): p.committed for p in registry.lag([group])[0].partitions}
     assert final == {(topic, p): STEP for p in range(PARTITIONS)}
+
+
+def test_restarted_members_keep_their_place_and_their_record(registry: Client) -> None:
+    """Ray restarts a killed member (max_restarts): the standby comes back out of the group,
+    the active member back in it, and what each recorded (errors, commits) is still there."""
+    import ray
+
+    topic, group = unique("pool-rt"), unique("pool-rg")
+    registry.create_topic(topic, 2)
+    registry.set_end_offsets({(topic, p): 20 for p in range(2)})
+    pool = ConsumerPool(
+        group, [topic], Source(os.path.join(tempfile.mkdtemp(prefix="pool-"), "raised")),
+        min_members=1, max_members=2, target_lag_messages=10_000, keep_alive_s=60.0,
+        member_cpus=0, member_options=FAST,
+    ).start()
+
+    def status(actor: Any) -> dict[str, Any]:
+        try:
+            return ray.get(actor.status.remote(), timeout=30)  # type: ignore[no-any-return]
+        except ray.exceptions.RayError:  # restarting
+            return {"incarnation": 0, "owned": [], "active": None}
+
+    def in_group() -> int:
+        return len(registry.describe_consumer_groups([group])[0].members)
+
+    try:
+        wait_until(lambda: (lag := registry.lag([group])) and lag[0].lag == 0)
+        before = pool.commits()
+        assert pool.spare is not None and before
+        (_, spare), (_, active) = pool.spare, pool.members[0]
+        ray.kill(spare, no_restart=False)
+        ray.kill(active, no_restart=False)
+        wait_until(lambda: status(spare)["incarnation"] == 2 and status(active)["incarnation"] == 2)
+        assert not status(spare)["active"] and status(spare)["owned"] == []
+        # The dead process's membership expires (2 s session); the restarted one takes both
+        # partitions: in the group, exactly the members the pool counts.
+        wait_until(lambda: in_group() == pool.size == 1 and len(status(active)["owned"]) == 2)
+        registry.set_end_offsets({(topic, p): 40 for p in range(2)})
+        wait_until(lambda: (lag := registry.lag([group])) and lag[0].lag == 0)
+        assert in_group() == 1 and not status(spare)["active"]
+        errors = pool.errors()
+        assert any("poison record" in e["error"] for e in errors), errors
+        assert set(before) <= set(pool.commits())
+        assert pool.control_status()["running"] and pool.control_status()["errors"] == 0
+    finally:
+        pool.stop()
