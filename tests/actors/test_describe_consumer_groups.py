@@ -66,6 +66,9 @@ class ShardClient:
     def _ask(self, request: Any) -> Any:
         return self.driver.handle(request)
 
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         return list(self._ask(ConsumerGroupDescribeRequest(tuple(group_ids))).groups)
 
