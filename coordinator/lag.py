@@ -150,7 +150,6 @@ def _time_of(sample: tuple[int, int]) -> int:
 # (DESIGN section 9).
 TRIM_COMMITS = 3 * WINDOW_COMMITS
 _TRIM_INTS, _WINDOW_INTS = 2 * TRIM_COMMITS, 2 * WINDOW_COMMITS
-JOURNAL_COMMITS = 1_024  # commits journaled before they are folded into their windows
 HISTORY_SAMPLES_MAX = 4_096  # a hostile reporter's bound: samples a window needs past HISTORY_SAMPLES
 # (topic, partition, committed, end, lag, lag_ms, ahead, at_least, health): PartitionLag's fields
 Row = tuple[str, int, int, int | None, int | None, int | None, bool, bool, Health]
@@ -176,12 +175,7 @@ class LagTracker:
 
     def __init__(self, window_ms: int = 300_000) -> None:
         self.window_ms = window_ms
-        self._committed: dict[str, _Windows] = {}
-        # Commits not yet in their windows: (group, keys, values) of each commit, in order.
-        # The commit path appends one reference to the lists it built anyway; the windows
-        # are brought up to date when a question (or any other input) comes, or once the
-        # journal holds JOURNAL_COMMITS commits (a hostile committer's bound).
-        self._journal: list[tuple[str, list[Any], list[Any]]] = []
+        self.committed: dict[str, _Windows] = {}
         self.samples: dict[TopicPartition, list[tuple[int, int]]] = {}
         self._ends: dict[TopicPartition, list[int]] = {}  # the samples' end offsets, for bisect
         self._times: dict[TopicPartition, list[int]] = {}  # and their times
@@ -191,46 +185,26 @@ class LagTracker:
     def on_commit(self, group_id: str, tp: TopicPartition, offset: int, now_ms: int) -> None:
         self.on_commit_record((group_id, tp[0], tp[1]), (offset, 0, "", now_ms))
 
-    @property
-    def committed(self) -> dict[str, _Windows]:
-        """Each group's windows by (group, topic, partition), up to date."""
-        if self._journal:
-            self._fold()
-        return self._committed
-
     def on_commit_record(self, key: OffsetKey, value: Any) -> None:
         """An offset record (a key (group, topic, partition), a value ([0] offset, [3] time))."""
-        if self._journal:
-            self._fold()
-        windows = self._committed.get(key[0])
+        windows = self.committed.get(key[0])
         if windows is None:
-            windows = self._committed[key[0]] = _Windows()
+            windows = self.committed[key[0]] = _Windows()
         window = windows[key]
         window += value[0:4:3]
         if len(window) > _TRIM_INTS:
             del window[:-_WINDOW_INTS]
 
     def on_commits(self, group_id: str, keys: list[Any], values: list[Any]) -> None:
-        """`on_commit_record` for one commit's offsets of a group (distinct keys), kept in
-        the journal as they are (the caller does not change the lists afterwards)."""
-        journal = self._journal
-        journal.append((group_id, keys, values))
-        if len(journal) >= JOURNAL_COMMITS:
-            self._fold()
-
-    def _fold(self) -> None:
-        """Bring the journal's commits into their windows, oldest first."""
-        journal, self._journal = self._journal, []
-        committed = self._committed
-        for group_id, keys, values in journal:
-            windows = committed.get(group_id)
-            if windows is None:
-                windows = committed[group_id] = _Windows()
-            for key, value in zip(keys, values):
-                window = windows[key]
-                window += value[0:4:3]
-                if len(window) > _TRIM_INTS:
-                    del window[:-_WINDOW_INTS]
+        """`on_commit_record` for one commit's offsets of a group (distinct keys)."""
+        windows = self.committed.get(group_id)
+        if windows is None:
+            windows = self.committed[group_id] = _Windows()
+        for key, value in zip(keys, values):
+            window = windows[key]
+            window += value[0:4:3]
+            if len(window) > _TRIM_INTS:
+                del window[:-_WINDOW_INTS]
 
     def on_offset_deleted(self, group_id: str, tp: TopicPartition) -> None:
         windows = self.committed.get(group_id)

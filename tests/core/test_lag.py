@@ -243,22 +243,3 @@ def test_the_lags_of_a_window_at_once_are_lag_as_of_each_commit(seed: int) -> No
     commits = [(rng.randrange(end + 50), rng.randrange(-500, at + 500)) for _ in range(40)]
     times, ends = [t for t, _ in samples], [e for _, e in samples]
     assert lags_as_of(commits, times, ends) == [lag_as_of(offset, samples, t) for offset, t in commits]
-
-
-def test_commits_journaled_without_a_question_keep_their_order_and_a_bounded_size() -> None:
-    """A commit only journals its lists; replayed records and questions come after the
-    journal's commits, and a committer that never stops (no question) cannot grow it."""
-    from coordinator.lag import JOURNAL_COMMITS, TRIM_COMMITS
-    from coordinator.records import OffsetCommitKey, OffsetCommitValue
-
-    journaled, one_by_one = tracker_with_end(10_000), tracker_with_end(10_000)
-    key = OffsetCommitKey("g", "t", 0)
-    for n in range(3 * JOURNAL_COMMITS + 5):
-        offset = n % 97
-        journaled.on_commits("g", [key], [OffsetCommitValue(offset, 1, "", n)])
-        one_by_one.on_commit("g", ("t", 0), offset, n)
-        assert len(journaled._journal) < JOURNAL_COMMITS
-    journaled.on_commit_record(key, OffsetCommitValue(3, 1, "", 10**6))  # after the journal's
-    one_by_one.on_commit("g", ("t", 0), 3, 10**6)
-    assert len(journaled.committed["g"][key]) <= 2 * TRIM_COMMITS
-    assert journaled.rows("g", 10**6) == one_by_one.rows("g", 10**6)
