@@ -522,16 +522,12 @@ class Client:
         service runs (`actors.controller.repartition`); raises RepartitionRefused with the
         reason when it cannot start. With `wait`, returns once it is done (TimeoutError
         after `timeout_s`: it goes on); the routing is refreshed after."""
-        begun = self.controller.repartition.remote(count, credential=self.credential)
-        status: dict[str, Any] = ray.get(begun)
-        deadline = time.monotonic() + timeout_s
-        while wait and status["running"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the repartition to {count} partitions is still under way: {status}")
-            time.sleep(0.05)
-            status = self.repartition_status()
+        status = ray.get(self.controller.repartition.remote(count, credential=self.credential))
+        if wait:
+            status = _until_done(status, self.repartition_status, f"the repartition to {count} partitions",
+                                 timeout_s, 0.05)
         self.refresh()
-        return status
+        return status  # type: ignore[no-any-return]
 
     def repartition_status(self) -> dict[str, Any]:
         return ray.get(self.controller.repartition_status.remote())  # type: ignore[no-any-return]
@@ -552,14 +548,8 @@ class Client:
             runtime_env, settings, resume, credential=self.credential
         )
         status: dict[str, Any] = ray.get(started)
-        deadline = time.monotonic() + timeout_s
-        while wait and status["running"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the rolling restart is still under way: {status}")
-            time.sleep(0.2)
-            previous, status = status, self.rolling_status()
-            if progress is not None and status.get("waiting") != previous.get("waiting"):
-                progress(status)
+        if wait:
+            status = _until_done(status, self.rolling_status, "the rolling restart", timeout_s, 0.2, progress)
         self.refresh()
         return status
 
@@ -765,3 +755,19 @@ def commit_request(
 def controller_handle(namespace: str = DEFAULT_NAMESPACE) -> Any:
     return ray.get_actor(CONTROLLER_NAME, namespace=namespace)
 
+
+def _until_done(
+    status: dict[str, Any], poll: Callable[[], dict[str, Any]], what: str, timeout_s: float,
+    interval_s: float, progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Poll an operation's status until it no longer runs (TimeoutError after `timeout_s`:
+    it goes on); `progress` is given each status whose `waiting` changed."""
+    deadline = time.monotonic() + timeout_s
+    while status["running"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} is still under way: {status}")
+        time.sleep(interval_s)
+        previous, status = status, poll()
+        if progress is not None and status.get("waiting") != previous.get("waiting"):
+            progress(status)
+    return status
