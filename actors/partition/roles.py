@@ -516,10 +516,12 @@ class ReplicaRoles:
         host = self.host
         log, old = host.log, self.leader
         assert log is not None and old is not None
-        host.epoch = leadership.leader_epoch
         # Before the epoch is on disk (`_lead`), and before the new ISR counts (a moved
-        # replica left it: module rules of actors.partition.leader).
+        # replica left it: module rules of actors.partition.leader). Only then do appends
+        # take the new epoch: an append queued on the I/O thread before the state file
+        # reads `host.epoch` when it runs, and would put the epoch on disk first.
         await host.on_io(self.record_state, self._leadership_state(leadership))
+        host.epoch = leadership.leader_epoch
         await host.on_io(log.bump_epoch, leadership.leader_epoch)
         old.stopped = True  # its senders, ticker and proposer end; the flush loop reads `leader`
         leadership.high_watermark = old.state.high_watermark
