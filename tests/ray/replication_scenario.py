@@ -364,9 +364,9 @@ def unacknowledged_tail(
 ) -> DivergentTail:
     """Stop A's followers, let A append commits only it gets, stop A; return A's divergent tail."""
     leader = replica[a][0]
-    wait_for("A's pushes over the replication links", lambda: all(
-        f["transport"] == "tcp" for f in ray.get(leader.probe.remote(), timeout=5)["followers"].values()
-    ))
+    # Over the links and caught up: no push of earlier writes (the registry's first records
+    # land in partition 0 too) is in flight when the followers stop, so they stop equal.
+    wait_for("A's pushes over the replication links, its followers caught up", lambda: replicated(leader))
     ports = {
         node: ray.get(replica[node][0].replication_endpoint.remote(), timeout=10)[1] for node in followers
     }
@@ -395,6 +395,12 @@ def unacknowledged_tail(
     mine = {(r.key.group_id, r.value.offset) for _, r in records if isinstance(r.value, OffsetCommitValue)}
     assert {(groups[0], 900), (groups[2], 901)} <= mine, f"A's tail past {follower_end}: {records}"
     return DivergentTail(follower_end, records, attempts)
+
+
+def replicated(leader: Any) -> bool:
+    probe = ray.get(leader.probe.remote(), timeout=5)
+    followers = probe["followers"].values()
+    return all(f["transport"] == "tcp" and f["log_end"] == probe["log_end"] for f in followers)
 
 
 def sender_stuck(leader: Any, node: str, port: int) -> bool:
