@@ -39,14 +39,18 @@ def main() -> int:
             client.reassign(partition, lost)
         group = next(g for g in (f"g{i}" for i in range(10_000)) if client.partition_for(g) == partition)
         client.commit_offsets(group, {("t", 0): 42})
+        on_lost = {r["partition"] for r in client.status() if r["node_id"] == lost}
         victim = next(w for w in cluster.worker_nodes if w._ray_params.labels.get(NODE_LABEL) == lost)
         cluster.remove_node(victim)
-        wait_for("the partition offline, waiting for its node",
-                 lambda: client.status()[partition].get("awaited_node") == lost)
-        rows = client.status()
-        # Every partition but those on the lost node serves (a row waiting for its node has no node_id).
-        elsewhere = [r for r in rows if lost not in (r.get("node_id"), r.get("awaited_node"))]
-        assert all(r["state"] == "ACTIVE" for r in elsewhere), rows
+
+        def settled() -> bool:
+            # Every partition of the lost node waits offline for it; every other one serves.
+            return all(
+                r.get("awaited_node") == lost if r["partition"] in on_lost else r["state"] == "ACTIVE"
+                for r in client.status()
+            )
+
+        wait_for("the lost node's partitions offline, waiting for it, and the others serving", settled)
         cluster.add_node(num_cpus=1, labels={NODE_LABEL: lost})
         cluster.wait_for_nodes()
 
