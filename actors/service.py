@@ -31,7 +31,7 @@ from actors.client.topics import ensure_topic_registry, stop_topic_registry
 from actors.controller.actor import Controller
 from actors.controller.forgotten_logs import recover_forgotten_logs
 from actors.controller.ray_store import GcsKvStore
-from actors.controller.state import saved_replication_factor
+from actors.controller.state import recorded_ray_credentials, saved_replication_factor
 from actors.core import node_names
 from actors.core.attached import KV_NAMESPACE, attached_prefix
 from actors.core.attached import attach as attach  # re-exported: gateway.deploy attaches
@@ -41,6 +41,8 @@ from actors.core.settings import (
     DEFAULT_NAMESPACE,
     KafkaListenerSettings,
     ServiceSettings,
+    ray_credentials_default,
+    reachable_beyond_loopback,
     settings_for_cluster,
 )
 from actors.core.singleton import detached_singleton
@@ -106,7 +108,7 @@ def start(
     kafka_listener: KafkaListenerSettings | None = None,
     max_partitions: int | None = None,
     auto_repartition: bool = False,
-    ray_credentials: bool = False,
+    ray_credentials: bool | None = None,
 ) -> Client:
     """Start (or attach to) the service and return a client.
 
@@ -124,6 +126,9 @@ def start(
     `ray_credentials`: Ray callers must present a credential and are checked
     against the ACLs (docs/security.md, The Ray path); the client returned
     holds a super user's credential, also written to `<data_dir>/admin.credential`.
+    Not given (None), or False in `settings` that are given: what the service
+    recorded at its last start, and for a new service on exactly when SASL or TLS
+    is configured (`actors.core.settings.ray_credentials_default`); False turns it off.
     A replicated service whose metadata Ray's GCS lost (a full restart of the
     Ray cluster) recovers it from the replicas on the nodes' disks, or refuses
     to start beside them (`actors/controller/forgotten_logs.py`).
@@ -138,7 +143,10 @@ def start(
     if settings is not None:
         data_dir, namespace = settings.data_dir, settings.namespace
     data_dir = os.path.abspath(data_dir or DEFAULT_DATA_DIR)
-    saved = saved_replication_factor(GcsKvStore(namespace, data_dir).load())
+    metadata = GcsKvStore(namespace, data_dir).load()
+    saved = saved_replication_factor(metadata)
+    if ray_credentials is None and settings is not None and settings.ray_credentials:
+        ray_credentials = True  # given settings asking for it (False there is the field's default)
     if settings is None:
         settings = settings_for_cluster(
             data_dir,
@@ -155,9 +163,12 @@ def start(
         settings = replace(settings, coordinator=coordinator_config)
     if kafka_listener is not None:
         settings = replace(settings, kafka_listener=kafka_listener)
-    if ray_credentials or settings.ray_credentials:  # a super user to bootstrap with: User:admin when none
-        listener = with_super_user(settings.kafka_listener)
+    exposed = reachable_beyond_loopback(settings.kafka_listener, os.environ)
+    if ray_credentials_default(ray_credentials, recorded_ray_credentials(metadata), exposed):
+        listener = with_super_user(settings.kafka_listener)  # a super user to bootstrap with: User:admin
         settings = replace(settings, ray_credentials=True, kafka_listener=listener)
+    else:
+        settings = replace(settings, ray_credentials=False)
     if max_partitions is not None or auto_repartition:
         settings = replace(
             settings, auto_repartition=auto_repartition or settings.auto_repartition,
@@ -172,12 +183,14 @@ def start(
     recover_forgotten_logs(settings, live)
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
-    if not settings.ray_credentials:
+    # A service already running keeps its settings: the credential follows what is in force.
+    running: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=60)
+    if not running.ray_credentials:
         return Client(controller)
     # The first super user's credential (actors/client/credential_file.py): the returned
     # client holds it, and <data_dir>/admin.credential (mode 0600) for the commands.
-    credential = issue_service_credential(controller, bootstrap_principal(settings.kafka_listener), TTL_S)
-    write_credential_file(settings.data_dir, credential)
+    credential = issue_service_credential(controller, bootstrap_principal(running.kafka_listener), TTL_S)
+    write_credential_file(running.data_dir, credential)
     return Client(controller, credential=credential)
 
 

@@ -75,7 +75,8 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
     common.add_argument(
         "--credential-file", metavar="PATH",
         help="the Ray-path credential to present, read from this file (mode 0600; default: "
-        "RAYGROUPS_CREDENTIAL; `raygroups start --ray-credentials` writes DATA_DIR/admin.credential)",
+        "RAYGROUPS_CREDENTIAL, else DATA_DIR/admin.credential when there: the super user's, "
+        "which `raygroups start` writes when Ray callers are authorized)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = commands.add_parser("start", parents=[common], help="start the service on a Ray cluster")
@@ -106,9 +107,10 @@ def build_command_line() -> tuple[argparse.ArgumentParser, CommandLine]:
     )
     start.add_argument("--min-insync-replicas", type=int, help="default: 2 with 3+ replicas, else 1")
     start.add_argument(
-        "--ray-credentials", action="store_true",
+        "--ray-credentials", action=argparse.BooleanOptionalAction, default=None,
         help="Ray callers must present a credential (raygroups credentials) and are checked against "
-        "the ACLs (docs/security.md)",
+        "the ACLs (docs/security.md). Default: as the service was last started; a new service has "
+        "it exactly when SASL or TLS is configured",
     )
     commands.add_parser("stop", parents=[common], help="stop the service (its log stays)")
     add_parsers(commands, common)
@@ -170,7 +172,7 @@ def run_start(
             max_partitions=args.max_partitions, auto_repartition=args.auto_repartition,
             ray_credentials=args.ray_credentials, **options,
         )
-    if args.ray_credentials:
+    if client.credential is not None:
         print(f"super user's credential ({decode(client.credential).principal}): "
               f"{credential_path(args.data_dir or DEFAULT_DATA_DIR)} (pass it with --credential-file)")
     for started in after_start:
@@ -190,10 +192,24 @@ def run_stop(args: argparse.Namespace) -> int:
 
 def present_credential_file(args: argparse.Namespace) -> None:
     """`--credential-file`: its credential becomes RAYGROUPS_CREDENTIAL for this process, so
-    every command's `connect()` (the plugins' too) presents it; ValueError why not."""
+    every command's `connect()` (the plugins' too) presents it; ValueError why not. Without
+    either, the super user's file `raygroups start` wrote (`DATA_DIR/admin.credential`,
+    `--data-dir` or RAYGROUPS_DATA_DIR or ./raygroups-data) when there and its owner's alone:
+    the operator's commands work at once on a service that authorizes Ray callers. A service
+    that does not ignores a credential."""
     path = getattr(args, "credential_file", None)
     if path:
         os.environ[CREDENTIAL_ENV] = read_credential_file(path)
+        return
+    if os.environ.get(CREDENTIAL_ENV) or args.command == "start":
+        return
+    default = credential_path(getattr(args, "data_dir", None) or DEFAULT_DATA_DIR)
+    if not os.path.exists(default):
+        return
+    try:
+        os.environ[CREDENTIAL_ENV] = read_credential_file(default)
+    except ValueError as exc:  # not given: say why it is not presented, and go on without it
+        print(f"Warning: {exc}; not presented", file=sys.stderr)
 
 
 def run_admin(args: argparse.Namespace) -> int:

@@ -45,11 +45,17 @@ logger = logging.getLogger(__name__)
 
 class AdminGuard:
     def __init__(self, settings: Any, acls: AclTable, credentials: CredentialTable, clock: Any) -> None:
+        self.acls, self.credentials, self.clock = acls, credentials, clock
+        self.follow(settings)
+
+    def follow(self, settings: Any) -> None:
+        """Check as `settings` say (the registry's start settings, then those in force: a
+        rolling restart that turned `ray_credentials` on restarts the registry with its
+        start settings, and the registry then reads the controller's)."""
         self.on: bool = settings.ray_credentials
         listener = settings.kafka_listener
         self.super_users = frozenset(listener.super_users)
         self.allow_everyone = listener.allow_everyone_if_no_acl_found
-        self.acls, self.credentials, self.clock = acls, credentials, clock
         self._authorizer: tuple[int, Authorizer] | None = None  # per ACL change count
 
     def check(self, method: str, args: tuple[Any, ...], credential: object) -> None:

@@ -164,6 +164,9 @@ class TopicRegistry:
         if not entries:
             entries = self._import_legacy_files()
         self._apply_entries(entries)
+        in_force = settings_in_force(self.namespace)
+        if in_force is not None:
+            self.guard.follow(in_force)
         secret = self.credentials.new_secret()
         if secret is not None:  # the first start: the Ray path's secret, once and for good
             self._write([secret])
@@ -536,6 +539,20 @@ def _legacy_samples(topics: dict[str, Any], samples: list[Sample]) -> list[Sampl
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def settings_in_force(namespace: str) -> ServiceSettings | None:
+    """The controller's settings in force (a rolling restart's included), or None without Ray
+    (tests) or when it does not answer: the registry then keeps its start settings."""
+    if not ray.is_initialized():
+        return None
+    try:
+        controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+        settings: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=NUDGE_TIMEOUT_S)
+        return settings
+    except Exception as exc:
+        logger.warning("topic registry: the settings in force not read, start settings kept: %r", exc)
+        return None
 
 
 def nudge_leaders(namespace: str) -> None:

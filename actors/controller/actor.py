@@ -93,8 +93,9 @@ class Controller:
     async def _authorize(self, method: str, credential: str | None) -> None:
         """With `ray_credentials` on, an administrative call needs a credential the topic
         registry accepts for it (ALTER on the CLUSTER, actors/client/admin_guard.py); it
-        raises CredentialError or AuthorizationError before anything is changed."""
-        if not self.settings.ray_credentials:
+        raises CredentialError or AuthorizationError before anything is changed. The setting
+        in force: a rolling restart that turned it on reaches the controller too."""
+        if not self.plane.settings.ray_credentials:
             return
         registry = await self.plane.cluster.find(TOPIC_REGISTRY_NAME)
         if registry is None:
@@ -194,7 +195,9 @@ class Controller:
         return await self.plane.describe_settings(keys or [])
 
     async def get_settings(self) -> ServiceSettings:
-        return self.settings
+        """The settings in force: the start settings, a rolling restart's, the online changes."""
+        await self._ready()
+        return self.plane.settings
 
     async def stats(self) -> dict[str, Any]:
         return {**self.plane.stats(), "node_id": ray.get_runtime_context().get_node_id()}

@@ -140,6 +140,8 @@ class ControlPlane(Succession, Publication):
             self.state = ControlState.fresh(self.settings.num_partitions)
         else:
             self.state = ControlState.from_json(data, self.settings.num_partitions)
+        # What this start runs with, recorded for the next (`actors.core.settings.ray_credentials_default`).
+        self.state.ray_credentials = self.start_settings.ray_credentials
         self._locks = {p: asyncio.Lock() for p in range(self.num_partitions)}
         await self.standbys.adopt()
         results = await asyncio.gather(

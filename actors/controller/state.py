@@ -9,6 +9,9 @@ operation under way. An intent is saved before the controller acts on it
 and cleared when the operation is done, so a restarted controller finishes
 it (rolls it forward) rather than guessing. Also the standby actors' names.
 
+Also whether the service was last started with the Ray path's authorizer
+(`ray_credentials`), so a restart keeps it (`recorded_ray_credentials`).
+
 Stored as JSON in Ray's GCS key-value store, written atomically
 (`actors/controller/ray_store.py`: where and why). The layout keeps the keys of earlier
 versions ("num_partitions", "epochs", "actors", "standbys"); metadata without
@@ -40,6 +43,17 @@ def saved_replication_factor(data: dict[str, Any] | None) -> int | None:
     if replication:
         return min(len(r["replicas"]) for r in replication.values())
     return 1 if any(int(e) > 0 for e in data.get("epochs", {}).values()) else None
+
+
+def recorded_ray_credentials(data: dict[str, Any] | None) -> bool | None:
+    """Whether the service of saved metadata `data` was last started with Ray-path credentials:
+    None for a new service (no metadata); False for metadata written before the setting was
+    recorded (the service ran without it unless told at each start, and it keeps running so:
+    docs/security.md, Turning it on for a running service)."""
+    if data is None:
+        return None
+    recorded = data.get("ray_credentials", False)
+    return recorded if isinstance(recorded, bool) else False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,8 @@ class ControlState:
     # The last rolling restart (`actors.controller.rolling`): under way, stopped or done;
     # kept when done, since actors created later start with its runtime_env and settings.
     roll: RollPlan | None = None
+    # `ray_credentials` of the service's last start (None: not recorded yet).
+    ray_credentials: bool | None = None
 
     @classmethod
     def fresh(cls, num_partitions: int) -> ControlState:
@@ -135,6 +151,7 @@ class ControlState:
             "routing_version": self.routing_version,
             **({"repartition": self.plan.to_json()} if self.plan is not None else {}),
             **({"rolling_restart": self.roll.to_json()} if self.roll is not None else {}),
+            **({"ray_credentials": self.ray_credentials} if self.ray_credentials is not None else {}),
             "replication": {
                 str(p): {
                     "replicas": m.replicas,
@@ -186,5 +203,6 @@ class ControlState:
         state.plan = None if plan is None else Plan.from_json(plan)
         roll = data.get("rolling_restart")
         state.roll = None if roll is None else RollPlan.from_json(roll)
+        state.ray_credentials = recorded_ray_credentials(data) if "ray_credentials" in data else None
         return state
 

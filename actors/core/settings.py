@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from coordinator import CoordinatorConfig
@@ -23,6 +24,8 @@ EMBEDDED_PARTITIONS = 8
 CONTROLLER_NAME = "raygroups-controller"
 # The topic registry (actors/client/topics.py); partition leaders read it too.
 TOPIC_REGISTRY_NAME = "raygroups-topics"
+# SASL/PLAIN users of the gateways and listeners when no file names them (gateway.security).
+SASL_USERS_ENV = "RAYGROUPS_GATEWAY_SASL_USERS"
 
 
 def partition_dir(data_dir: str, partition: int) -> str:
@@ -188,6 +191,8 @@ class ServiceSettings:
     # caller of a partition leader presents a credential (`raygroups credentials`) and its
     # requests are checked against the ACLs; super users and allow_everyone_if_no_acl_found
     # are the Kafka listeners' (`kafka_listener`). Off: no credential needed (one local user).
+    # `actors.start` chooses it when not told (`ray_credentials_default`): on for a service
+    # reachable beyond loopback, off for the embedded local one; a value built here is as given.
     ray_credentials: bool = False
 
     def __post_init__(self) -> None:
@@ -258,6 +263,33 @@ def settings_for_cluster(
         min_insync_replicas=min_insync_replicas,
         shared_data_dir=shared_data_dir,
     )
+
+
+def reachable_beyond_loopback(listener: KafkaListenerSettings, environ: Mapping[str, str]) -> bool:
+    """Whether the service is started to be reached beyond loopback: SASL/PLAIN (a users file,
+    or `SASL_USERS_ENV` in the starting process's environment) or TLS configured for its
+    gateways and leaders' listeners (`raygroups start` gives both the same options), whether
+    or not the leaders' listeners are enabled. Without either, a gateway or listener only
+    listens on loopback (gateway.security), and Kafka's paths have no authorizer."""
+    return bool(listener.sasl_users_file or listener.tls_cert or environ.get(SASL_USERS_ENV))
+
+
+def ray_credentials_default(explicit: bool | None, recorded: bool | None, exposed: bool) -> bool:
+    """Whether the Ray path's authorizer runs (docs/security.md, The default): what the
+    operator says (`--ray-credentials` / `--no-ray-credentials`) wins; else what the service
+    recorded at its last start (`actors.controller.state.recorded_ray_credentials`: a
+    service keeps its setting across restarts, so its Ray clients never break silently);
+    else, for a new service, on exactly when it is reachable beyond loopback
+    (`reachable_beyond_loopback`): then its Kafka paths authorize, and so does the Ray path.
+    The embedded local service (one user, loopback) runs without it, as a Kafka broker without
+    an authorizer. A multi-node Ray cluster alone does not turn it on: Ray's cluster token
+    is the boundary of the Ray path either way, and a service without SASL or TLS has no
+    principals for ACLs to name on its Kafka paths."""
+    if explicit is not None:
+        return explicit
+    if recorded is not None:
+        return recorded
+    return exposed
 
 
 class SystemClock:
