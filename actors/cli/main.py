@@ -201,7 +201,7 @@ def present_credential_file(args: argparse.Namespace) -> None:
     if path:
         os.environ[CREDENTIAL_ENV] = read_credential_file(path)
         return
-    if os.environ.get(CREDENTIAL_ENV) or args.command == "start":
+    if os.environ.get(CREDENTIAL_ENV) or getattr(args, "command", None) == "start":
         return
     default = credential_path(getattr(args, "data_dir", None) or DEFAULT_DATA_DIR)
     if not os.path.exists(default):

@@ -46,10 +46,13 @@ def allow(resource: ResourceType, name: str, operation: Operation, pattern: Patt
     return AclBinding(resource, name, pattern, TEAM, "*", operation, Permission.ALLOW)
 
 
+def guarded_settings(tmp_path: Path) -> ServiceSettings:
+    return ServiceSettings(data_dir=str(tmp_path), ray_credentials=True,
+                           kafka_listener=KafkaListenerSettings(enabled=False, super_users=(ADMIN,)))
+
+
 def guarded_registry(tmp_path: Path, store: ShardStore | None = None) -> TopicRegistry:
-    settings = ServiceSettings(data_dir=str(tmp_path), ray_credentials=True,
-                               kafka_listener=KafkaListenerSettings(enabled=False, super_users=(ADMIN,)))
-    return TopicRegistry(settings, store=store if store is not None else ShardStore())
+    return TopicRegistry(guarded_settings(tmp_path), store=store if store is not None else ShardStore())
 
 
 def credentials(registry: TopicRegistry) -> tuple[str, str]:
@@ -148,6 +151,17 @@ def test_off_by_default_no_credential_is_needed(tmp_path: Path) -> None:
     registry = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=ShardStore())
     assert registry.create_topic("orders", 1) is Errors.NONE
     assert registry.config_set({"group_max_size": 7}) == ""
+
+
+def test_a_registry_started_off_follows_the_settings_in_force(tmp_path: Path) -> None:
+    """A rolling restart that turns it on restarts the registry with its start settings:
+    it then checks as the controller's settings in force say."""
+    registry = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=ShardStore())
+    admin, _ = credentials(registry)
+    registry.guard.follow(guarded_settings(tmp_path))
+    with pytest.raises(CredentialError, match="no credential"):
+        registry.create_topic("orders", 1)
+    assert registry.create_topic("orders", 1, credential=admin) is Errors.NONE
 
 
 def test_the_bootstrap_credential_file_is_its_owners_alone(tmp_path: Path) -> None:
