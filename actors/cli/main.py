@@ -174,7 +174,8 @@ def run_start(
         )
     if client.credential is not None:
         print(f"super user's credential ({decode(client.credential).principal}): "
-              f"{credential_path(args.data_dir or DEFAULT_DATA_DIR)} (pass it with --credential-file)")
+              f"{credential_path(args.data_dir or DEFAULT_DATA_DIR)} (the commands find it under this data "
+              "directory; elsewhere pass it with --credential-file)")
     for started in after_start:
         started(args)
     return ADMIN_COMMANDS["status"](client, args)
