@@ -93,6 +93,8 @@ def test_raygroups_start_hands_the_operator_s_choices_to_actors_start(monkeypatc
     calls: list[dict[str, Any]] = []
 
     class Started:
+        credential = None  # Ray callers not authorized: nothing to print
+
         def status(self) -> list[dict[str, Any]]:
             return []
 
@@ -109,6 +111,9 @@ def test_raygroups_start_hands_the_operator_s_choices_to_actors_start(monkeypatc
     assert (first["replication_factor"], first["min_insync_replicas"]) == (None, None), "defaults: by nodes"
     assert second["shared_data_dir"] is False
     assert (second["replication_factor"], second["min_insync_replicas"]) == (2, 2)
+    assert first["ray_credentials"] is None, "not said: the service's record, else its exposure"
+    assert main(["start", "--data-dir", "/d", "--no-ray-credentials", "--json"]) == 0
+    assert calls[-1]["ray_credentials"] is False
 
 
 def test_two_nodes_by_default_keep_a_second_copy_that_takes_over_a_lost_node() -> None:
