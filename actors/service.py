@@ -49,6 +49,9 @@ from actors.core.singleton import detached_singleton
 from coordinator import CoordinatorConfig
 
 DEFAULT_DATA_DIR = os.environ.get("RAYGROUPS_DATA_DIR", "raygroups-data")
+# How long `start` waits for the controller's own start (its partitions' leaders found or
+# started, each within actor_start_timeout_s) before it asks for the settings in force.
+CONTROLLER_START_S = 600.0
 
 
 def init_local_ray(num_cpus: int = 4, namespace: str = DEFAULT_NAMESPACE, **kwargs: Any) -> None:
@@ -183,8 +186,9 @@ def start(
     recover_forgotten_logs(settings, live)
     controller = detached_singleton(Controller, CONTROLLER_NAME, settings, max_concurrency=10_000)
     ensure_topic_registry(settings)
-    # A service already running keeps its settings: the credential follows what is in force.
-    running: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=60)
+    # The credential follows the settings in force once the controller has started: those of
+    # a service already running (this start's are not taken), a rolling restart's over them.
+    running: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=CONTROLLER_START_S)
     if not running.ray_credentials:
         return Client(controller)
     # The first super user's credential (actors/client/credential_file.py): the returned
