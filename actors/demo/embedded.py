@@ -186,6 +186,9 @@ def run_demo(data_dir: str, seconds: float = 8.0) -> Client:
     client = actors.start(
         data_dir,
         num_partitions=EMBEDDED_PARTITIONS,
+        # One local user: its consumers (Ray actors) connect without a credential, whatever
+        # SASL users the environment names (docs/security.md, The default).
+        ray_credentials=False,
         coordinator_config=CoordinatorConfig(
             group_initial_rebalance_delay_ms=500,
             group_consumer_heartbeat_interval_ms=CONSUMER_HEARTBEAT_INTERVAL_MS,

@@ -164,6 +164,7 @@ def _run(cluster: Cluster, data_dir: str, seconds: float) -> int:
     console.rule("raygroups demo: replication")
     client = actors.start(
         settings=demo_settings(data_dir), namespace=NAMESPACE, address=cluster.address,
+        ray_credentials=False,  # a demo's consumers connect without a credential (docs/security.md)
         coordinator_config=CoordinatorConfig(group_initial_rebalance_delay_ms=500),
     )
     placed = {client.partition_for(g.group_id) for g in GROUPS}
