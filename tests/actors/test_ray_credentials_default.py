@@ -98,10 +98,10 @@ def test_the_commands_present_the_super_users_file_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data_dir = tmp_path / "data"
-    monkeypatch.delenv(CREDENTIAL_ENV, raising=False)
+    monkeypatch.setenv(CREDENTIAL_ENV, "")  # none given (and what the test sets is undone after)
     monkeypatch.setattr(cli_main, "DEFAULT_DATA_DIR", str(data_dir))  # RAYGROUPS_DATA_DIR's
     present_credential_file(_args("status"))  # no file there: nothing presented
-    assert CREDENTIAL_ENV not in os.environ
+    assert not os.environ[CREDENTIAL_ENV]
 
     write_credential_file(str(data_dir), "rgc1.super.user")
     present_credential_file(_args("status"))
@@ -111,10 +111,10 @@ def test_the_commands_present_the_super_users_file_unless_told_otherwise(
     present_credential_file(_args("status"))
     assert os.environ[CREDENTIAL_ENV] == "rgc1.given.one"
 
-    monkeypatch.delenv(CREDENTIAL_ENV)
+    monkeypatch.setenv(CREDENTIAL_ENV, "")
     os.chmod(data_dir / "admin.credential", 0o644)  # readable by others: not presented, and said so
     present_credential_file(_args("status"))
-    assert CREDENTIAL_ENV not in os.environ
+    assert not os.environ[CREDENTIAL_ENV]
     assert "readable by others" in capsys.readouterr().err
 
 

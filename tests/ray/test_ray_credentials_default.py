@@ -14,9 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 import actors
+import actors.cli.main as cli_main
 from actors import Client
+from actors.client.connect import CREDENTIAL_ENV
 from actors.client.credential_file import read_credential_file
 from actors.core.settings import KafkaListenerSettings, ServiceSettings
+from coordinator.acl import AclFilter
 from coordinator.credentials import CredentialError
 
 pytestmark = pytest.mark.ray
@@ -48,13 +51,22 @@ def _start(data_dir: str, listener: KafkaListenerSettings) -> Client:
                                                  standby_actors=0, kafka_listener=listener))
 
 
-def test_a_new_service_with_sasl_authorizes_its_ray_callers(data_dir: str) -> None:
+def test_a_new_service_with_sasl_authorizes_its_ray_callers(
+    data_dir: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     admin = _start(data_dir, _sasl(data_dir))
     assert admin.credential is not None, "on by default: the returned client is the super user's"
     assert read_credential_file(os.path.join(data_dir, "admin.credential")) == admin.credential
     assert admin.fetch_offsets("default-on").error.name == "NONE"
     with pytest.raises(CredentialError, match="no credential"):
         Client(admin.controller, timeout_s=5).fetch_offsets("default-on")
+    # The operator's commands, run with this data directory, work at once: no option given.
+    monkeypatch.setenv(CREDENTIAL_ENV, "")  # none given (and the one `main` sets is undone after)
+    monkeypatch.setattr(cli_main, "DEFAULT_DATA_DIR", data_dir)  # RAYGROUPS_DATA_DIR's
+    grant = ["acls", "--namespace", NAMESPACE, "--add", "--allow-principal", "User:alice",
+             "--operation", "Read", "--group", "default-on"]
+    assert cli_main.main(grant) == 0, capsys.readouterr().err
+    assert [b.principal for b in admin.describe_acls(AclFilter())] == ["User:alice"]
 
 
 def test_a_service_started_without_keeps_it_off_across_a_restart_until_told(data_dir: str) -> None:
