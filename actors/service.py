@@ -189,8 +189,8 @@ def start(
     # The credential follows the settings in force once the controller has started: those of
     # a service already running (this start's are not taken), a rolling restart's over them.
     running: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=CONTROLLER_START_S)
-    if not running.ray_credentials:
-        return Client(controller)
+    if not running.ray_credentials or not running.kafka_listener.super_users:
+        return Client(controller)  # (on by a rolling restart of a service without super users: none to issue)
     # The first super user's credential (actors/client/credential_file.py): the returned
     # client holds it, and <data_dir>/admin.credential (mode 0600) for the commands.
     credential = issue_service_credential(controller, bootstrap_principal(running.kafka_listener), TTL_S)
