@@ -189,6 +189,12 @@ def start(
     # The credential follows the settings in force once the controller has started: those of
     # a service already running (this start's are not taken), a rolling restart's over them.
     running: ServiceSettings = ray.get(controller.get_settings.remote(), timeout=CONTROLLER_START_S)
+    if ray_credentials is not None and running.ray_credentials != ray_credentials:
+        logging.getLogger(__name__).warning(
+            "the service running in namespace %r keeps ray_credentials=%s: stop it and start it again, "
+            "or roll it (docs/security.md, Turning it on for a running service)",
+            namespace, running.ray_credentials,
+        )
     if not running.ray_credentials or not running.kafka_listener.super_users:
         return Client(controller)  # (on by a rolling restart of a service without super users: none to issue)
     # The first super user's credential (actors/client/credential_file.py): the returned
