@@ -70,7 +70,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -93,6 +93,25 @@ from coordinator.service_state import ServiceEntry
 
 logger = logging.getLogger(__name__)
 NUDGE_TIMEOUT_S = 10.0
+ROLLED_TIMEOUT_S = 5.0  # asking the controller for the rolled settings (`config set`'s check)
+ROLLED_RETRY_MS = 10_000  # while unknown, the settings readers' polls ask again this often at most
+
+
+def controller_rolled_settings(namespace: str) -> Callable[[], dict[str, Any] | None]:
+    """The last rolling restart's settings as the controller of `namespace` holds them, or
+    None when it does not answer (not started, restarting): `config set` checks over them."""
+    def read() -> dict[str, Any] | None:
+        if not ray.is_initialized():  # no service around it (unit tests): no roll either
+            return {}
+        try:
+            controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+            answer = ray.get(controller.roll_settings.remote(), timeout=ROLLED_TIMEOUT_S)
+        except Exception as exc:  # absent, restarting, or an older one without the method
+            logger.info("rolled settings not read from the controller: %r", exc)
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    return read
 LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
@@ -130,8 +149,13 @@ class TopicRegistry:
         clock: Any = None,
         limits: HistoryLimits | None = None,
         store: ServiceStore | None = None,
+        rolled_settings: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.namespace = settings.namespace
+        # The last rolling restart's settings, read from the controller (None: unknown now).
+        self.rolled_settings = rolled_settings or controller_rolled_settings(settings.namespace)
+        self._rolled_known = False
+        self._rolled_asked_ms = 0
         self.data_dir = settings.data_dir
         self.clock = clock or SystemClock()
         self.limits = limits
@@ -164,12 +188,23 @@ class TopicRegistry:
         if not entries:
             entries = self._import_legacy_files()
         self._apply_entries(entries)
+        self._read_rolled()
         secret = self.credentials.new_secret()
         if secret is not None:  # the first start: the Ray path's secret, once and for good
             self._write([secret])
             self.credentials.load([(secret.kind, secret.name, secret.data or b"")])
         self._loaded = True
         self._changes += 1  # a reload may change the view
+
+    def _read_rolled(self) -> bool:
+        """Take the controller's rolled settings (the settings table checks over them);
+        whether it answered. Unknown, the last ones read stay (none at first)."""
+        self._rolled_asked_ms = self.clock.now_ms()
+        rolled = self.rolled_settings()
+        self._rolled_known = rolled is not None
+        if rolled is not None:
+            self.settings.use_rolled(rolled)
+        return self._rolled_known
 
     def _apply_entries(self, entries: dict[tuple[str, str], bytes]) -> None:
         self.partitions, self.ids, self.start = {}, {}, {}
@@ -404,6 +439,9 @@ class TopicRegistry:
     def config_set(self, values: dict[str, Any]) -> str:
         """Make `values` ({key: value}) the settings in force: all or none; "" or why not."""
         self._ready()
+        if not self._read_rolled():  # a roll may have changed what is in force: check over it
+            return ("the settings in force could not be read from the controller (starting or "
+                    "restarting?); nothing changed: try again")
         try:
             entries = self.settings.check_set(values)
         except SettingError as exc:
@@ -416,6 +454,8 @@ class TopicRegistry:
     def settings_if_changed(self, token: str | None) -> SettingsView | None:
         """None when `token` is the current one; else (token, every setting changed online)."""
         self._ready()
+        if not self._rolled_known and self.clock.now_ms() - self._rolled_asked_ms >= ROLLED_RETRY_MS:
+            self._read_rolled()  # the controller did not answer at the load: ask again, now and then
         view = self.settings.view(self.writer)
         return None if view[0] == token else view
 
