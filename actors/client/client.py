@@ -537,13 +537,14 @@ class Client:
         resume: bool = False, wait: bool = True, timeout_s: float = 3600.0,
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Restart every replica one node at a time, then the controller and the topic
-        registry, while the service runs (`actors.controller.rolling`): new replicas get
-        `runtime_env` (Ray's), every actor the `settings` (KEY: VALUE, online or rolling
-        keys). `resume`: drive a stopped one again. Raises RollRefused (wrapped by Ray) with
-        the reason when it cannot start. With `wait`, returns once it is done or stopped
-        (its status says which; TimeoutError after `timeout_s`: it goes on); `progress`
-        is given each status whose `waiting` (what it waits for) changed meanwhile."""
+        """Restart every replica one node at a time, then the controller, the topic registry
+        and the Kafka gateways deployed with the service, while the service runs
+        (`actors.controller.rolling`): new replicas and gateways get `runtime_env` (Ray's),
+        every actor the `settings` (KEY: VALUE, online or rolling keys). `resume`: drive a
+        stopped one again. Raises RollRefused (wrapped by Ray) with the reason when it
+        cannot start. With `wait`, returns once it is done or stopped (its status says
+        which; TimeoutError after `timeout_s`: it goes on); `progress` is given each status
+        whose `waiting` (what it waits for) changed meanwhile."""
         started = self.controller.rolling_restart.remote(
             runtime_env, settings, resume, credential=self.credential
         )

@@ -168,6 +168,8 @@ class RollingRestart:
         plan = self.plane.state.roll
         if plan is None or plan.phase == DONE:
             raise RollRefused("no rolling restart to resume")
+        if plan.stopped is not None and self._task is not None and not self._task.done():
+            await asyncio.wait([self._task])  # the stopped driver ends at its step; then anew
         plan.stopped = None
         await self.plane._persist()
         self.resume()
@@ -229,9 +231,8 @@ class RollingRestart:
             plan.advance()
             await self.plane._persist()
         if plan.phase == GATEWAYS:
-            await self._roll_gateways(plan)
-            if plan.stopped is not None:
-                return
+            if not await self._roll_gateways(plan):
+                return  # stopped (a resume may have cleared the reason since: it drives anew)
             plan.advance()
             await self.plane._persist()
             logger.info("rolling restart %d done", plan.version)
@@ -403,14 +404,15 @@ class RollingRestart:
         if handle is not None:
             await self.plane.cluster.restart(handle)
 
-    async def _roll_gateways(self, plan: RollPlan) -> None:
-        """Replace every gateway attached to the service, one at a time (module docstring)."""
+    async def _roll_gateways(self, plan: RollPlan) -> bool:
+        """Replace every gateway attached to the service, one at a time (module docstring);
+        whether all are (False: the plan stopped)."""
         tries = 0
         while plan.stopped is None:
             name = plan.next_gateway(await self.plane.cluster.replaceable())
             if name is None:
                 self._wait_for(None)
-                return
+                return True
             self._wait_for(f"gateway {name} serving again", paused=False)
             try:
                 replaced = await self.plane.cluster.replace_attached(
@@ -420,7 +422,7 @@ class RollingRestart:
                 why = gateway_failed(name, tries, str(exc))
                 if why is not None:
                     await self._stop(plan, why)
-                    return
+                    return False
                 await self._pause(f"gateway {name} not serving again ({exc}); trying again")
                 continue
             tries = 0
@@ -428,6 +430,7 @@ class RollingRestart:
             await self.plane._persist()
             logger.info("rolling restart %d: gateway %s %s", plan.version, name,
                         "serving again" if replaced else "gone (its node left): nothing to replace")
+        return False
 
     # ------------------------------------------------------------ views
 
@@ -447,7 +450,8 @@ class RollingRestart:
         if plan is None:
             return {"running": False, "phase": None, "controller_version": IMPORTED_VERSION}
         return {
-            "running": self.running(), **plan.to_json(), "controller_version": IMPORTED_VERSION,
+            "running": self.running(), **plan.to_json(), "phase": plan.phase,  # not as saved
+            "controller_version": IMPORTED_VERSION,
             "waiting": self.waiting if self.running() else None,
             "paused": self.paused and self.running(),
             "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),

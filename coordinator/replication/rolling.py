@@ -181,10 +181,15 @@ class RollPlan:
         self.phase = PHASES[min(PHASES.index(self.phase) + 1, len(PHASES) - 1)]
 
     def to_json(self) -> dict[str, Any]:
+        # GATEWAYS is saved as REGISTRY plus `gateways_phase`: a controller of the release
+        # before, which knows no GATEWAYS phase and refuses an unknown one at start, reads a
+        # registry step (a downgrade mid-roll), restarts the registry again and finishes.
+        saved_phase = REGISTRY if self.phase == GATEWAYS else self.phase
         return {
             "version": self.version, "nodes": list(self.nodes), "runtime_env": self.runtime_env,
             "settings": dict(self.settings), "done": list(self.done), "restarted": self.restarted,
-            "phase": self.phase, "stopped": self.stopped, "gateways_done": list(self.gateways_done),
+            "phase": saved_phase, "stopped": self.stopped, "gateways_done": list(self.gateways_done),
+            "gateways_phase": self.phase == GATEWAYS,
         }
 
     @classmethod
@@ -192,6 +197,8 @@ class RollPlan:
         phase = str(data.get("phase", REPLICAS))
         if phase not in PHASES:
             raise ValueError(f"rolling restart phase {phase!r} unknown")
+        if phase == REGISTRY and data.get("gateways_phase"):
+            phase = GATEWAYS
         return cls(
             int(data["version"]), [str(n) for n in data["nodes"]], data.get("runtime_env"),
             dict(data.get("settings") or {}), [str(n) for n in data.get("done", [])],

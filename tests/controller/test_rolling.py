@@ -97,6 +97,8 @@ def test_plan_round_trips_and_walks_its_phases() -> None:
     assert plan.phase == GATEWAYS
     plan.finish_gateway("gw-b")
     assert RollPlan.from_json(plan.to_json()) == plan
+    # Saved as the registry step for the release before, which knows no gateways phase.
+    assert plan.to_json()["phase"] == "registry"
     plan.advance()
     assert plan.phase == DONE
     with pytest.raises(ValueError, match="phase"):
@@ -241,7 +243,7 @@ def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_setting
         # Leadership left each node before its replicas were killed: no kill of a leader.
         assert len(killed_roles) == 9 and set(killed_roles) == {"follower"}
         assert cluster.restarted == ["raygroups-topics"]  # in place, after every replica
-        assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+        await until(lambda: store.data is not None and store.data["rolling_restart"]["phase"] == DONE)
         [row] = await plane.describe_settings(["commit_timeout_ms"])  # type: ignore[misc]
         assert (row["value"], row["start"], row["set_by"]) == (7000, 5000, "rolling-restart 1")
         assert status["controller_version"] == IMPORTED_VERSION and IMPORTED_VERSION
@@ -519,7 +521,7 @@ def test_the_gateways_are_replaced_one_at_a_time_after_the_registry_with_the_new
         assert [name for _, name in events[first:]] == (
             ["raygroups-gateway-a"] + ["raygroups-gateway-b"] * GATEWAY_TRIES + ["raygroups-gateway-c"])
         assert cluster.restarted == ["raygroups-topics"]
-        assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+        await until(lambda: store.data is not None and store.data["rolling_restart"]["phase"] == DONE)
 
     run(scenario())
 
