@@ -122,8 +122,15 @@ class Window:
 
 
 def gap_rows(members: list[Member], window: Window, label: str) -> list[Row]:
-    """Longest commit gap per partition (worst, median) against the baseline, commits/s."""
+    """Longest commit gap per partition (worst, median) against the baseline, commits/s;
+    every gap over 1 s during the roll to stderr, with the phase it began in."""
     w = window
+    for m in members:
+        times = [w.started, *(t for t in m.acked_at if w.started < t < w.ended), w.ended]
+        for a, b in zip(times, times[1:]):
+            if b - a > 1.0:
+                progress(f"{label}: {m.group} (partition {m.partition}) waited {b - a:.2f} s from "
+                         f"+{a - w.started:.1f} s ({w.phase_at(a)} phase)")
     gaps = per_partition(members, w.started, w.ended)
     base_end = min(w.base_end, w.base_start + (w.ended - w.started))
     base_worst = max(gap for gap, _ in per_partition(members, w.base_start, base_end).values())

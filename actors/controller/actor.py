@@ -200,7 +200,10 @@ class Controller:
         return self.plane.roll_settings()
 
     async def get_settings(self) -> ServiceSettings:
-        return self.settings
+        """The settings in force (the start settings, the last rolling restart's, the online
+        changes): what a gateway started or replaced by a roll runs with."""
+        await self._ready()
+        return self.plane.settings
 
     async def stats(self) -> dict[str, Any]:
         return {**self.plane.stats(), "node_id": ray.get_runtime_context().get_node_id()}
