@@ -246,12 +246,15 @@ def thread_latencies(call: Callable[[int], None], calls: int) -> list[float]:
     return taken
 
 
-def confluent_consumers(bootstrap: str, groups: Sequence[str]) -> list[Consumer]:
-    """A librdkafka consumer per group, bootstrapped at `bootstrap` (host:port,...)."""
+def confluent_consumers(
+    bootstrap: str, groups: Sequence[str], config: dict[str, Any] | None = None
+) -> list[Consumer]:
+    """A librdkafka consumer per group, bootstrapped at `bootstrap` (host:port,...), with
+    `config` added (a SASL login, say)."""
     return [
         Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "client.id": f"bench-{group}", "log_level": 3,
+            "client.id": f"bench-{group}", "log_level": 3, **(config or {}),
         })
         for group in groups
     ]

@@ -5,10 +5,13 @@
 A simulated cluster on this machine (`ray.cluster_utils.Cluster`: a head and W workers,
 one CPU each, sharing the host's cores and disk; 4 nodes by default) runs a replicated
 service (RF 3, min ISR 2, P offsets partitions) with a Kafka gateway deployed on every
-node (`gateway.deploy`). G threaded members per partition commit without pause (one
-thread each, a plain `Client`), and beside them K Kafka clients per partition
-(confluent-kafka consumers, one thread each, bootstrapped at every gateway) commit
-through the direct path: FindCoordinator names their group's partition leader's Kafka
+node (`gateway.deploy`), gateways and leaders' listeners with SASL/PLAIN on, so on the
+node's address: a loopback listener serves only clients of its own Ray node, and the
+simulated nodes are Ray nodes of one host, so without it FindCoordinator would name the
+gateway for most groups rather than their leader's listener. G threaded members per
+partition commit without pause (one thread each, a plain `Client`), and beside them K
+Kafka clients per partition (confluent-kafka consumers, one thread each, bootstrapped at
+every gateway) commit through the direct path: FindCoordinator names their group's partition leader's Kafka
 listener, which moves with leadership. After a baseline window, `Client.rolling_restart`
 restarts every replica one node at a time, then the controller, the topic registry and
 the gateways, with a new setting. Prints, against the baseline in the same run:
@@ -29,10 +32,12 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import Consumer
 
 import actors
+from actors.core.settings import KafkaListenerSettings
 from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, simulated_cluster, wait_for
 from bench.driver_log import log_file
 from bench.gateway import TOPIC as KAFKA_TOPIC
@@ -42,6 +47,7 @@ from coordinator.errors import Errors
 from gateway import deploy
 
 NAMESPACE = "raygroups-bench-rolling"
+KAFKA_USER, KAFKA_PASSWORD = "bench", "bench-secret"
 
 
 @dataclass
@@ -153,14 +159,20 @@ def gap_rows(members: list[Member], window: Window, label: str) -> list[Row]:
 
 
 def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
-    settings = quick_failover_settings(data_dir, NAMESPACE, args.partitions)
+    users = Path(data_dir) / "kafka-users"
+    users.write_text(f"{KAFKA_USER}:{KAFKA_PASSWORD}\n")
+    listener = KafkaListenerSettings(sasl_users_file=str(users), super_users=(f"User:{KAFKA_USER}",))
+    settings = quick_failover_settings(data_dir, NAMESPACE, args.partitions, kafka_listener=listener)
     client = actors.start(settings=settings, namespace=NAMESPACE)
     wait_for("every partition fully replicated", lambda: fully_replicated(client), 300)
-    gateways = deploy.start_gateways(deploy.GatewaySpec(port=0), NAMESPACE)
+    spec = deploy.GatewaySpec(port=0, sasl_users_file=str(users), super_users=(f"User:{KAFKA_USER}",))
+    gateways = deploy.start_gateways(spec, NAMESPACE)
     bootstrap = ",".join(f"{host}:{port}" for _, host, port in gateways)
     members = members_for(client, args.partitions, args.groups_per_partition)
     kafka = members_for(client, args.partitions, args.kafka_per_partition, "bench-roll-kafka", KAFKA_TOPIC)
-    consumers = confluent_consumers(bootstrap, [m.group for m in kafka])
+    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": KAFKA_USER, "sasl.password": KAFKA_PASSWORD}
+    consumers = confluent_consumers(bootstrap, [m.group for m in kafka], login)
     stop = threading.Event()
     committer = actors.connect(namespace=NAMESPACE, timeout_s=30.0)
     threads = [
