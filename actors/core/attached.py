@@ -16,8 +16,9 @@ with new code (`replacer`), and the controller calls it on each one in turn
 So actors/ never imports the package above it by name (the gateway's code, as
 the partition leaders' Kafka listener comes through an entry point): the
 package that started the actor says how it is started again. Only a dotted
-`module:function` is accepted (`REPLACER`); the GCS KV is the cluster's own
-metadata, which only a cluster member can write.
+`module:function` of raygroups' own packages is accepted (`REPLACER`): the GCS
+KV is writable by any process of the cluster, and the controller must not be
+made to import anything else.
 
 Here, in `core`, so the registry (`actors/client`) reaches them without
 importing the service's start code.
@@ -41,7 +42,7 @@ from actors.core.settings import DEFAULT_NAMESPACE
 logger = logging.getLogger(__name__)
 KV_NAMESPACE = "raygroups"  # the GCS KV namespace of the service's own keys
 NUDGE_METHOD = "acls_changed"
-REPLACER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+REPLACER = re.compile(r"(?:gateway|actors)(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
 NAME_FREE_WAIT_S = 5.0
 
 
@@ -55,7 +56,9 @@ def attach(name: str, namespace: str = DEFAULT_NAMESPACE, replaced_by: str | Non
     outlives the process that attached it. `replaced_by`: the `module:function` a
     rolling restart replaces it with (module docstring)."""
     if replaced_by is not None and not REPLACER.fullmatch(replaced_by):
-        raise ValueError(f"replaced_by must be 'module:function', got {replaced_by!r}")
+        raise ValueError(
+            f"replaced_by must be a 'module:function' of raygroups' own packages: {replaced_by!r}"
+        )
     value = b"" if replaced_by is None else json.dumps({"replaced_by": replaced_by}).encode()
     _internal_kv_put(attached_prefix(namespace) + name, value, overwrite=True, namespace=KV_NAMESPACE)
 
