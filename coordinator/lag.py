@@ -307,20 +307,25 @@ class LagTracker:
         top = heapq.nlargest(partitions_max, lagging, key=_first) if partitions_max > 0 else []
         return groups, [(group_id, PartitionLag(*row)) for _, group_id, row in top], len(lagging)
 
+    def sample_ends(self, tp: TopicPartition) -> list[int]:
+        """The end offsets of `tp`'s samples, apart (a bisect in C); empty when none."""
+        return self._ends.get(tp, [])
+
     def _row(self, key: OffsetKey, window: list[Any], now_ms: int) -> Row:
         tp = (key[1], key[2])
         offset = window[-2]
         samples = self.samples.get(tp)
         if not samples:
-            health = self._health(window, None, tp, now_ms)
+            health = self.window_health(window, None, tp, now_ms)
             return (tp[0], tp[1], offset, None, None, None, False, False, health)
         end = samples[-1][1]
         lag = end - offset if end > offset else 0
         ms, at_least = lag_ms(offset, samples, now_ms, self._ends.get(tp))
-        health = self._health(window, lag, tp, now_ms)
+        health = self.window_health(window, lag, tp, now_ms)
         return (tp[0], tp[1], offset, end, lag, ms, offset > end, at_least, health)
 
-    def _health(self, window: list[Any], lag: int | None, tp: TopicPartition, now_ms: int) -> Health:
+    def window_health(self, window: list[Any], lag: int | None, tp: TopicPartition, now_ms: int) -> Health:
+        """The health of one committed offset, from its `window` (the module's rules)."""
         since = now_ms - self.window_ms
         last_at = window[-1]
         times = self._times.get(tp)
