@@ -276,6 +276,7 @@ class LagTracker:
                 rows.append((key[1], key[2], offset, None, None, None, False, False, health))
                 continue
             end = samples[-1][1]
+            ms: int | None
             if offset >= end:
                 lag, ms, at_least = 0, 0, False
             else:
