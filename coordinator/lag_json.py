@@ -6,16 +6,22 @@ tuple per row by each leader, pickled, unpickled and then written by the
 one client, most of that time was the client's: a per-row object crossing
 Ray and a serial encoder. Written here instead, each leader writes its own
 groups' rows in one pass over its tracker (no row object), the leaders work
-at once, and the answer is one string per leader that Ray moves as a block;
-the client only interleaves the leaders' groups in order
+at once, and the answer is one string per group, pickled as plain text; the
+client only interleaves the leaders' groups in order
 (`actors/cli/live_lag.py` `LiveJson`).
 
-The text is exactly what `LiveRows.json_partitions` writes for the same rows
+DESIGN section 9 sends encoding off the partition's one thread; this encoding
+stays on it because it replaces work that was there already: the text costs the
+leader less than the row tuples and their pickle did (`python -m bench.lag`:
+about 0.7 of it), and only `--json` asks for it.
+
+The text is exactly what `raygroups lag --json` writes for the same rows
 (spark_bridge/cli.py `_lag_json`'s keys, in order; compact; each row followed
-by ",\\n"), and the rows are exactly `LagTracker.rows`' (lag, lag in seconds,
-health): the figures are computed inline here, each partition's end-offset
-history looked up once, since a function call per row is a third of the
-cost. tests/core/test_lag_json.py holds both to those definitions.
+by ",\\n"; tests/actors/test_live_rows.py), and the rows are exactly
+`LagTracker.rows`' (lag, lag in seconds, health): the figures are computed
+inline here, each partition's end-offset history looked up once, since a
+function call per row is a fifth of the cost. tests/core/test_lag_json.py
+holds both to those definitions.
 """
 
 from __future__ import annotations
