@@ -283,12 +283,12 @@ def service_rows(groups: int, runs: int, scrape: bool) -> list[tuple[str, ...]]:
             with contextlib.redirect_stdout(out):
                 cli(argv)
             wall = time.perf_counter() - started
-            return wall, len(out.getvalue()), cpu(leaders) - leaders_cpu, cpu([here]) - own_cpu
+            figures = wall, len(out.getvalue()), cpu(leaders) - leaders_cpu, cpu([here]) - own_cpu
+            progress(f"  {' '.join(argv)}: {wall:.2f} s (the leaders' CPU {figures[2]:.2f} s, the "
+                     f"client's {figures[3]:.2f} s), load average {os.getloadavg()[0]:.0f}")
+            return figures
 
         timings = [(timed(["lag", "--live", "--json"]), timed(["list", "--json"])) for _ in range(runs)]
-        for live, listed in timings:
-            progress(f"  lag --live --json {live[0]:.2f} s (leaders' CPU {live[2]:.2f} s, client's "
-                     f"{live[3]:.2f} s), list --json {listed[0]:.2f} s, load {os.getloadavg()[0]:.0f}")
         (live_s, live_bytes, leaders_s, client_s), (list_s, *_) = min(timings)
         rows = [
             (f"raygroups lag --live --json, all {groups:,} groups ({groups * OFFSETS_PER_GROUP:,} rows)",
