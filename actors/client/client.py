@@ -425,11 +425,20 @@ class Client:
         rows.sort(key=itemgetter(0))  # each leader's rows are sorted, and a group is on one leader
         return rows
 
+    async def lag_json_async(self, groups: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """`lag_rows_async` as the JSON text `raygroups lag --live --json` writes, each leader
+        writing its own groups' rows at once (coordinator/lag_json.py): per group, sorted, its
+        id and its rows' text, each row a compact JSON object and ",\\n"."""
+        responses: list[LagResponse] = await self.fan_out_async(self._lag_plan(groups, True, as_json=True))
+        texts = [text for response in responses for text in response.json_groups]
+        texts.sort(key=itemgetter(0))  # each leader's are sorted, and a group is on one leader
+        return texts
+
     @staticmethod
-    def _lag_plan(groups: Iterable[str] | None, partitions: bool) -> Plan:
+    def _lag_plan(groups: Iterable[str] | None, partitions: bool, as_json: bool = False) -> Plan:
         if groups is None:
-            return EveryPartition(LagRequest(None, partitions))
-        return ByGroup(lambda ids: LagRequest(ids, partitions), groups, lagged)
+            return EveryPartition(LagRequest(None, partitions, as_json))
+        return ByGroup(lambda ids: LagRequest(ids, partitions, as_json), groups, lagged)
 
     def _fan_out(self, plan: Plan) -> list[Any]:
         """Rounds of `plan` until it is complete (actors/client/fanout.py), each partition

@@ -180,7 +180,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
 def test_fanned_out_admin_calls_answer_every_group_once_through_a_grow_and_a_shrink(
     small_service: actors.Client,
 ) -> None:
-    """list_groups, describe_groups and lag (every group, and named ones) asked over and over
+    """list_groups, describe_groups and lag (every group, and named ones; rows and JSON) asked over and over
     by a client whose routing goes stale, while the count goes N -> 2N -> N: every answer
     names each group exactly once, described by its owner (actors/client/fanout.py)."""
     client = small_service
@@ -215,10 +215,14 @@ def test_fanned_out_admin_calls_answer_every_group_once_through_a_grow_and_a_shr
     def listed_async() -> Any:
         return asyncio.run(asker.list_groups_async())
 
+    def lag_json() -> Any:  # `raygroups lag --live --json`'s question: the leaders' text per group
+        return asyncio.run(asker.lag_json_async())
+
     ids = lambda groups: [g.group_id for g in groups]  # noqa: E731
     calls = {
         "list": (asker.list_groups, ids), "list_async": (listed_async, ids), "describe": (described, ids),
         "lag": (asker.lag, ids), "lag_named": (lambda: asker.lag(GROUPS, partitions=False), ids),
+        "lag_json": (lag_json, lambda texts: [group_id for group_id, _ in texts]),
     }
     threads = [threading.Thread(target=ask, args=(name, *c)) for name, c in calls.items()]
     for thread in threads:
