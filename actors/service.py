@@ -33,7 +33,7 @@ from actors.controller.forgotten_logs import recover_forgotten_logs
 from actors.controller.ray_store import GcsKvStore
 from actors.controller.state import recorded_ray_credentials, saved_replication_factor
 from actors.core import node_names
-from actors.core.attached import KV_NAMESPACE, attached_prefix
+from actors.core.attached import KV_NAMESPACE, attached_prefix, until_name_free
 from actors.core.attached import attach as attach  # re-exported: gateway.deploy attaches
 from actors.core.attached import attached as attached  # re-exported
 from actors.core.settings import (
@@ -240,10 +240,5 @@ def stop_attached(namespace: str = DEFAULT_NAMESPACE, prefix: str = "", timeout_
             stopped.append(name)
         _internal_kv_del(attached_prefix(namespace) + name, namespace=KV_NAMESPACE)
     for name in stopped:  # the names free once the actors are gone, so a new start makes new ones
-        for _ in range(500):
-            try:
-                ray.get_actor(name, namespace=namespace)
-            except ValueError:
-                break
-            time.sleep(0.01)
+        until_name_free(name, namespace)
     return len(stopped)

@@ -246,12 +246,15 @@ def thread_latencies(call: Callable[[int], None], calls: int) -> list[float]:
     return taken
 
 
-def confluent_consumers(port: int, groups: Sequence[str]) -> list[Consumer]:
-    """A librdkafka consumer per group, bootstrapped at the gateway on `port`."""
+def confluent_consumers(
+    bootstrap: str, groups: Sequence[str], config: dict[str, Any] | None = None
+) -> list[Consumer]:
+    """A librdkafka consumer per group, bootstrapped at `bootstrap` (host:port,...), with
+    `config` added (a SASL login, say)."""
     return [
         Consumer({
-            "bootstrap.servers": f"127.0.0.1:{port}", "group.id": group, "enable.auto.commit": False,
-            "client.id": f"bench-{group}", "log_level": 3,
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "client.id": f"bench-{group}", "log_level": 3, **(config or {}),
         })
         for group in groups
     ]
@@ -268,7 +271,7 @@ def commit_now(consumer: Consumer, i: int, partitions: int) -> None:
 def confluent_worker(conn: Connection, port: int, groups: list[str]) -> None:
     """A process of consumers, as real ones run (a librdkafka consumer per group, a thread
     each), bootstrapped at the gateway on `port`: rounds of commits on command, until None."""
-    consumers = confluent_consumers(port, groups)
+    consumers = confluent_consumers(f"127.0.0.1:{port}", groups)
     try:
         with ThreadPoolExecutor(len(consumers)) as pool:
             while (command := conn.recv()) is not None:

@@ -217,6 +217,7 @@ def _lag(caller: Caller, request: Any) -> Decision:  # a LagRequest
             response,
             groups=tuple(row for row in response.groups if caller.may(DESCRIBE, GROUP, row[0])),
             partitions=tuple(row for row in response.partitions if caller.may(DESCRIBE, GROUP, row[0])),
+            json_groups=tuple(text for text in response.json_groups if caller.may(DESCRIBE, GROUP, text[0])),
         )
     return Decision(request, finish=visible)
 

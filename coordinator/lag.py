@@ -262,7 +262,32 @@ class LagTracker:
         windows = self.committed.get(group_id)
         if windows is None:
             return None
-        return [self._row(key, window, now_ms) for key, window in sorted(windows.items(), key=_first_of)]
+        # Inline, not a call or two per row: a question about every group, and the metrics
+        # export, are a row per committed offset of the partition (DESIGN section 9).
+        since = now_ms - self.window_ms
+        samples_of, ends_of = self.samples, self._ends
+        rows: list[Row] = []
+        for key, window in sorted(windows.items(), key=_first_of):
+            tp = (key[1], key[2])
+            offset = window[-2]
+            samples = samples_of.get(tp)
+            if not samples:
+                health = Health.OK if len(window) == 2 else self.window_health(window, None, tp, now_ms)
+                rows.append((key[1], key[2], offset, None, None, None, False, False, health))
+                continue
+            end = samples[-1][1]
+            ms: int | None
+            if offset >= end:
+                lag, ms, at_least = 0, 0, False
+            else:
+                lag = end - offset
+                ms, at_least = lag_ms(offset, samples, now_ms, ends_of[tp])
+            if len(window) == 2:  # committed once: `window_health`'s first rule, without the call
+                health = Health.STOPPED if lag and window[-1] < since else Health.OK
+            else:
+                health = self.window_health(window, lag, tp, now_ms)
+            rows.append((key[1], key[2], offset, end, lag, ms, offset > end, at_least, health))
+        return rows
 
     def lag_sum(self, group_id: str) -> int | None:
         """The group's lag in messages over its partitions with a known end; None: no such
@@ -307,25 +332,17 @@ class LagTracker:
         top = heapq.nlargest(partitions_max, lagging, key=_first) if partitions_max > 0 else []
         return groups, [(group_id, PartitionLag(*row)) for _, group_id, row in top], len(lagging)
 
-    def _row(self, key: OffsetKey, window: list[Any], now_ms: int) -> Row:
-        tp = (key[1], key[2])
-        offset = window[-2]
-        samples = self.samples.get(tp)
-        if not samples:
-            health = self._health(window, None, tp, now_ms)
-            return (tp[0], tp[1], offset, None, None, None, False, False, health)
-        end = samples[-1][1]
-        lag = end - offset if end > offset else 0
-        ms, at_least = lag_ms(offset, samples, now_ms, self._ends.get(tp))
-        health = self._health(window, lag, tp, now_ms)
-        return (tp[0], tp[1], offset, end, lag, ms, offset > end, at_least, health)
+    def sample_ends(self, tp: TopicPartition) -> list[int]:
+        """The end offsets of `tp`'s samples, apart (a bisect in C); empty when none."""
+        return self._ends.get(tp, [])
 
-    def _health(self, window: list[Any], lag: int | None, tp: TopicPartition, now_ms: int) -> Health:
+    def window_health(self, window: list[Any], lag: int | None, tp: TopicPartition, now_ms: int) -> Health:
+        """The health of one committed offset, from its `window` (the module's rules)."""
         since = now_ms - self.window_ms
         last_at = window[-1]
-        times = self._times.get(tp)
         if len(window) == 2:  # committed once: no rewind, stall or growth to see
             return Health.STOPPED if lag and last_at < since else Health.OK
+        times = self._times.get(tp)
         flat = window[-_WINDOW_INTS:]
         recent = [(offset, at) for offset, at in zip(flat[0::2], flat[1::2]) if at >= since]
         offsets = [offset for offset, _ in recent]

@@ -14,6 +14,11 @@ topic and partition; `groups` one `GroupRow` per group. A group id it is
 asked for and does not hold (no committed offsets, or another partition's)
 is simply absent; the response names the routing it answered by (`routing`), so
 a client knows which groups to ask another partition. `rows_to_groups` turns them back into `GroupLag`s.
+
+`LagRequest(..., as_json=True)` asks for the rows as `raygroups lag --live --json`
+writes them instead (coordinator/lag_json.py): `json_groups`, per group its id and
+its rows' JSON text, and no tuples at all, so a million rows cross Ray as text the
+leaders wrote at once, and the client only puts the groups in order.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Protocol
 from coordinator.checks import Checked, register_requests
 from coordinator.errors import Errors
 from coordinator.lag import GroupLag, Health, LagTracker, PartitionLag
+from coordinator.lag_json import json_lines
 from coordinator.routing import Routing
 
 # group, topic, partition, committed, end, lag, lag_ms, flags (AHEAD | AT_LEAST), health
@@ -37,6 +43,7 @@ AHEAD, AT_LEAST = 1, 2
 class LagRequest(Checked):
     group_ids: tuple[str, ...] | None = None  # None: every group of the partition
     partitions: bool = True  # False: the groups' rows only (their lag, health)
+    as_json: bool = False  # True: the partition rows as JSON text only (`LagResponse.json_groups`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,8 @@ class LagResponse:
     # The routing the partition answered by (None: it owns every group it holds): the groups
     # it does not own under it are absent, and the client asks their owner.
     routing: Routing | None = None
+    # As JSON (`LagRequest.as_json`): per group, sorted, its id and its rows' JSON text.
+    json_groups: tuple[tuple[str, str], ...] = ()
 
 
 register_requests((LagRequest,))
@@ -66,11 +75,13 @@ class LagHost(Protocol):
 def handle_lag(shard: LagHost, request: LagRequest, _token: Any) -> LagResponse:
     tracker, owner = shard.lag, shard.owner
     wanted = tracker.groups() if request.group_ids is None else sorted(set(request.group_ids))
+    if owner is not None:
+        wanted = [group_id for group_id in wanted if owner.partition_for(group_id) == shard.partition]
+    if request.as_json:
+        return LagResponse(Errors.NONE, routing=owner, json_groups=json_lines(tracker, wanted, shard.now_ms))
     groups: list[GroupRow] = []
     partitions: list[PartitionRow] = []
     for group_id in wanted:
-        if owner is not None and owner.partition_for(group_id) != shard.partition:
-            continue
         found = group_rows(tracker, group_id, shard.now_ms, request.partitions)
         groups.extend(found[0])
         partitions.extend(found[1])

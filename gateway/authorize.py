@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from actors.client.fanout import Plan
 from actors.client.retry import CoordinatorUnavailableError
 from actors.core.acl_watch import AclWatch
 from coordinator.acl import Authorizer, Operation, ResourceType
@@ -142,6 +143,10 @@ class AuthorizedClient:
 
     async def send_async(self, request: Request, partition: int | None = None) -> Any:
         return await self._checked(request, lambda r: self.inner.send_async(r, partition))
+
+    async def fan_out_async(self, plan: Plan) -> list[Any]:
+        """The inner client's fan-out (actors/client/fanout.py), each request checked."""
+        return await self.inner.fan_out_async(plan, self._checked)  # type: ignore[no-any-return]
 
     async def join_group_async(self, request: JoinGroupRequest) -> Any:
         return await self._checked(request, self.inner.join_group_async)

@@ -19,17 +19,31 @@ Rules:
   nodes get one, and every gateway is told the current broker list. A
   gateway that dies is not restarted by Ray (its socket would need a start
   call): deploying again starts it.
+- A rolling restart replaces each gateway (`replace_gateway`, named as its
+  replacer when attached: actors/core/attached.py; the controller calls it
+  one gateway at a time, after the replicas, actors/controller/rolling.py):
+  the old one closes its listener (its Kafka clients see the connection
+  close and reconnect, to this address or another bootstrap server) and is
+  killed; a new actor of the same name on the same node, created with the
+  roll's runtime_env and the old one's spec, binds the same port (so the
+  address and the Kafka node id stay), reads the settings in force from the
+  controller, and serves before the call returns.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_get, _internal_kv_put
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.client.client import Client, controller_handle
+from actors.core.attached import KV_NAMESPACE, until_name_free
 from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
 from gateway.connection import Limits
@@ -37,7 +51,9 @@ from gateway.direct.routing import is_listener, listener_partition
 from gateway.security import SecurityConfig, check_ray_path, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway
 
+logger = logging.getLogger(__name__)
 ACTOR_PREFIX = "raygroups-gateway-"
+REPLACER = "gateway.deploy:replace_gateway"  # what a rolling restart calls (actors/core/attached.py)
 Address = tuple[int, str, int]
 
 
@@ -105,6 +121,11 @@ class GatewayActor:
     async def address(self) -> Address | None:
         return self._address
 
+    async def spec(self) -> GatewaySpec:
+        """What it runs with, its port the one it bound (a replacement binds it again)."""
+        port = self._spec.port if self._address is None else self._address[2]
+        return dataclasses.replace(self._spec, port=port)
+
     async def set_brokers(self, brokers: list[Address]) -> None:
         assert self._gateway is not None, "start() first"
         if self._gateway.security.sasl or self._gateway.security.tls:
@@ -124,6 +145,19 @@ class GatewayActor:
             await self._gateway.close()
 
 
+def _create(name: str, ray_node_id: str, namespace: str, spec: GatewaySpec,
+            runtime_env: dict[str, Any] | None = None) -> Any:
+    """The detached gateway actor `name` pinned to `ray_node_id` (an existing one of that name
+    is returned as it is)."""
+    options: dict[str, Any] = {
+        "name": name, "namespace": namespace, "lifetime": "detached", "get_if_exists": True,
+        "num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(ray_node_id, soft=False),
+    }
+    if runtime_env is not None:
+        options["runtime_env"] = runtime_env
+    return ray.remote(GatewayActor).options(**options).remote(namespace, kafka_node_id(ray_node_id), spec)
+
+
 def start_gateways(
     spec: GatewaySpec, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 60.0
 ) -> list[Address]:
@@ -133,19 +167,9 @@ def start_gateways(
         if not node.get("Alive"):
             continue
         ray_node_id = node["NodeID"]
-        attach(ACTOR_PREFIX + ray_node_id, namespace)  # `actors.stop()` stops it with the service
-        actors.append(
-            ray.remote(GatewayActor)
-            .options(
-                name=ACTOR_PREFIX + ray_node_id,
-                namespace=namespace,
-                lifetime="detached",
-                get_if_exists=True,
-                num_cpus=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node_id, soft=False),
-            )
-            .remote(namespace, kafka_node_id(ray_node_id), spec)
-        )
+        # `actors.stop()` stops it with the service; a rolling restart replaces it (REPLACER).
+        attach(ACTOR_PREFIX + ray_node_id, namespace, replaced_by=REPLACER)
+        actors.append(_create(ACTOR_PREFIX + ray_node_id, ray_node_id, namespace, spec))
     try:
         addresses: list[Address] = ray.get([actor.start.remote() for actor in actors], timeout=timeout_s)
     except Exception:
@@ -154,6 +178,51 @@ def start_gateways(
         raise
     ray.get([actor.set_brokers.remote(addresses) for actor in actors], timeout=timeout_s)
     return sorted(addresses)
+
+
+def _spec_key(name: str, namespace: str) -> str:
+    return f"raygroups/{namespace}/gateway-spec/{name}"
+
+
+def replace_gateway(
+    name: str, namespace: str, runtime_env: dict[str, Any] | None, timeout_s: float = 60.0
+) -> bool:
+    """A rolling restart's step (module docstring): gateway `name` replaced by a new actor
+    with `runtime_env`, serving at the same address when this returns True; False when its
+    node is gone (nothing to replace). Raises when the new one does not serve; the old
+    one's spec is kept in the GCS KV until one does, so a retry starts it again."""
+    ray_node_id = name[len(ACTOR_PREFIX):]
+    alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}  # type: ignore[no-untyped-call]
+    if not name.startswith(ACTOR_PREFIX) or ray_node_id not in alive:
+        return False
+    key = _spec_key(name, namespace)
+    try:
+        old = ray.get_actor(name, namespace=namespace)
+    except ValueError:  # a previous try stopped it and its replacement did not serve
+        old = None
+    if old is not None:
+        try:
+            spec = ray.get(old.spec.remote(), timeout=timeout_s)
+            _internal_kv_put(key, pickle.dumps(spec), overwrite=True, namespace=KV_NAMESPACE)
+            ray.get(old.stop.remote(), timeout=timeout_s)  # its clients' connections close now
+        except ray.exceptions.RayError as exc:  # a previous try's replacement that never started
+            logger.info("gateway %s: old actor not stopped cleanly: %r", name, exc)
+        ray.kill(old, no_restart=True)
+        if not until_name_free(name, namespace, timeout_s):
+            raise TimeoutError(f"gateway {name} killed but its name not freed in {timeout_s} s")
+    saved = _internal_kv_get(key, namespace=KV_NAMESPACE)
+    if saved is None:
+        raise RuntimeError(f"gateway {name}: no spec to start it with (deploy it again: raygroups gateway)")
+    new = _create(name, ray_node_id, namespace, pickle.loads(saved), runtime_env)
+    try:
+        address = ray.get(new.start.remote(), timeout=timeout_s)
+        others = [a for a in gateway_addresses(namespace, timeout_s) if a != address]
+        ray.get(new.set_brokers.remote(sorted([*others, address])), timeout=timeout_s)
+    except Exception:
+        ray.kill(new, no_restart=True)  # not serving: the next try starts it afresh
+        raise
+    _internal_kv_del(key, namespace=KV_NAMESPACE)
+    return True
 
 
 def gateway_actors(namespace: str = DEFAULT_NAMESPACE) -> list[Any]:

@@ -79,7 +79,8 @@ ServiceLog = Callable[[argparse.Namespace], "LogSources"]
 # The parsed command line -> the service's end-offset samples, rows (topic, partition, at_ms, end).
 ServiceEnds = Callable[[argparse.Namespace], list[tuple[str, int, int, int]]]
 # The parsed command line -> the live lag rows of its groups (LAG_KEYS, lag_ms, health, ahead);
-# a `json_partitions()` method, if they have one, writes their JSON array.
+# a `json_partitions()` method, if they have one, writes their JSON array, and `group_ids()`
+# names their groups.
 ServiceLag = Callable[[argparse.Namespace], Sequence[dict[str, Any]]]
 # A description -> a context that shows progress while it runs (on a terminal) and yields a
 # function replacing the description: actors.cli.tables.progress (spark_bridge never imports actors).
@@ -435,14 +436,18 @@ def print_lag(args: argparse.Namespace, rows: Sequence[dict[str, Any]]) -> int:
     source = LIVE_SOURCE if live else end_offsets_source(args)
     if args.json:
         # Compact, one partition a line: a service's every group can be a million rows.
-        written = getattr(rows, "json_partitions", None)  # live rows, written column by column
+        written = getattr(rows, "json_partitions", None)  # live rows, as the leaders wrote them
         partitions = written() if written else _json_lines([_lag_json(r, live) for r in rows])
         print(f'{{"end_offsets": {json.dumps(source)}, "partitions": {partitions}}}')
     else:
         columns = LIVE_COLUMNS if live else LAG_COLUMNS
         args.print_table("consumer lag", columns, [_lag_cells(r, live) for r in rows], False)
         print(f"LOG-END-OFFSET: {source}", file=sys.stderr)
-    missing = sorted(set(args.groups) - {row["group_id"] for row in rows}) if args.groups else []
+    present = getattr(rows, "group_ids", None)  # live rows: their groups without a dict per row
+    if args.groups:
+        missing = sorted(set(args.groups) - (present() if present else {row["group_id"] for row in rows}))
+    else:
+        missing = []
     for group in missing:
         print(f"Consumer group '{group}' has no committed offsets.", file=sys.stderr)
     return EXIT_NO_GROUP if missing else EXIT_OK

@@ -6,10 +6,12 @@ prints: `raygroups lag`'s rows (spark_bridge/cli.py prints them, beside
 Spark's, so both commands print one table), plus `lag_ms`, each partition's
 `health` and `ahead` (committed past the reported end: lag 0, flagged).
 
-`lag --live` for every group of a large service is a million rows: it takes
-the leaders' plain rows (`Client.lag_rows_async`) as they are, and its JSON is
-written column by column (`LiveRows.json_partitions`), one compact object per
-line, with no dict or object made per row (DESIGN section 9).
+`lag --live` for every group of a large service is a million rows: its table
+takes the leaders' plain rows (`Client.lag_rows_async`) as they are, with no
+dict made per row until printed, and its JSON is written by the leaders
+themselves, each its own groups' rows at once (`Client.lag_json_async`,
+coordinator/lag_json.py), one compact object per line; the client only puts the
+groups in order (`LiveJson`), with no object made per row (DESIGN section 9).
 """
 
 from __future__ import annotations
@@ -17,23 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from coordinator.lag import GroupLag, Health
 from coordinator.lag_query import AHEAD, PartitionRow
 
 LagKey = tuple[str, str, int]  # group, topic, partition
-_CHUNK_ROWS = 4_096  # rows written by one `%`
 _HEALTH_NAMES = [health.name for health in sorted(Health)]
-# One row of `raygroups lag --live --json` (spark_bridge/cli.py `_lag_json`'s keys, in order).
-_JSON_ROW = (
-    '{"group":%s,"topic":%s,"partition":%s,"current_offset":%s,"log_end_offset":%s,"lag":%s,'
-    '"lag_seconds":%s,"health":"%s","ahead":%s}'
-)
 
 
 def lag_rows(groups: Iterable[GroupLag]) -> list[dict[str, Any]]:
@@ -50,8 +45,7 @@ def lag_rows(groups: Iterable[GroupLag]) -> list[dict[str, Any]]:
 
 
 class LiveRows(Sequence[dict[str, Any]]):
-    """The leaders' `PartitionRow`s, sorted: `lag_rows`' dicts one at a time (for a table),
-    or the JSON of all of them built column by column."""
+    """The leaders' `PartitionRow`s, sorted: `lag_rows`' dicts one at a time (for a table)."""
 
     def __init__(self, rows: list[PartitionRow]) -> None:
         self.rows = rows
@@ -70,35 +64,46 @@ class LiveRows(Sequence[dict[str, Any]]):
     def group_ids(self) -> set[str]:
         return {row[0] for row in self.rows}
 
+
+class LiveJson(Sequence[dict[str, Any]]):
+    """`lag --live --json`'s rows as the leaders wrote them: per group, sorted, its id and
+    its rows' text (`Client.lag_json_async`). Written as they are; as dicts (`LiveRows`'
+    dicts), read back from the text, for a caller that wants them."""
+
+    def __init__(self, texts: list[tuple[str, str]]) -> None:
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return sum(text.count("\n") for _, text in self.texts)
+
+    def __getitem__(self, i: Any) -> Any:
+        return list(self)[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for _, text in self.texts:
+            for line in text.splitlines():
+                yield _from_json(json.loads(line.rstrip(",")))
+
+    def group_ids(self) -> set[str]:
+        return {group_id for group_id, _ in self.texts}
+
     def json_partitions(self) -> str:
-        """The rows as a JSON array (`_lag_json`'s objects, live), one compact object a line."""
-        if not self.rows:
+        """The rows as a JSON array, one compact object a line (as `raygroups lag --json`)."""
+        if not self.texts:
             return "[]"
-        # Row-major as the JSON is, each column transformed in place by a slice, one `%` per
-        # chunk of rows: every loop runs in C but the nullable columns' comprehensions.
-        flat = list(chain.from_iterable(self.rows))
-        width = len(self.rows[0])  # group, topic, partition, committed, end, lag, lag_ms, flags, health
-        topics = {topic: encode_basestring_ascii(topic) for topic in set(flat[1::width])}
-        flat[0::width] = map(encode_basestring_ascii, flat[0::width])
-        flat[1::width] = map(topics.__getitem__, flat[1::width])
-        flat[4::width] = _nullable(flat[4::width])
-        flat[5::width] = _nullable(flat[5::width])
-        flat[6::width] = ["null" if ms is None else ms / 1000 for ms in flat[6::width]]
-        flat[7::width] = ["true" if f & AHEAD else "false" for f in flat[7::width]]
-        flat[8::width] = map(_HEALTH_NAMES.__getitem__, flat[8::width])
-        flat[7::width], flat[8::width] = flat[8::width], flat[7::width]  # health, then ahead
-        chunk = _CHUNK_ROWS * width
-        whole = (_JSON_ROW + ",\n") * _CHUNK_ROWS
-        parts = [whole % tuple(flat[i:i + chunk]) for i in range(0, len(flat) - chunk + 1, chunk)]
-        rest = len(flat) % chunk // width
-        if rest:
-            parts.append((_JSON_ROW + ",\n") * rest % tuple(flat[-rest * width:]))
-        return "[\n" + "".join(parts)[:-2] + "\n]"
+        pieces = [text for _, text in self.texts]
+        pieces[-1] = pieces[-1][:-2]  # the last row's ",\n"
+        return "".join(["[\n", *pieces, "\n]"])
 
 
-def _nullable(column: list[Any]) -> list[Any]:
-    """`null` for None; the rest as they are (`%s` writes an int, or a float, as JSON does)."""
-    return ["null" if value is None else value for value in column]
+def _from_json(row: dict[str, Any]) -> dict[str, Any]:
+    seconds = row["lag_seconds"]
+    return {
+        "group_id": row["group"], "topic": row["topic"], "topic_partition": row["partition"],
+        "current_offset": row["current_offset"], "log_end_offset": row["log_end_offset"], "lag": row["lag"],
+        "lag_ms": None if seconds is None else round(seconds * 1000), "health": row["health"],
+        "ahead": row["ahead"],
+    }
 
 
 def _as_dict(row: PartitionRow) -> dict[str, Any]:
@@ -110,7 +115,7 @@ def _as_dict(row: PartitionRow) -> dict[str, Any]:
     }
 
 
-def service_live_lag(args: argparse.Namespace) -> LiveRows:
+def service_live_lag(args: argparse.Namespace) -> LiveRows | LiveJson:
     """`lag --live`: the running service's live lag of `args.groups` (every group when none).
     A one-shot question: the command may end its process at once when done (`exit_at_once`)."""
     from actors.client.connect import connect
@@ -120,6 +125,8 @@ def service_live_lag(args: argparse.Namespace) -> LiveRows:
         client = connect(args.ray_address, namespace=args.namespace or DEFAULT_NAMESPACE)
     args.exit_at_once = True
     # Every leader asked at once (the sync `Client.lag` asks them one after another).
+    if getattr(args, "json", False):
+        return LiveJson(asyncio.run(client.lag_json_async(args.groups or None)))
     return LiveRows(asyncio.run(client.lag_rows_async(args.groups or None)))
 
 

@@ -8,11 +8,13 @@
 The controller drives it (`actors.controller.rolling`): per node, leadership off it, its
 replicas restarted (with `--runtime-env`, Ray's runtime environment, and `--settings`,
 online or rolling keys, VALUE as JSON), back in the ISR before the next; then the
-controller and the topic registry. While a node's exit would leave a partition below min
-ISR, or a node is down, or a replica is being recreated, it waits (WAITING says for what;
-the command prints it as it changes) and goes on by itself. It stops for good only when a
-node's new replicas do not come back on a healthy cluster (new code or settings that do
-not start) or on `--stop`; `--resume` (or a new roll) goes on.
+controller, the topic registry and the Kafka gateways deployed with the service (one at
+a time, each serving again at its address before the next). While a node's exit would
+leave a partition below min ISR, or a node is down, or a replica is being recreated, it
+waits (WAITING says for what; the command prints it as it changes) and goes on by
+itself. It stops for good only when a node's new replicas do not come back on a healthy
+cluster (new code or settings that do not start), a gateway that does not serve again
+after 3 tries, or on `--stop`; `--resume` (or a new roll) goes on.
 Exit 0 when done (or started, `--no-wait`; or `--status`, `--stop`), 1 when refused or
 stopped.
 """
@@ -35,13 +37,14 @@ COLUMNS = ["VERSION", "PHASE", "NODES-DONE", "NODE-RESTARTED", "WAITING", "STOPP
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser(
         "rolling-restart", parents=[common],
-        help="restart every replica one node at a time, then the controller and the registry",
+        help="restart every replica one node at a time, then the controller, the registry, the gateways",
         description="Restart the service while it runs, as a Kafka cluster is rolled one broker at "
         "a time: per node, leadership moved off it, its replicas restarted with the new runtime "
-        "environment and settings, back in the ISR before the next node; then the controller and "
-        "the topic registry (docs/operations.md). Waits, saying why, rather than take a partition "
+        "environment and settings, back in the ISR before the next node; then the controller, "
+        "the topic registry and the deployed Kafka gateways, one at a time (docs/operations.md). "
+        "Waits, saying why, rather than take a partition "
         "below min ISR, and goes on by itself once the cluster healed; stops for good only when "
-        "new replicas do not come back, or on --stop; --resume goes on.",
+        "new replicas or a gateway do not come back, or on --stop; --resume goes on.",
     )
     p.add_argument("--runtime-env", metavar="JSON", help="Ray runtime_env of the new replicas (JSON object)")
     p.add_argument("--settings", nargs="+", default=[], metavar="KEY=VALUE",

@@ -36,7 +36,7 @@ from uuid import UUID
 import ray
 
 from actors.client.coalesce import CallAs, coalescer_for, process_sender, retire
-from actors.client.fanout import ByGroup, EveryPartition, deleted, described, lagged
+from actors.client.fanout import ByGroup, EveryPartition, Plan, Through, deleted, described, lagged
 from actors.client.retry import (
     MIN_ATTEMPT_S,
     Backoff,
@@ -369,7 +369,7 @@ class Client:
 
     async def describe_groups_async(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
         plan = ByGroup(DescribeGroupsRequest, group_ids, described)
-        return _described(plan, await self._fan_out_async(plan))
+        return _described(plan, await self.fan_out_async(plan))
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe (KIP-848): consumer groups, with member epochs and target
@@ -381,7 +381,7 @@ class Client:
 
     async def describe_consumer_groups_async(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
         plan = ByGroup(ConsumerGroupDescribeRequest, group_ids, described)
-        return _described(plan, await self._fan_out_async(plan))
+        return _described(plan, await self.fan_out_async(plan))
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         """Every group of every partition, sorted by id, with its type ("classic" or
@@ -393,7 +393,7 @@ class Client:
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> list[ListedGroup]:
         plan = EveryPartition(ListGroupsRequest(tuple(states), tuple(types)))
-        return _listed(await self._fan_out_async(plan))
+        return _listed(await self.fan_out_async(plan))
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
         """DeleteGroups: each id's error (NONE once deleted, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
@@ -402,7 +402,7 @@ class Client:
 
     async def delete_groups_async(self, group_ids: Iterable[str]) -> dict[str, Any]:
         plan = ByGroup(DeleteGroupsRequest, group_ids, deleted)
-        return _deleted(plan, await self._fan_out_async(plan))
+        return _deleted(plan, await self.fan_out_async(plan))
 
     def lag(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
         """Live lag of `groups` (None: every group with committed offsets), sorted by group:
@@ -414,24 +414,33 @@ class Client:
         return _lagged(self._fan_out(self._lag_plan(groups, partitions)))
 
     async def lag_async(self, groups: Iterable[str] | None = None, partitions: bool = True) -> list[GroupLag]:
-        return _lagged(await self._fan_out_async(self._lag_plan(groups, partitions)))
+        return _lagged(await self.fan_out_async(self._lag_plan(groups, partitions)))
 
     async def lag_rows_async(self, groups: Iterable[str] | None = None) -> list[PartitionRow]:
         """`lag_async` as the leaders' plain rows (coordinator/lag_query.py `PartitionRow`), one per
         committed offset, sorted by group, topic and partition: no object per row, for a caller
         that prints or exports them column by column (`raygroups lag --live`)."""
-        responses: list[LagResponse] = await self._fan_out_async(self._lag_plan(groups, True))
+        responses: list[LagResponse] = await self.fan_out_async(self._lag_plan(groups, True))
         rows = [row for response in responses for row in response.partitions]
         rows.sort(key=itemgetter(0))  # each leader's rows are sorted, and a group is on one leader
         return rows
 
-    @staticmethod
-    def _lag_plan(groups: Iterable[str] | None, partitions: bool) -> ByGroup | EveryPartition:
-        if groups is None:
-            return EveryPartition(LagRequest(None, partitions))
-        return ByGroup(lambda ids: LagRequest(ids, partitions), groups, lagged)
+    async def lag_json_async(self, groups: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """`lag_rows_async` as the JSON text `raygroups lag --live --json` writes, each leader
+        writing its own groups' rows at once (coordinator/lag_json.py): per group, sorted, its
+        id and its rows' text, each row a compact JSON object and ",\\n"."""
+        responses: list[LagResponse] = await self.fan_out_async(self._lag_plan(groups, True, as_json=True))
+        texts = [text for response in responses for text in response.json_groups]
+        texts.sort(key=itemgetter(0))  # each leader's are sorted, and a group is on one leader
+        return texts
 
-    def _fan_out(self, plan: ByGroup | EveryPartition) -> list[Any]:
+    @staticmethod
+    def _lag_plan(groups: Iterable[str] | None, partitions: bool, as_json: bool = False) -> Plan:
+        if groups is None:
+            return EveryPartition(LagRequest(None, partitions, as_json))
+        return ByGroup(lambda ids: LagRequest(ids, partitions, as_json), groups, lagged)
+
+    def _fan_out(self, plan: Plan) -> list[Any]:
         """Rounds of `plan` until it is complete (actors/client/fanout.py), each partition
         asked once a round, one after another; refreshed between rounds."""
         retry = self._fan_out_retry(plan)
@@ -459,15 +468,21 @@ class Client:
                 self.refresh()
         raise AssertionError("unreachable")
 
-    async def _fan_out_async(self, plan: ByGroup | EveryPartition) -> list[Any]:
-        """`_fan_out` with every partition of a round asked at once."""
+    async def fan_out_async(self, plan: Plan, through: Through | None = None) -> list[Any]:
+        """`_fan_out` with every partition of a round asked at once; each request
+        `through` a check where given (the Kafka gateway's authorizer)."""
         retry = self._fan_out_retry(plan)
         deadline = retry.deadline()
 
         async def ask(route: _Route, request: Request) -> Any:
             timeout = max(MIN_ATTEMPT_S, deadline - time.monotonic())
+
+            def attempt(sent: Request) -> Awaitable[Any]:
+                return self._attempt_async(sent, route)
+
             try:
-                return await asyncio.wait_for(self._attempt_async(request, route), timeout)
+                sent = attempt(request) if through is None else through(request, attempt)
+                return await asyncio.wait_for(sent, timeout)
             except Exception as exc:
                 return _Failed(retriable(exc))
 
@@ -491,7 +506,7 @@ class Client:
                 await self.refresh_async()
         raise AssertionError("unreachable")
 
-    def _fan_out_retry(self, plan: ByGroup | EveryPartition) -> Retry:
+    def _fan_out_retry(self, plan: Plan) -> Retry:
         if isinstance(plan, EveryPartition):
             what = f"{type(plan.request).__name__} to every partition"
         else:
@@ -537,13 +552,14 @@ class Client:
         resume: bool = False, wait: bool = True, timeout_s: float = 3600.0,
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Restart every replica one node at a time, then the controller and the topic
-        registry, while the service runs (`actors.controller.rolling`): new replicas get
-        `runtime_env` (Ray's), every actor the `settings` (KEY: VALUE, online or rolling
-        keys). `resume`: drive a stopped one again. Raises RollRefused (wrapped by Ray) with
-        the reason when it cannot start. With `wait`, returns once it is done or stopped
-        (its status says which; TimeoutError after `timeout_s`: it goes on); `progress`
-        is given each status whose `waiting` (what it waits for) changed meanwhile."""
+        """Restart every replica one node at a time, then the controller, the topic registry
+        and the Kafka gateways deployed with the service, while the service runs
+        (`actors.controller.rolling`): new replicas and gateways get `runtime_env` (Ray's),
+        every actor the `settings` (KEY: VALUE, online or rolling keys). `resume`: drive a
+        stopped one again. Raises RollRefused (wrapped by Ray) with the reason when it
+        cannot start. With `wait`, returns once it is done or stopped (its status says
+        which; TimeoutError after `timeout_s`: it goes on); `progress` is given each status
+        whose `waiting` (what it waits for) changed meanwhile."""
         started = self.controller.rolling_restart.remote(
             runtime_env, settings, resume, credential=self.credential
         )

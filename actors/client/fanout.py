@@ -27,13 +27,20 @@ next round, until the plan is complete or the call's deadline passes
 
 Without a repartition the first round is complete: the requests are those of one
 request per partition, and the check compares each answer's routing with the client's.
+
+Who drives a plan: the client (`Client.fan_out_async`, also the Kafka gateway's way to
+the partitions), or `one_round` for a caller that reaches one partition only (a leader's
+Kafka listener). Either may send each request `through` a check (the gateway's
+authorizer, gateway/authorize.py) that answers a request, or part of it, without
+sending it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any, Protocol
 
+from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import RETRIABLE_COORDINATOR_ERRORS, Errors
 from coordinator.lag_query import LagResponse
 from coordinator.routing import Routing
@@ -42,10 +49,19 @@ from coordinator.routing import Routing
 class Router(Protocol):
     """What a plan needs of the client."""
 
-    num_partitions: int
-    routing: Routing
+    @property
+    def num_partitions(self) -> int: ...
+
+    @property
+    def routing(self) -> Routing: ...
 
     def partition_for(self, group_id: str) -> int: ...
+
+
+# One attempt of a request (to the partition the plan chose), and a check around it:
+# `through(request, attempt)` sends what it allows through `attempt` and answers the rest.
+Attempt = Callable[[Any], Awaitable[Any]]
+Through = Callable[[Any, Attempt], Awaitable[Any]]
 
 
 class ByGroup:
@@ -98,19 +114,27 @@ class ByGroup:
 
 class EveryPartition:
     """One request to every partition; each answer (with `error` and `routing`) lists what
-    its partition owns by that routing."""
+    its partition owns by that routing.
 
-    def __init__(self, request: Any) -> None:
+    `lists`: which partitions this caller lists (default every one): a Kafka gateway beside
+    the leaders' listeners lists the partitions without one, a listener its own (each
+    Kafka broker lists the groups it coordinates). `error`: the last error a partition
+    answered in place of its list."""
+
+    def __init__(self, request: Any, lists: Callable[[int], bool] | None = None) -> None:
         self.request = request
+        self.lists = lists or _every
         self.answers: dict[int, Any] = {}
         self.wanted = -1
+        self.error = Errors.NONE
 
     def requests(self, client: Router) -> dict[int, Any]:
         count = client.num_partitions if self.wanted < 0 else min(self.wanted, client.num_partitions)
-        return {p: self.request for p in range(count) if p not in self.answers}
+        return {p: self.request for p in range(count) if p not in self.answers and self.lists(p)}
 
     def take(self, partition: int, response: Any) -> bool:
         if response.error != Errors.NONE:
+            self.error = response.error
             return False
         self.answers[partition] = response
         return True
@@ -126,10 +150,35 @@ class EveryPartition:
             overridden = routing is not None and not routing.sends_same(newest, partition)
             if partition >= self.wanted or overridden:
                 del self.answers[partition]
-        return len(self.answers) == self.wanted
+        return len(self.answers) == sum(1 for p in range(self.wanted) if self.lists(p))
 
     def result(self) -> list[Any]:
         return [self.answers[p] for p in sorted(self.answers)]
+
+
+def _every(partition: int) -> bool:
+    return True
+
+
+Plan = ByGroup | EveryPartition
+
+
+async def one_round(
+    plan: Plan, router: Router, send: Callable[[Any, int], Awaitable[Any]], through: Through | None = None
+) -> list[Any]:
+    """One round of `plan`, each request through `send(request, partition)`: for a caller
+    that reaches one partition (a leader's Kafka listener answers any other's groups
+    NOT_COORDINATOR, and the Kafka client finds their coordinator). The plan's result
+    when that round completes it, else CoordinatorUnavailableError."""
+    for partition, request in plan.requests(router).items():
+
+        def attempt(sent: Any, partition: int = partition) -> Awaitable[Any]:
+            return send(sent, partition)
+
+        plan.take(partition, await (attempt(request) if through is None else through(request, attempt)))
+    if not plan.done(router):
+        raise CoordinatorUnavailableError("not every partition asked answered in one round")
+    return plan.result()
 
 
 # ------------------------------------------------ what each request's answer holds, by group

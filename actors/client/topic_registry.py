@@ -70,7 +70,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -84,7 +84,7 @@ from actors.client.end_history import EndOffsetHistory, HistoryLimits, Sample, r
 from actors.client.service_store import ReplicatedStore, ServiceStore
 from actors.client.settings_table import SETTING_KIND, SettingsTable, SettingsView
 from actors.core.attached import nudge_attached
-from actors.core.setting_keys import SettingError
+from actors.core.setting_keys import SettingError, rolling_overrides
 from actors.core.settings import CONTROLLER_NAME, ServiceSettings, SystemClock
 from coordinator.acl import AclBinding
 from coordinator.consumer.subscriptions import topic_id_for
@@ -93,6 +93,25 @@ from coordinator.service_state import ServiceEntry
 
 logger = logging.getLogger(__name__)
 NUDGE_TIMEOUT_S = 10.0
+ROLLED_TIMEOUT_S = 5.0  # asking the controller for the rolled settings (`config set`'s check)
+ROLLED_RETRY_MS = 10_000  # while unknown, the settings readers' polls ask again this often at most
+
+
+def controller_rolled_settings(namespace: str) -> Callable[[], dict[str, Any] | None]:
+    """The last rolling restart's settings as the controller of `namespace` holds them, or
+    None when it does not answer (not started, restarting): `config set` checks over them."""
+    def read() -> dict[str, Any] | None:
+        if not ray.is_initialized():  # no service around it (unit tests): no roll either
+            return {}
+        try:
+            controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+            answer = ray.get(controller.roll_settings.remote(), timeout=ROLLED_TIMEOUT_S)
+        except Exception as exc:  # absent, restarting, or an older one without the method
+            logger.info("rolled settings not read from the controller: %r", exc)
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    return read
 LEGACY_TOPICS_FILE = "topics.json"
 TOPIC_KIND = "topic"  # name: the topic; data: [partitions, id bytes, {partition: start offset}]
 SAMPLE_KIND = "end-sample"  # name: "topic/partition/at_ms"; data: the end offset
@@ -130,8 +149,13 @@ class TopicRegistry:
         clock: Any = None,
         limits: HistoryLimits | None = None,
         store: ServiceStore | None = None,
+        rolled_settings: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.namespace = settings.namespace
+        # The last rolling restart's settings, read from the controller (None: unknown now).
+        self.rolled_settings = rolled_settings or controller_rolled_settings(settings.namespace)
+        self._rolled_known = False
+        self._rolled_asked_ms = 0
         self.data_dir = settings.data_dir
         self.clock = clock or SystemClock()
         self.limits = limits
@@ -164,15 +188,32 @@ class TopicRegistry:
         if not entries:
             entries = self._import_legacy_files()
         self._apply_entries(entries)
-        in_force = settings_in_force(self.namespace)
-        if in_force is not None:
-            self.guard.follow(in_force)
+        self._read_rolled()
         secret = self.credentials.new_secret()
         if secret is not None:  # the first start: the Ray path's secret, once and for good
             self._write([secret])
             self.credentials.load([(secret.kind, secret.name, secret.data or b"")])
         self._loaded = True
         self._changes += 1  # a reload may change the view
+
+    def _read_rolled(self) -> bool:
+        """Take the controller's rolled settings (the settings table checks over them);
+        whether it answered. Unknown, the last ones read stay (none at first)."""
+        self._rolled_asked_ms = self.clock.now_ms()
+        rolled = self.rolled_settings()
+        self._rolled_known = rolled is not None
+        if rolled is not None:
+            self.settings.use_rolled(rolled)
+            self._guard_as_rolled(rolled)
+        return self._rolled_known
+
+    def _guard_as_rolled(self, rolled: dict[str, Any]) -> None:
+        """The administrative check as the roll says: a rolling restart that turned
+        `ray_credentials` on restarts this registry with its start settings."""
+        try:
+            self.guard.follow(rolling_overrides(self.settings.base, rolled))
+        except SettingError as exc:  # checked otherwise than the roll's: the start settings kept
+            logger.warning("topic registry: the rolled settings refused here (%s); start settings kept", exc)
 
     def _apply_entries(self, entries: dict[tuple[str, str], bytes]) -> None:
         self.partitions, self.ids, self.start = {}, {}, {}
@@ -407,6 +448,9 @@ class TopicRegistry:
     def config_set(self, values: dict[str, Any]) -> str:
         """Make `values` ({key: value}) the settings in force: all or none; "" or why not."""
         self._ready()
+        if not self._read_rolled():  # a roll may have changed what is in force: check over it
+            return ("the settings in force could not be read from the controller (starting or "
+                    "restarting?); nothing changed: try again")
         try:
             entries = self.settings.check_set(values)
         except SettingError as exc:
@@ -419,6 +463,8 @@ class TopicRegistry:
     def settings_if_changed(self, token: str | None) -> SettingsView | None:
         """None when `token` is the current one; else (token, every setting changed online)."""
         self._ready()
+        if not self._rolled_known and self.clock.now_ms() - self._rolled_asked_ms >= ROLLED_RETRY_MS:
+            self._read_rolled()  # the controller did not answer at the load: ask again, now and then
         view = self.settings.view(self.writer)
         return None if view[0] == token else view
 
@@ -539,20 +585,6 @@ def _legacy_samples(topics: dict[str, Any], samples: list[Sample]) -> list[Sampl
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def settings_in_force(namespace: str) -> ServiceSettings | None:
-    """The controller's settings in force (a rolling restart's included), or None without Ray
-    (tests) or when it does not answer: the registry then keeps its start settings."""
-    if not ray.is_initialized():
-        return None
-    try:
-        controller = ray.get_actor(CONTROLLER_NAME, namespace=namespace)
-        settings: Any = ray.get(controller.get_settings.remote(), timeout=NUDGE_TIMEOUT_S)
-        return settings
-    except Exception as exc:
-        logger.warning("topic registry: the settings in force not read, start settings kept: %r", exc)
-        return None
 
 
 def nudge_leaders(namespace: str) -> None:

@@ -194,8 +194,15 @@ class Controller:
         await self._authorize("config_get", credential)
         return await self.plane.describe_settings(keys or [])
 
+    async def roll_settings(self) -> dict[str, Any] | None:
+        """The last rolling restart's settings, for the topic registry's `config set` check
+        (actors/client/settings_table.py); None while the metadata is not loaded yet. Not
+        behind `_ready`: the registry asks while the controller may be starting."""
+        return self.plane.roll_settings()
+
     async def get_settings(self) -> ServiceSettings:
-        """The settings in force: the start settings, a rolling restart's, the online changes."""
+        """The settings in force (the start settings, the last rolling restart's, the online
+        changes): what a gateway started or replaced by a roll runs with."""
         await self._ready()
         return self.plane.settings
 

@@ -76,6 +76,16 @@ class Cluster(Protocol):
     async def live_nodes(self) -> list[str]:
         """The ids of the cluster's live nodes, sorted."""
 
+    async def replaceable(self) -> list[str]:
+        """The names of the actors attached to the service that a rolling restart replaces
+        (`actors.core.attached`: the Kafka gateways), sorted."""
+
+    async def replace_attached(
+        self, name: str, runtime_env: dict[str, Any] | None, timeout_s: float
+    ) -> bool:
+        """Replace attached actor `name` by its replacer, with `runtime_env`, and wait until it
+        serves: True, or False when it is gone (nothing to replace). Raises CallFailed."""
+
 
 class MetadataStore(Protocol):
     """Where the controller's metadata survives its restarts."""

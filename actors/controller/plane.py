@@ -106,6 +106,7 @@ class ControlPlane(Succession, Publication):
         self.metrics = metrics
         self.clock = clock
         self.state = ControlState.fresh(settings.num_partitions)
+        self.state_loaded = False  # `state` read from the store (`start`)
         self.leaders: dict[int, Any] = {}
         # partition -> why its leader refuses to serve
         self.refused: dict[int, str] = {}
@@ -142,6 +143,7 @@ class ControlPlane(Succession, Publication):
             self.state = ControlState.from_json(data, self.settings.num_partitions)
         # What this start runs with, recorded for the next (`actors.core.settings.ray_credentials_default`).
         self.state.ray_credentials = self.start_settings.ray_credentials
+        self.state_loaded = True
         self._locks = {p: asyncio.Lock() for p in range(self.num_partitions)}
         await self.standbys.adopt()
         results = await asyncio.gather(
@@ -243,6 +245,13 @@ class ControlPlane(Succession, Publication):
         if changed is not None:
             self.settings = self.standbys.settings = changed
             logger.info("controller: settings changed online: %s", self.settings_watch.overrides)
+
+    def roll_settings(self) -> dict[str, Any] | None:
+        """The last rolling restart's settings (what `config get` shows in force over the start
+        settings, whatever its phase); None until the metadata is loaded."""
+        if not self.state_loaded:
+            return None
+        return {} if self.state.roll is None else dict(self.state.roll.settings)
 
     async def describe_settings(self, keys: list[str]) -> list[dict[str, Any]] | str:
         """`config get` (`actors.core.setting_keys.describe`): per key its value in force,

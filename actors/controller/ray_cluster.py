@@ -22,7 +22,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.controller.cluster_view import ActorGone, CallFailed, NameTaken, Unreachable
-from actors.core import node_names
+from actors.core import attached, node_names
 from actors.core.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,23 @@ class RayCluster:
     async def actor_names(self) -> list[str]:
         named = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
         return [a["name"] for a in named if a.get("namespace") == self.namespace]
+
+    async def replaceable(self) -> list[str]:
+        return await asyncio.to_thread(attached.replaceable, self.namespace)
+
+    async def replace_attached(
+        self, name: str, runtime_env: dict[str, Any] | None, timeout_s: float
+    ) -> bool:
+        def replace() -> bool:
+            function = attached.replacer(name, self.namespace)
+            if function is None:
+                return False
+            return bool(function(name, self.namespace, runtime_env, timeout_s))
+
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(replace), timeout_s + 10.0)
+        except Exception as exc:  # its replacer's error, or no answer: the roll tries again
+            raise CallFailed(f"replacing {name}: {exc!r}"[:300]) from exc
 
     async def live_nodes(self) -> list[str]:
         """The live nodes' names; raises DuplicateNodeNameError for two nodes of one name."""

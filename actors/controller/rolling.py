@@ -36,6 +36,13 @@ Per node, in `roll_order`:
 Then the controller: it records the phase and exits its process; Ray restarts the same
 actor (same handle: every client keeps working), which takes the plan's settings at
 start and finishes the phase. Then the topic registry, restarted in place the same way.
+Then the Kafka gateways deployed with the service (`next_gateway`), one at a time: each
+attached actor that names its replacer (`actors.core.attached`: the gateway package's
+`gateway.deploy.replace_gateway`, so this never imports gateway/) is replaced by it with
+the plan's runtime_env, at its address, and serves again before the next; its Kafka
+clients reconnect. It reads the settings in force from this (restarted) controller. A
+replacement that fails is tried again; `GATEWAY_TRIES` failures in a row stop the roll
+(`gateway_failed`). A gateway whose node is gone is done (nothing to replace).
 
 Why the controller and the registry are restarted in place, not re-created: Ray restarts an
 actor from the creation task it recorded (its runtime_env included; `ray.kill` takes no
@@ -62,12 +69,14 @@ from coordinator.replication import PartitionState
 from coordinator.replication.rolling import (
     CONTROLLER,
     DONE,
+    GATEWAYS,
     REGISTRY,
     REPLICAS,
     PartitionView,
     RollPlan,
     behind,
     catching_up,
+    gateway_failed,
     leadership_moves,
     partitions_on,
     refusal,
@@ -94,6 +103,7 @@ CATCH_UP_TIMEOUT_S = 300.0
 DEAD_TIMEOUT_S = 30.0
 POLL_S = 0.05
 WAIT_S = 1.0
+GATEWAY_TIMEOUT_S = 60.0  # one gateway's replacement: stopped, started anew, serving
 
 
 class RollRefused(ValueError):
@@ -158,6 +168,8 @@ class RollingRestart:
         plan = self.plane.state.roll
         if plan is None or plan.phase == DONE:
             raise RollRefused("no rolling restart to resume")
+        if plan.stopped is not None and self._task is not None and not self._task.done():
+            await asyncio.wait([self._task])  # the stopped driver ends at its step; then anew
         plan.stopped = None
         await self.plane._persist()
         self.resume()
@@ -216,6 +228,11 @@ class RollingRestart:
             return  # this process ends; the restarted controller goes on
         if plan.phase == REGISTRY:
             await self._restart_registry()
+            plan.advance()
+            await self.plane._persist()
+        if plan.phase == GATEWAYS:
+            if not await self._roll_gateways(plan):
+                return  # stopped (a resume may have cleared the reason since: it drives anew)
             plan.advance()
             await self.plane._persist()
             logger.info("rolling restart %d done", plan.version)
@@ -387,6 +404,34 @@ class RollingRestart:
         if handle is not None:
             await self.plane.cluster.restart(handle)
 
+    async def _roll_gateways(self, plan: RollPlan) -> bool:
+        """Replace every gateway attached to the service, one at a time (module docstring);
+        whether all are (False: the plan stopped)."""
+        tries = 0
+        while plan.stopped is None:
+            name = plan.next_gateway(await self.plane.cluster.replaceable())
+            if name is None:
+                self._wait_for(None)
+                return True
+            self._wait_for(f"gateway {name} serving again", paused=False)
+            try:
+                replaced = await self.plane.cluster.replace_attached(
+                    name, plan.runtime_env, GATEWAY_TIMEOUT_S)
+            except ClusterError as exc:
+                tries += 1
+                why = gateway_failed(name, tries, str(exc))
+                if why is not None:
+                    await self._stop(plan, why)
+                    return False
+                await self._pause(f"gateway {name} not serving again ({exc}); trying again")
+                continue
+            tries = 0
+            plan.finish_gateway(name)
+            await self.plane._persist()
+            logger.info("rolling restart %d: gateway %s %s", plan.version, name,
+                        "serving again" if replaced else "gone (its node left): nothing to replace")
+        return False
+
     # ------------------------------------------------------------ views
 
     def views(self) -> dict[int, PartitionView]:
@@ -405,7 +450,8 @@ class RollingRestart:
         if plan is None:
             return {"running": False, "phase": None, "controller_version": IMPORTED_VERSION}
         return {
-            "running": self.running(), **plan.to_json(), "controller_version": IMPORTED_VERSION,
+            "running": self.running(), **plan.to_json(), "phase": plan.phase,  # not as saved
+            "controller_version": IMPORTED_VERSION,
             "waiting": self.waiting if self.running() else None,
             "paused": self.paused and self.running(),
             "nodes_done": len(plan.done), "nodes_total": len(plan.nodes),

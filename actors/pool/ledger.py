@@ -14,21 +14,33 @@ metadata, actors/controller/ray_store.py), which outlives the member's process
 and node. Keys under `raygroups/pool/<member name>/`: `meta` (active, error
 count, the last errors, process incarnations), rewritten on each change (rare),
 and the commits in chunks of `CHUNK` (`c/<index>`; past `MAX_COMMITS_KEPT`
-the oldest chunk goes), the current chunk rewritten on each commit: a put of
-at most `CHUNK` ranges per commit, a load of len/CHUNK keys. The pool drops
-a member's keys once it has its final status.
-A commit recorded here is one the coordinator acknowledged; a process that dies
-between the two loses that one range from the record (not from the group).
+the oldest chunk goes), a load of len/CHUNK keys. The pool drops a member's
+keys once it has its final status.
+
+Commits are written at most once per `FLUSH_INTERVAL_S` (the chunks they
+changed, each rewritten whole): a member committing a small range hundreds of
+times a second would otherwise put a chunk into the GCS, every member's one
+store, on each commit. The member's thread calls `flush_due()` after each round
+of its partitions that committed, and `flush()` after a round with nothing to
+do, when it leaves the group, when it stops and before it answers `commits()`
+(what it showed is recorded); the meta, what `activate()` and `add_error()`
+write, goes at once (rare, and a restart's decision to join depends on it). A
+commit recorded here is one the coordinator acknowledged; a process that dies
+while busy loses the commits of its last interval from the record (not from
+the group: the coordinator has them).
 """
 
 from __future__ import annotations
 
 import pickle
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 CHUNK = 512
+FLUSH_INTERVAL_S = 0.1  # commits written at most this often (plus a round of the member's thread)
 MAX_ERRORS_KEPT = 20
 MAX_COMMITS_KEPT = 100_000  # at least this many of the newest commits are kept
 KV_NAMESPACE = "raygroups"
@@ -80,6 +92,13 @@ class Ledger:
     errors: list[dict[str, Any]] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)  # the newest, from chunk `first_chunk` on
     first_chunk: int = 0
+    flush_interval_s: float = FLUSH_INTERVAL_S
+    clock: Callable[[], float] = time.monotonic
+    _unwritten: set[int] = field(default_factory=set, init=False)  # chunks changed since written
+    _written_at: float = field(default=float("-inf"), init=False)
+    # The member's thread records and flushes, `stop()` flushes from another (its thread may
+    # be past the stop's timeout).
+    _commits_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def prefix(self) -> str:
@@ -117,13 +136,31 @@ class Ledger:
         self._save_meta()
 
     def add_commit(self, commit: Commit) -> None:
-        self.commits.append(commit)
-        local = (len(self.commits) - 1) // CHUNK
-        self.kv.put(self._chunk_key(self.first_chunk + local), pickle.dumps(self.commits[local * CHUNK:]))
-        if len(self.commits) > MAX_COMMITS_KEPT + CHUNK:  # the oldest chunk goes
-            self.kv.drop(self._chunk_key(self.first_chunk))
-            del self.commits[:CHUNK]
-            self.first_chunk += 1
+        """Record `commit`; written now if the last write is an interval old, else by a
+        later `flush_due()` or `flush()`."""
+        with self._commits_lock:
+            self.commits.append(commit)
+            self._unwritten.add(self.first_chunk + (len(self.commits) - 1) // CHUNK)
+            if len(self.commits) > MAX_COMMITS_KEPT + CHUNK:  # the oldest chunk goes
+                self.kv.drop(self._chunk_key(self.first_chunk))
+                self._unwritten.discard(self.first_chunk)
+                del self.commits[:CHUNK]
+                self.first_chunk += 1
+        self.flush_due()
+
+    def flush_due(self) -> None:
+        """Write the commits not written yet if the last write is an interval old."""
+        if self._unwritten and self.clock() - self._written_at >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every commit not written yet: each chunk they changed, whole."""
+        with self._commits_lock:
+            for index in sorted(self._unwritten):
+                local = (index - self.first_chunk) * CHUNK
+                self.kv.put(self._chunk_key(index), pickle.dumps(self.commits[local:local + CHUNK]))
+            self._unwritten.clear()
+            self._written_at = self.clock()
 
     def _chunk_key(self, index: int) -> str:
         return f"{self.prefix}c/{index:09d}"  # fixed width: a drop by prefix takes this one alone

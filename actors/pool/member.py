@@ -149,6 +149,7 @@ class PoolMemberLogic:
                     logger.exception("%s: closing the group member failed", self.name)
                 with self.lock:
                     self.owned.clear()
+                self.ledger.flush()  # left the group: its commits all recorded
             if not self.stopping.is_set():
                 self.restarts += 1
                 self.stopping.wait(min(self.restart_backoff_s * self.restarts, 10.0))
@@ -165,7 +166,10 @@ class PoolMemberLogic:
                 if self.stopping.is_set():
                     break
                 moved = self._process(member, tp) or moved
-            if not moved:
+            if moved:
+                self.ledger.flush_due()  # the commits of the round, at most once an interval
+            else:  # idle: caught up, the record too
+                self.ledger.flush()
                 self.stopping.wait(IDLE_S)
 
     def _process(self, member: GroupMember, tp: TopicPartition) -> bool:
@@ -226,6 +230,7 @@ class PoolMemberLogic:
         self.stopping.set()
         self.active.set()
         self.thread.join(timeout_s)
+        self.ledger.flush()
         return {**self.status(), "commits_made": list(self.ledger.commits)}
 
 
@@ -243,6 +248,7 @@ class PoolMember:
         return self.logic.status()
 
     def commits(self) -> list[tuple[str, int, int, int]]:
+        self.logic.ledger.flush()  # what it answers is recorded: a restart still has it
         return list(self.logic.ledger.commits)
 
     def activate(self) -> None:

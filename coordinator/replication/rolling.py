@@ -5,7 +5,9 @@ broker at a time: every replica on that node is taken out, restarted with the ne
 (a Ray runtime_env) and/or the new settings that need a restart, and waited for until it
 is back in its partition's ISR; then the next node; then the controller itself and the
 topic registry. The driver is `actors.controller.rolling`; what it decides is here, pure
-(no Ray, no clock, no I/O), so it is tested on plain data.
+(no Ray, no clock, no I/O), so it is tested on plain data. Last, the Kafka gateways
+deployed with the service (the attached actors that say how they are replaced), one at
+a time.
 
 Rules:
 - Order (`roll_order`): the nodes that lead the fewest partitions first, by name on
@@ -24,22 +26,30 @@ Rules:
 - The node is done when it is back in every one of its partitions' ISR (`behind`).
 - A node holding no replica any more (lost, its replicas moved elsewhere, where they
   started with the roll's code) is done.
-- Phases: REPLICAS (node by node), CONTROLLER, REGISTRY, DONE. A plan stops for good
+- Gateways (`next_gateway`): after the registry, every gateway attached to the service
+  that says how it is replaced, by name (so a resumed plan goes on in the same order),
+  one at a time: the next only once the one before serves again at its address. A
+  gateway deployed meanwhile is rolled too; one removed meanwhile (its node gone) is
+  skipped; one replaced already (`gateways_done`) is not replaced again. Their Kafka
+  clients reconnect (to the same address, or another bootstrap server); the leaders'
+  own Kafka listeners moved with leadership in the REPLICAS phase.
+- Phases: REPLICAS (node by node), CONTROLLER, REGISTRY, GATEWAYS, DONE. A plan stops for good
   (`stopped`, the reason) only for what a person decides: replicas that do not come
   back within the catch-up timeout on a healthy cluster (new code or settings that do
   not start), or an operator's stop. It keeps its place; `resume` clears the reason and
   the driver retries the step it stopped at (a node whose replicas were restarted
-  already is not restarted again: `restarted`).
+  already is not restarted again: `restarted`). A gateway that does not serve again
+  (new code that does not start) stops it the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-REPLICAS, CONTROLLER, REGISTRY, DONE = "replicas", "controller", "registry", "done"
-PHASES = (REPLICAS, CONTROLLER, REGISTRY, DONE)
+REPLICAS, CONTROLLER, REGISTRY, GATEWAYS, DONE = "replicas", "controller", "registry", "gateways", "done"
+PHASES = (REPLICAS, CONTROLLER, REGISTRY, GATEWAYS, DONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,21 @@ def behind(node: str, partitions: Cluster) -> list[int]:
     return [p for p in partitions_on(node, partitions) if node not in partitions[p].isr]
 
 
+# A gateway that fails to serve again this many times in a row stops the roll: its new code
+# or settings do not start (a port refused, an import error), which a person must fix.
+GATEWAY_TRIES = 3
+
+
+def gateway_failed(name: str, tries: int, error: str) -> str | None:
+    """After the `tries`-th failed replacement of gateway `name` in a row: None to try again,
+    else why the roll stops (naming the gateway and the last error)."""
+    if tries < GATEWAY_TRIES:
+        return None
+    return (f"gateway {name} not serving again after {tries} tries: {error}. New code or settings "
+            "that do not start? See its log; --resume tries it again, a new rolling-restart "
+            "replaces this one")
+
+
 @dataclass(slots=True)
 class RollPlan:
     """A rolling restart under way, kept in the controller's metadata."""
@@ -128,6 +153,8 @@ class RollPlan:
     restarted: str | None = None
     phase: str = REPLICAS
     stopped: str | None = None
+    # The gateways replaced (and serving again) in the GATEWAYS phase, by actor name.
+    gateways_done: list[str] = field(default_factory=list)
 
     def next_node(self) -> str | None:
         return next((n for n in self.nodes if n not in self.done), None)
@@ -139,15 +166,30 @@ class RollPlan:
         if self.next_node() is None and self.phase == REPLICAS:
             self.phase = CONTROLLER
 
+    def next_gateway(self, present: Iterable[str]) -> str | None:
+        """The gateway to replace next, of those attached now (`present`): the first by name
+        not replaced yet; None once each is (those gone meanwhile are not waited for)."""
+        return next((name for name in sorted(set(present)) if name not in self.gateways_done), None)
+
+    def finish_gateway(self, name: str) -> None:
+        """`name` serves again with the plan's code (or is gone: nothing to replace)."""
+        if name not in self.gateways_done:
+            self.gateways_done.append(name)
+
     def advance(self) -> None:
-        """The controller or registry phase is done: the next one."""
+        """The controller, registry or gateways phase is done: the next one."""
         self.phase = PHASES[min(PHASES.index(self.phase) + 1, len(PHASES) - 1)]
 
     def to_json(self) -> dict[str, Any]:
+        # GATEWAYS is saved as REGISTRY plus `gateways_phase`: a controller of the release
+        # before, which knows no GATEWAYS phase and refuses an unknown one at start, reads a
+        # registry step (a downgrade mid-roll), restarts the registry again and finishes.
+        saved_phase = REGISTRY if self.phase == GATEWAYS else self.phase
         return {
             "version": self.version, "nodes": list(self.nodes), "runtime_env": self.runtime_env,
             "settings": dict(self.settings), "done": list(self.done), "restarted": self.restarted,
-            "phase": self.phase, "stopped": self.stopped,
+            "phase": saved_phase, "stopped": self.stopped, "gateways_done": list(self.gateways_done),
+            "gateways_phase": self.phase == GATEWAYS,
         }
 
     @classmethod
@@ -155,8 +197,11 @@ class RollPlan:
         phase = str(data.get("phase", REPLICAS))
         if phase not in PHASES:
             raise ValueError(f"rolling restart phase {phase!r} unknown")
+        if phase == REGISTRY and data.get("gateways_phase"):
+            phase = GATEWAYS
         return cls(
             int(data["version"]), [str(n) for n in data["nodes"]], data.get("runtime_env"),
             dict(data.get("settings") or {}), [str(n) for n in data.get("done", [])],
             data.get("restarted"), phase, data.get("stopped"),
+            [str(n) for n in data.get("gateways_done", [])],  # absent in a plan saved before
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -133,9 +134,10 @@ class DirectListener:
         """Metadata's brokers: the service's, this listener among them."""
         return await self.routing.brokers(me)
 
-    async def listed_partitions(self, me: Any) -> list[int]:
+    async def listing(self, me: Any) -> Callable[[int], bool]:
         """ListGroups on a listener lists its own partition's groups, as a Kafka broker."""
-        return [self.host.partition]
+        own = self.host.partition
+        return lambda partition: partition == own
 
     async def registry_client(self) -> Client | None:
         """The service's `Client` (the topic registry through Ray); None without one."""

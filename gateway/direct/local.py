@@ -43,9 +43,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from actors.client.fanout import Plan, Through, one_round
 from coordinator.errors import Errors
 from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest
-from coordinator.routing import partition_for
+from coordinator.routing import Routing
 from gateway import apis
 from gateway.context import RequestContext
 from gateway.direct.routing import is_listener
@@ -62,15 +63,26 @@ class LocalClient:
 
     def __init__(self, host: Any) -> None:
         self.host = host
-        self.num_partitions = host.settings.num_partitions
+        self.configured = Routing(host.settings.num_partitions)
+
+    @property
+    def routing(self) -> Routing:
+        """The routing the partition owns groups by, once the controller pushed one (a
+        repartition ran), else Kafka's rule over the configured count."""
+        owner: Routing | None = self.host.routing()
+        return self.configured if owner is None else owner
+
+    @property
+    def num_partitions(self) -> int:
+        return self.routing.partitions
 
     def partition_for(self, group_id: str) -> int:
-        """By the routing the partition owns groups by, once the controller pushed one
-        (a repartition ran), else Kafka's rule over the configured count."""
-        owner = self.host.routing()
-        if owner is None:
-            return partition_for(group_id, self.num_partitions)
-        return owner.partition_for(group_id)
+        return self.routing.partition_for(group_id)
+
+    async def fan_out_async(self, plan: Plan, through: Through | None = None) -> list[Any]:
+        """An admin request of many groups or partitions (actors/client/fanout.py): this
+        partition answers its part; the rest is NOT_COORDINATOR (`send_async`)."""
+        return await one_round(plan, self, self.send_async, through)
 
     async def send_async(self, request: Request, partition: int | None = None) -> Any:
         if partition is None:

@@ -175,13 +175,13 @@ class LeaderRouting:
             await self.brokers(me())
             await asyncio.sleep(REGISTER_EVERY_S)
 
-    async def listed_partitions(self, me: Any) -> list[int]:
-        """The partitions a gateway's ListGroups asks: those whose leader has no
-        listener among the brokers (each listener lists its own partition's groups)."""
+    async def listing(self, me: Any) -> Callable[[int], bool]:
+        """Which partitions a gateway's ListGroups lists: those whose leader has no
+        listener among the brokers (each listener lists its own partition's groups);
+        how many there are, the routing says (actors/client/fanout.py `EveryPartition`)."""
         brokers = await self.brokers(me)
-        client = await self.client()
-        listed = {listener_partition(node) for node, _, _ in brokers if is_listener(node)}
-        return [p for p in range(client.num_partitions) if p not in listed]
+        listed = frozenset(listener_partition(node) for node, _, _ in brokers if is_listener(node))
+        return lambda partition: partition not in listed
 
     async def close(self, me: Any) -> None:
         """A gateway closing (`me`, its `GatewayInfo`): the controller lists it no more."""

@@ -2,23 +2,32 @@
 
 A Kafka broker answers for the offsets partitions it leads; the gateway
 answers for all of them, so it sends one request per offsets partition
-concerned, concurrently, and joins the answers:
+concerned, concurrently, and joins the answers. The requests are the Ray
+client's plans (actors/client/fanout.py), driven by `ctx.client`
+(`fan_out_async`): correct while the partition count changes. Each answer
+names the routing it was given by, and the plan asks again until every group
+is answered once, by its owner; a partition a shrink retired is not waited
+for. A leader's listener (gateway.direct.local) answers its own partition's
+part in one round and the rest NOT_COORDINATOR, as a Kafka broker does.
 - ListGroups asks every partition (on the direct path, every partition
   whose leader's listener Metadata does not list: each listener lists its
   own partition's groups, as each Kafka broker lists the groups it
-  coordinates, and clients ask every broker); the answer holds every group listed and
-  the first error a partition answered (Kafka's coordinator answers
-  COORDINATOR_LOAD_IN_PROGRESS beside the groups it could list). The
-  states filter (v4+) and types filter (v5+, "classic" / "consumer") go to
-  the core, which filters as Kafka; v5+ answers each group's type.
-- DescribeGroups and DeleteGroups answer each group in the order asked;
+  coordinates, and clients ask every broker); the answer holds every group
+  listed, each once. Not complete by the client's deadline: the groups of
+  the partitions that answered, and the last error a partition answered
+  (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's loading coordinator), else
+  COORDINATOR_NOT_AVAILABLE. The states filter (v4+) and types filter
+  (v5+, "classic" / "consumer") go to the core, which filters as Kafka; v5+
+  answers each group's type.
+- DescribeGroups and DeleteGroups answer each group in the order asked, its
+  owner's answer; a group no owner answered by the deadline gets the last
+  error a partition answered for it (NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS), else COORDINATOR_NOT_AVAILABLE.
   DescribeGroups passes its version to the core (from v6 a group it cannot
   describe is GROUP_ID_NOT_FOUND with a message, KIP-1043).
-- ConsumerGroupDescribe (KIP-848) is sent, like DescribeGroups, once per
-  offsets partition concerned and answered in the order asked; a
-  coordinator out of reach answers COORDINATOR_NOT_AVAILABLE for its
-  groups. Assignments name topics by id and name, as the core gives them;
-  v1 adds each member's type (classic or consumer).
+- ConsumerGroupDescribe (KIP-848) is sent and answered as DescribeGroups.
+  Assignments name topics by id and name, as the core gives them; v1 adds
+  each member's type (classic or consumer).
 - Authorized operations (DescribeGroups v3+ and ConsumerGroupDescribe when
   the request includes them), for each group described without error: the
   operations Kafka supports on a group (AclEntry.supportedOperations(GROUP):
@@ -30,22 +39,25 @@ concerned, concurrently, and joins the answers:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from actors.client import fanout
+from actors.client.fanout import ByGroup, EveryPartition
 from coordinator.acl import Operation, ResourceType
 from coordinator.errors import Errors
 from coordinator.messages import (
     ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribedConsumerGroup,
     DescribedGroup,
     DescribedTopicPartitions,
     DescribeGroupsRequest,
     ListGroupsRequest,
+    Request,
 )
-from gateway.handlers.calls import send
+from gateway.handlers.calls import UNAVAILABLE, failed, fan_out
 from gateway.handlers.entities import respond
 
 if TYPE_CHECKING:
@@ -73,23 +85,44 @@ async def _allowed_operations(ctx: RequestContext, group_ids: Iterable[str], ask
     }
 
 
-def _by_partition(ctx: RequestContext, group_ids: Iterable[str]) -> dict[int, tuple[str, ...]]:
-    grouped: dict[int, list[str]] = {}
-    for group_id in dict.fromkeys(group_ids):
-        grouped.setdefault(ctx.client.partition_for(group_id), []).append(group_id)
-    return {p: tuple(ids) for p, ids in grouped.items()}
+async def _owners_answers(
+    ctx: RequestContext, kind: Callable[[tuple[str, ...]], Request], group_ids: Iterable[str],
+    answered: Callable[[Any, int, tuple[str, ...]], tuple[Any, Any]],
+) -> dict[str, Any]:
+    """Per group id, the answer of its owner (a `ByGroup` plan); for a group no owner
+    answered in time, the last error a partition answered for it, else
+    COORDINATOR_NOT_AVAILABLE (module docstring)."""
+    last: dict[str, Any] = {}
+
+    def seen(response: Any, partition: int, asked: tuple[str, ...]) -> tuple[Any, Any]:
+        wanted = set(asked)
+        last.update((g, item) for g, item in _items(response) if g in wanted)
+        return answered(response, partition, asked)
+
+    plan = ByGroup(kind, group_ids, seen)
+    if not await fan_out(ctx.client, plan):
+        missing = tuple(g for g in plan.order if g not in last)
+        last.update(_items(failed(kind(missing), UNAVAILABLE)))
+    return last
+
+
+def _items(response: Any) -> Iterable[tuple[str, Any]]:
+    """A per-group answer's items by group id."""
+    if isinstance(response, DeleteGroupsResponse):
+        return ((g, (g, error)) for g, error in response.results)
+    return ((g.group_id, g) for g in response.groups)
 
 
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     listing = ListGroupsRequest(
         tuple(getattr(request, "states_filter", ())), tuple(getattr(request, "types_filter", ()))
     )
-    partitions = range(ctx.client.num_partitions)
-    if ctx.direct is not None:
-        partitions = await ctx.direct.listed_partitions(ctx.gateway)
-    answers = await asyncio.gather(*(send(ctx.client, listing, p) for p in partitions))
-    error = next((a.error for a in answers if a.error is not Errors.NONE), Errors.NONE)
-    listed = sorted((g for a in answers for g in a.groups), key=lambda g: g.group_id)
+    lists = None if ctx.direct is None else await ctx.direct.listing(ctx.gateway)
+    plan = EveryPartition(listing, lists)
+    error = Errors.NONE
+    if not await fan_out(ctx.client, plan):
+        error = UNAVAILABLE if plan.error is Errors.NONE else plan.error
+    listed = sorted((g for a in plan.result() for g in a.groups), key=lambda g: g.group_id)
     groups = [
         {
             "group_id": g.group_id,
@@ -103,12 +136,10 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
-    parts = _by_partition(ctx, request.groups)
     version = request.__version__
-    answers = await asyncio.gather(
-        *(send(ctx.client, DescribeGroupsRequest(ids, version), p) for p, ids in parts.items())
+    described = await _owners_answers(
+        ctx, lambda ids: DescribeGroupsRequest(ids, version), request.groups, fanout.described
     )
-    described: dict[str, DescribedGroup] = {g.group_id: g for a in answers for g in a.groups}
     asked = getattr(request, "include_authorized_operations", False)
     allowed = await _allowed_operations(ctx, request.groups, asked)
     return respond(request, {"groups": [_described(described[g], asked, allowed) for g in request.groups]})
@@ -139,21 +170,15 @@ def _described(group: DescribedGroup, asked: bool, allowed: dict[str, int]) -> d
 
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    parts = _by_partition(ctx, request.groups_names)
-    answers = await asyncio.gather(
-        *(send(ctx.client, DeleteGroupsRequest(ids), p) for p, ids in parts.items())
-    )
-    errors = {g: e for a in answers for g, e in a.results}
-    results = [{"group_id": g, "error_code": errors[g]} for g in request.groups_names]
+    deleted = await _owners_answers(ctx, DeleteGroupsRequest, request.groups_names, fanout.deleted)
+    results = [{"group_id": g, "error_code": deleted[g][1]} for g in request.groups_names]
     return respond(request, {"results": results})
 
 
 async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
-    parts = _by_partition(ctx, request.group_ids)
-    answers = await asyncio.gather(
-        *(send(ctx.client, ConsumerGroupDescribeRequest(ids), p) for p, ids in parts.items())
+    described = await _owners_answers(
+        ctx, ConsumerGroupDescribeRequest, request.group_ids, fanout.described
     )
-    described = {g.group_id: g for a in answers for g in a.groups}
     asked = request.include_authorized_operations
     allowed = await _allowed_operations(ctx, request.group_ids, asked)
     groups = [_consumer_group(described[g], asked, allowed) for g in request.group_ids]

@@ -6,6 +6,8 @@ in the request's own response, as a broker answers for a group whose
 offsets partition has no leader, and rediscovers its coordinator. Any other
 exception (a request the coordinator refuses as malformed) propagates, and
 the connection closes as Kafka closes it on a request it cannot process.
+A request to many partitions (gateway/handlers/admin.py) is a plan of
+actors/client/fanout.py, driven by the client: `fan_out`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from actors.client.fanout import Plan
 from actors.client.retry import CoordinatorUnavailableError
 from coordinator.errors import Errors
 from coordinator.messages import (
@@ -81,6 +84,16 @@ async def answer(request: Request, sent: Awaitable[Any]) -> Any:
         return failed(request, UNAVAILABLE)
 
 
-async def send(client: Any, request: Request, partition: int | None = None) -> Any:
-    """`request` through `client.send_async` (to `partition`, or its group's)."""
-    return await answer(request, client.send_async(request, partition))
+async def send(client: Any, request: Request) -> Any:
+    """`request` through `client.send_async`, to its group's coordinator."""
+    return await answer(request, client.send_async(request))
+
+
+async def fan_out(client: Any, plan: Plan) -> bool:
+    """`plan` (actors/client/fanout.py) through `client.fan_out_async`: whether it was
+    complete before the client's deadline (a leader's listener: in its one round)."""
+    try:
+        await client.fan_out_async(plan)
+    except CoordinatorUnavailableError:
+        return False
+    return True

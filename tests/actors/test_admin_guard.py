@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -156,9 +157,9 @@ def test_off_by_default_no_credential_is_needed(tmp_path: Path) -> None:
 def test_a_registry_started_off_follows_the_settings_in_force(tmp_path: Path) -> None:
     """A rolling restart that turns it on restarts the registry with its start settings:
     it then checks as the controller's settings in force say."""
-    registry = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=ShardStore())
-    admin, _ = credentials(registry)
-    registry.guard.follow(guarded_settings(tmp_path))
+    start = replace(guarded_settings(tmp_path), ray_credentials=False)
+    registry = TopicRegistry(start, store=ShardStore(), rolled_settings=lambda: {"ray_credentials": True})
+    admin, _ = credentials(registry)  # its first call loads the store and reads the roll's settings
     with pytest.raises(CredentialError, match="no credential"):
         registry.create_topic("orders", 1)
     assert registry.create_topic("orders", 1, credential=admin) is Errors.NONE

@@ -1,16 +1,15 @@
-"""`raygroups lag --live`'s rows straight from the leaders' plain rows (actors/cli/live_lag.py
-LiveRows): the same dicts as through `GroupLag`s, and the same JSON as `raygroups lag --json`
-writes for them, though written column by column."""
+"""`raygroups lag --live`'s rows straight from the leaders' answers (actors/cli/live_lag.py):
+the plain rows (LiveRows) as the same dicts as through `GroupLag`s, and the leaders' JSON text
+(LiveJson) the same JSON as `raygroups lag --json` writes for those rows."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from actors.cli import live_lag
-from actors.cli.live_lag import LiveRows, lag_rows
-from coordinator.lag import Health
+from actors.cli.live_lag import LiveJson, LiveRows, lag_rows
+from coordinator.lag import Health, LagTracker
+from coordinator.lag_json import json_lines
 from coordinator.lag_query import AHEAD, AT_LEAST, GroupRow, PartitionRow, rows_to_groups
 from spark_bridge import cli
 
@@ -30,19 +29,43 @@ def test_the_rows_are_the_group_lags_rows() -> None:
     assert LiveRows(PARTITIONS).group_ids() == {"a", "b\\n", "c"}
 
 
-def test_the_json_is_the_dicts_json() -> None:
-    live = LiveRows(PARTITIONS)
-    written = live.json_partitions()
-    assert json.loads(written) == [cli._lag_json(row, live=True) for row in live]
-    assert len(written.splitlines()) == len(PARTITIONS) + 2, "one row a line"
-    assert json.loads(LiveRows([]).json_partitions()) == []
+NOW = 12_500
 
 
-def test_the_json_of_more_rows_than_a_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(live_lag, "_CHUNK_ROWS", 2)
-    for rows in (PARTITIONS, PARTITIONS[:4], PARTITIONS[:1]):  # chunks and a rest, chunks only, a rest only
-        live = LiveRows(rows)
-        assert json.loads(live.json_partitions()) == [cli._lag_json(row, live=True) for row in live]
+def tracker_texts() -> tuple[LagTracker, list[tuple[str, str]]]:
+    """A tracker with PARTITIONS' kinds of rows (escaped names, no end, ahead, WARN,
+    REWIND, STOPPED) and the leader's texts of its groups (coordinator/lag_json.py)."""
+    tracker = LagTracker(window_ms=10_000)
+    tracker.on_end(("orders", 0), 100, 0)
+    tracker.on_end(('qu"o\u00e9te', 0), 10, 0)
+    tracker.on_end(("orders", 3), 60, 0)
+    for at, offset in ((10_000, 10), (11_000, 20), (12_000, 30)):
+        tracker.on_end(("orders", 0), 100 + 30 * at // 1_000, at)
+        tracker.on_commit("a", ("orders", 0), offset, at)  # falling behind: WARN
+    tracker.on_commit("a", ('qu"o\u00e9te', 0), 9, 0)  # no commit for a window: STOPPED
+    tracker.on_commit("b\\n", ("gone", 0), 7, 0)
+    tracker.on_commit("c", ("orders", 3), 80, 11_000)
+    tracker.on_commit("c", ("orders", 3), 70, 12_000)  # ahead of the end, and back: REWIND
+    return tracker, list(json_lines(tracker, sorted(tracker.committed), NOW))
+
+
+def test_the_leaders_json_is_what_raygroups_lag_json_writes_for_the_same_rows() -> None:
+    tracker, texts = tracker_texts()
+    rows = lag_rows(tracker.group_lag(g, NOW) for g, _ in texts)  # type: ignore[misc]
+    assert {row["health"] for row in rows} >= {"WARN", "REWIND", "STOPPED"} and any(r["ahead"] for r in rows)
+    live = LiveJson(texts)
+    assert live.json_partitions() == cli._json_lines([cli._lag_json(row, live=True) for row in rows])
+    assert len(live) == len(rows) == len(live.json_partitions().splitlines()) - 2, "one row a line"
+    assert list(live) == rows and live[1] == rows[1], "read back, the same dicts"
+    assert live.group_ids() == {"a", "b\\n", "c"}
+    assert LiveJson([]).json_partitions() == "[]" == cli._json_lines([])
+
+
+def test_the_json_of_a_million_rows_interleaves_the_leaders_groups_in_order() -> None:
+    """What `Client.lag_json_async` does with the leaders' answers: their groups in order."""
+    tracker, texts = tracker_texts()
+    shuffled = [texts[2], texts[0], texts[1]]
+    assert LiveJson(sorted(shuffled)).json_partitions() == LiveJson(texts).json_partitions()
 
 
 def test_pyarrow_is_hidden_only_while_connecting_and_only_when_not_imported_yet(

@@ -122,6 +122,28 @@ def test_entries_that_no_longer_check_are_left_out(tmp_path: os.PathLike[str]) -
     assert rows["fsync"] is True and rows["group_max_size"] == 2**31 - 1
 
 
+def test_config_set_checks_over_the_settings_a_roll_put_in_force(tmp_path: os.PathLike[str]) -> None:
+    # Started with sessions of 6-1800 s; a roll set the maximum to 10 s (what config get shows).
+    rolled: dict[str, Any] | None = {"group_max_session_timeout_ms": 10_000}
+    store = ShardStore()
+    reg = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=store, rolled_settings=lambda: rolled)
+    refused = reg.config_set({"group_min_session_timeout_ms": 20_000})  # fine over the start settings
+    assert "group_min_session_timeout_ms" in refused and "group_max_session_timeout_ms" in refused
+    assert reg.config_set({"group_min_session_timeout_ms": 8_000}) == ""
+    # A later roll raises the maximum: a minimum the start settings refuse is in force over it.
+    rolled = {"group_max_session_timeout_ms": 3_600_000}
+    assert reg.config_set({"group_min_session_timeout_ms": 2_000_000}) == ""
+    again = TopicRegistry(ServiceSettings(data_dir=str(tmp_path)), store=store.restarted(),
+                          rolled_settings=lambda: rolled)
+    [row] = again.config_get(["group_min_session_timeout_ms"])  # kept over the rolled settings
+    assert (row["value"], row["set_by"]) == (2_000_000, "online")
+    # The controller does not answer: nothing is checked over stale settings, nothing written.
+    rolled = None
+    assert "could not be read from the controller" in again.config_set({"group_max_size": 3})
+    [row] = again.config_get(["group_max_size"])
+    assert row["value"] == 2**31 - 1
+
+
 class _Remote:
     def __init__(self, answer: object) -> None:
         self.answer = answer

@@ -210,6 +210,13 @@ class FakeCluster:
     actor_settings: Any = None
     runtime_env: Any = None
     restarted: list[str] = field(default_factory=list)
+    # Attached actors a rolling restart replaces (the gateways): name -> the runtime_env of
+    # its current incarnation; `replaced` in order; `gateway_failures` [name] failures left;
+    # `gone` names whose node left (replace answers False).
+    attached: dict[str, Any] = field(default_factory=dict)
+    replaced: list[str] = field(default_factory=list)
+    gateway_failures: dict[str, int] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
 
     # ---------------------------------------------------------- the Cluster interface
 
@@ -283,6 +290,20 @@ class FakeCluster:
 
     async def live_nodes(self) -> list[str]:
         return sorted(self.nodes)
+
+    async def replaceable(self) -> list[str]:
+        return sorted(self.attached)
+
+    async def replace_attached(self, name: str, runtime_env: Any, timeout_s: float) -> bool:
+        self.events.append(("replace", name))
+        if name in self.gone:
+            return False
+        if self.gateway_failures.get(name, 0) > 0:
+            self.gateway_failures[name] -= 1
+            raise CallFailed(f"replacing {name}: port 9092 taken")
+        self.attached[name] = runtime_env
+        self.replaced.append(name)
+        return True
 
     # ---------------------------------------------------------- test controls
 

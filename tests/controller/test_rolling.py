@@ -23,10 +23,13 @@ from actors.core.metrics import ControllerMetrics
 from coordinator.replication import IsrChange, IsrChangeKind
 from coordinator.replication.rolling import (
     DONE,
+    GATEWAY_TRIES,
+    GATEWAYS,
     PartitionView,
     RollPlan,
     behind,
     catching_up,
+    gateway_failed,
     leadership_moves,
     refusal,
     roll_order,
@@ -91,9 +94,39 @@ def test_plan_round_trips_and_walks_its_phases() -> None:
     assert plan.phase == "controller"
     plan.advance()
     plan.advance()
+    assert plan.phase == GATEWAYS
+    plan.finish_gateway("gw-b")
+    assert RollPlan.from_json(plan.to_json()) == plan
+    # Saved as the registry step for the release before, which knows no gateways phase.
+    assert plan.to_json()["phase"] == "registry"
+    plan.advance()
     assert plan.phase == DONE
     with pytest.raises(ValueError, match="phase"):
         RollPlan.from_json({**plan.to_json(), "phase": "sideways"})
+    older = {k: v for k, v in plan.to_json().items() if k != "gateways_done"}  # saved before gateways
+    assert RollPlan.from_json(older).gateways_done == []
+
+
+def test_gateways_go_one_at_a_time_by_name_each_once() -> None:
+    plan = RollPlan(1, ["a"], phase=GATEWAYS)
+    assert plan.next_gateway(["gw-c", "gw-a", "gw-b"]) == "gw-a"
+    plan.finish_gateway("gw-a")
+    plan.finish_gateway("gw-a")  # a resumed step records it once
+    assert plan.gateways_done == ["gw-a"]
+    # gw-b is gone meanwhile (its node left): not waited for; gw-d deployed meanwhile: rolled.
+    assert plan.next_gateway(["gw-a", "gw-c", "gw-d"]) == "gw-c"
+    plan.finish_gateway("gw-c")
+    assert plan.next_gateway(["gw-a", "gw-c", "gw-d"]) == "gw-d"
+    plan.finish_gateway("gw-d")
+    assert plan.next_gateway(["gw-a", "gw-c", "gw-d"]) is None
+    assert plan.next_gateway([]) is None
+
+
+def test_a_gateway_that_keeps_failing_stops_the_roll_naming_it() -> None:
+    assert all(gateway_failed("gw-a", tries, "port taken") is None for tries in range(1, GATEWAY_TRIES))
+    why = gateway_failed("gw-a", GATEWAY_TRIES, "port taken")
+    assert why is not None and why.startswith(f"gateway gw-a not serving again after {GATEWAY_TRIES} tries")
+    assert "port taken" in why and "--resume" in why
 
 
 # ------------------------------------------------------------------ the driver, fake cluster
@@ -210,7 +243,7 @@ def test_every_replica_restarts_one_node_at_a_time_with_the_new_code_and_setting
         # Leadership left each node before its replicas were killed: no kill of a leader.
         assert len(killed_roles) == 9 and set(killed_roles) == {"follower"}
         assert cluster.restarted == ["raygroups-topics"]  # in place, after every replica
-        assert store.data is not None and store.data["rolling_restart"]["phase"] == DONE
+        await until(lambda: store.data is not None and store.data["rolling_restart"]["phase"] == DONE)
         [row] = await plane.describe_settings(["commit_timeout_ms"])  # type: ignore[misc]
         assert (row["value"], row["start"], row["set_by"]) == (7000, 5000, "rolling-restart 1")
         assert status["controller_version"] == IMPORTED_VERSION and IMPORTED_VERSION
@@ -462,5 +495,49 @@ def test_the_balance_loop_leaves_leadership_alone_while_a_roll_runs() -> None:
         plane.state.roll.stopped = "node n1 is not live"
         await plane.balance_once()
         assert moved and moved[0][0] == partition
+
+    run(scenario())
+
+
+def test_the_gateways_are_replaced_one_at_a_time_after_the_registry_with_the_new_code() -> None:
+    async def scenario() -> None:
+        cluster, store, plane = await ready()
+        cluster.live["raygroups-topics"] = FakeActor(cluster, "raygroups-topics", -1, 0, "n1")
+        cluster.attached = {"raygroups-gateway-b": None, "raygroups-gateway-a": None,
+                            "raygroups-gateway-c": None}
+        cluster.gone = {"raygroups-gateway-c"}  # its node left: nothing to replace
+        cluster.gateway_failures = {"raygroups-gateway-b": GATEWAY_TRIES - 1}  # then it serves
+        env = {"env_vars": {"V": "4"}}
+        status = await rolled(plane, runtime_env=env)
+        assert status["phase"] == DONE and status["stopped"] is None
+        assert cluster.replaced == ["raygroups-gateway-a", "raygroups-gateway-b"]
+        assert cluster.attached["raygroups-gateway-a"] == env == cluster.attached["raygroups-gateway-b"]
+        assert status["gateways_done"] == ["raygroups-gateway-a", "raygroups-gateway-b",
+                                           "raygroups-gateway-c"]
+        # After every replica and the registry; each tried until it serves before the next.
+        events = [e for e in cluster.events if e[0] in ("create", "replace")]
+        first = events.index(("replace", "raygroups-gateway-a"))
+        assert all(kind == "replace" for kind, _ in events[first:])
+        assert [name for _, name in events[first:]] == (
+            ["raygroups-gateway-a"] + ["raygroups-gateway-b"] * GATEWAY_TRIES + ["raygroups-gateway-c"])
+        assert cluster.restarted == ["raygroups-topics"]
+        await until(lambda: store.data is not None and store.data["rolling_restart"]["phase"] == DONE)
+
+    run(scenario())
+
+
+def test_a_gateway_that_never_serves_stops_the_roll_and_resume_retries_it() -> None:
+    async def scenario() -> None:
+        cluster, _store, plane = await ready()
+        cluster.attached = {"raygroups-gateway-a": None, "raygroups-gateway-b": None}
+        cluster.gateway_failures = {"raygroups-gateway-b": GATEWAY_TRIES}
+        status = await rolled(plane, runtime_env={"pip": ["raygroups==broken"]})
+        assert status["phase"] == GATEWAYS and not status["running"]
+        assert status["stopped"].startswith("gateway raygroups-gateway-b not serving again")
+        assert status["gateways_done"] == ["raygroups-gateway-a"]
+        await plane.rolling.resume_stopped()  # fixed meanwhile: b is tried again, a is not
+        status = await until_idle(plane)
+        assert status["phase"] == DONE and status["stopped"] is None
+        assert cluster.replaced == ["raygroups-gateway-a", "raygroups-gateway-b"]
 
     run(scenario())

@@ -144,6 +144,9 @@ def test_live_lag_shows_the_groups_it_may_describe_or_all_with_cluster_describe(
     assert [row[0] for row in lag.groups] == ["team.a"] and {row[0] for row in lag.partitions} == {"team.a"}
     assert sorted(row[0] for row in g.call(LagRequest(), "User:ops").groups) == ["other", "team.a"]
     assert g.call(LagRequest(("other",)), "User:nobody").groups == ()
+    as_json = LagRequest(as_json=True)
+    assert [text[0] for text in g.call(as_json).json_groups] == ["team.a"], "the JSON form is filtered too"
+    assert [text[0] for text in g.call(as_json, "User:ops").json_groups] == ["other", "team.a"]
     watch = LagWatchRequest("other", "pool", None, None, 100, None, 0, 1_000)
     assert g.call(watch).error is Errors.GROUP_AUTHORIZATION_FAILED, "a lag watch needs Describe on its group"
     assert g.call(dataclasses.replace(watch, group_id="team.a", seen_lag=0)).groups[0][0] == "team.a"

@@ -11,7 +11,8 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from coordinator.routing import partition_for
+from actors.client.fanout import one_round
+from coordinator.routing import Routing, partition_for
 from gateway import apis
 
 
@@ -23,9 +24,14 @@ class FakeClient:
         self.num_partitions = num_partitions
         self.sent: list[tuple[Any, int | None]] = []
         self.leaders: list[Any] = ["leader"] * num_partitions
+        self.routing = Routing(num_partitions)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
+
+    async def fan_out_async(self, plan: Any, through: Any = None) -> list[Any]:
+        """A fanned-out admin request, one round (no repartition here), through `send_async`."""
+        return await one_round(plan, self, self.send_async, through)
 
     def leader(self, partition: int) -> Any:
         return self.leaders[partition]

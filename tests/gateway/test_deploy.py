@@ -1,10 +1,12 @@
 """One gateway per Ray node in front of the session's service: deployed by
 `raygroups gateway --all-nodes` (and `start_gateways`), its address listed,
-served to a Kafka client, removed by `--stop`."""
+served to a Kafka client, removed by `--stop`; replaced by a rolling restart's
+step (`replace_gateway`) at the same address, its clients reconnecting."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +15,7 @@ from kafka import KafkaAdminClient
 
 from actors import Client
 from actors.cli.main import main
+from actors.core.attached import attached, replaceable, replacer
 from gateway import deploy
 from gateway.direct.routing import is_listener
 
@@ -51,6 +54,24 @@ def test_one_gateway_per_node_on_the_nodes_ip_and_port(no_gateways: None) -> Non
     assert deploy.gateway_addresses() == []
     with pytest.raises(ConnectionRefusedError):
         connect(port).close()
+
+
+def test_a_rolling_restart_replaces_a_gateway_at_its_address_with_the_new_code(no_gateways: None) -> None:
+    [(node_id, host, port)] = deploy.start_gateways(deploy.GatewaySpec(port=0))
+    [name] = attached("raygroups", deploy.ACTOR_PREFIX)
+    assert replaceable("raygroups") == [name] and replacer(name, "raygroups") is deploy.replace_gateway
+    [old] = deploy.gateway_actors()
+    client = connect(port)  # a Kafka client connected to it meanwhile
+    env = {"env_vars": {"RAYGROUPS_ROLLED": "gw"}}
+    assert deploy.replace_gateway(name, "raygroups", env, timeout_s=30.0)
+    [new] = deploy.gateway_actors()
+    assert new._actor_id != old._actor_id
+    assert deploy.gateway_addresses() == [(node_id, host, port)]  # same address and Kafka node id
+    assert ray.get(new.__ray_call__.remote(lambda _self: os.environ.get("RAYGROUPS_ROLLED"))) == "gw"
+    assert client.recv(1) == b""  # the old one closed its clients' connections
+    client.close()
+    assert_served(port)  # a reconnecting client is served by the new one
+    assert not deploy.replace_gateway(deploy.ACTOR_PREFIX + "0" * 56, "raygroups", None)  # no such node
 
 
 def test_the_cli_deploys_lists_and_stops_the_gateways(

@@ -6,7 +6,8 @@ head and 2 workers runs the replicated service (2 partitions, RF 3, min ISR 2); 
 per partition commits without pause. `Client.rolling_restart` runs with a runtime_env and a
 rolling setting: it must end DONE, `config get` showing the setting, every replica a new
 actor (no name of before is left), every partition fully in sync, no acknowledged commit
-lost, commits going on after it. Then a second roll during which a worker node is removed
+lost, commits going on after it, and each Kafka gateway deployed with the service a new actor
+at its old address, serving. Then a second roll during which a worker node is removed
 and added back under its name (`raygroups.io/node`): it must pause, saying for what, and
 finish by itself (issue 48: a fault needs no person). Prints the longest commit gap of the
 first roll and the times. Exits non-zero if a check fails.
@@ -24,7 +25,9 @@ import actors
 from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
 from actors.core.node_names import NODE_LABEL
 from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, sim_node_name, wait_for
+from gateway import deploy
 
+from tests.gateway.gateway_support import assert_served
 from tests.ray.cluster_support import simulated_cluster
 from tests.ray.fault_scenario import longest_gap
 from tests.ray.replication_scenario import (
@@ -74,6 +77,8 @@ def main() -> int:
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
         before = partition_actor_names(NAMESPACE)
         assert len(before) == 3 * PARTITIONS, before
+        gateways = deploy.start_gateways(deploy.GatewaySpec(port=0), NAMESPACE)
+        gateway_ids = {a._actor_id for a in deploy.gateway_actors(NAMESPACE)}
         loads, stop, thread = start_load([g for p in range(PARTITIONS) for g in groups_on(client, p, 1)])
         wait_for("every group committing", lambda: all(load.acked > 2 for load in loads), 30.0)
         began = time.monotonic()
@@ -87,6 +92,11 @@ def main() -> int:
         assert (row["value"], row["set_by"]) == (4000, "rolling-restart 1"), row
         after = partition_actor_names(NAMESPACE)
         assert len(after) == 3 * PARTITIONS and not before & after, (before, after)
+        assert len(status["gateways_done"]) == len(gateways) == 3, status
+        assert deploy.gateway_addresses(NAMESPACE) == gateways  # each at its old address
+        assert not gateway_ids & {a._actor_id for a in deploy.gateway_actors(NAMESPACE)}
+        for _, _, port in gateways:
+            assert_served(port)
         wait_for("every partition fully replicated", lambda: fully_replicated(client))
         during = {load.group: load.acked for load in loads}
         wait_for("commits after the roll", lambda: all(load.acked > during[load.group] for load in loads))

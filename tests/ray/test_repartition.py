@@ -18,6 +18,7 @@ import pytest
 import ray
 from kafka.structs import OffsetAndMetadata as KpOffset
 from kafka.structs import TopicPartition as KpPartition
+from kio.schema.errors import ErrorCode
 
 import actors
 from coordinator import CoordinatorConfig
@@ -26,6 +27,7 @@ from coordinator.messages import OffsetFetchRequest
 from coordinator.routing import partition_for
 
 from tests.gateway.gateway_support import GatewayThread
+from tests.gateway.kafka_support import exchange, kio_request
 from tests.gateway.test_direct_clients import kp_consumer
 from tests.gateway.test_kafka_clients import HEARTBEAT_MS, SESSION_MS, wait_until
 
@@ -178,7 +180,7 @@ def test_groups_move_whole_to_their_new_partitions_while_they_commit(small_servi
 def test_fanned_out_admin_calls_answer_every_group_once_through_a_grow_and_a_shrink(
     small_service: actors.Client,
 ) -> None:
-    """list_groups, describe_groups and lag (every group, and named ones) asked over and over
+    """list_groups, describe_groups and lag (every group, and named ones; rows and JSON) asked over and over
     by a client whose routing goes stale, while the count goes N -> 2N -> N: every answer
     names each group exactly once, described by its owner (actors/client/fanout.py)."""
     client = small_service
@@ -213,10 +215,14 @@ def test_fanned_out_admin_calls_answer_every_group_once_through_a_grow_and_a_shr
     def listed_async() -> Any:
         return asyncio.run(asker.list_groups_async())
 
+    def lag_json() -> Any:  # `raygroups lag --live --json`'s question: the leaders' text per group
+        return asyncio.run(asker.lag_json_async())
+
     ids = lambda groups: [g.group_id for g in groups]  # noqa: E731
     calls = {
         "list": (asker.list_groups, ids), "list_async": (listed_async, ids), "describe": (described, ids),
         "lag": (asker.lag, ids), "lag_named": (lambda: asker.lag(GROUPS, partitions=False), ids),
+        "lag_json": (lag_json, lambda texts: [group_id for group_id, _ in texts]),
     }
     threads = [threading.Thread(target=ask, args=(name, *c)) for name, c in calls.items()]
     for thread in threads:
@@ -267,4 +273,30 @@ def test_a_kafka_consumer_on_the_direct_path_follows_its_group_to_its_new_partit
         assert fetched == {("kp-orders", 0): 6}
     finally:
         consumer.close()
+        gateway.close()
+
+
+def test_a_gateway_whose_routing_predates_a_shrink_answers_every_group_without_waiting(
+    small_service: actors.Client,
+) -> None:
+    """The gateway's ListGroups and DescribeGroups (gateway/handlers/admin.py) by a routing
+    older than a shrink: the partitions it retired are not waited for (their groups are
+    answered by their new owners), each group once."""
+    client = small_service
+    names = [f"gw-shrink-{i}" for i in range(12)]
+    for group in names:  # (and every partition serves)
+        client.commit_offsets(group, {("orders", 0): 3})
+    if client.num_partitions < 4:  # the module's tests run alone
+        client.repartition(4)
+    count = client.num_partitions
+    gateway = GatewayThread(actors.connect(namespace=NAMESPACE), direct=False)  # routes by `count`
+    try:
+        client.repartition(count // 2)
+        listed = exchange(gateway, kio_request(16, 4, states_filter=[]))
+        assert listed.error_code == ErrorCode.none
+        ids = [g.group_id for g in listed.groups]
+        assert sorted(g for g in ids if g in names) == sorted(names), "each group once"
+        described = exchange(gateway, kio_request(15, 5, groups=names, include_authorized_operations=False))
+        assert [(g.group_id, g.error_code) for g in described.groups] == [(g, ErrorCode.none) for g in names]
+    finally:
         gateway.close()
