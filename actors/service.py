@@ -168,7 +168,7 @@ def start(
         settings = replace(settings, kafka_listener=kafka_listener)
     exposed = reachable_beyond_loopback(settings.kafka_listener, os.environ)
     if ray_credentials_default(ray_credentials, recorded_ray_credentials(metadata), exposed):
-        listener = with_super_user(settings.kafka_listener)  # a super user to bootstrap with: User:admin
+        listener = with_super_user(settings.kafka_listener)  # a super user to bootstrap with: RayGroups:admin
         settings = replace(settings, ray_credentials=True, kafka_listener=listener)
     else:
         settings = replace(settings, ray_credentials=False)

@@ -5,7 +5,9 @@ needs a credential, including the one that issues the first. As
 Elasticsearch's `elasticsearch-reset-password` and Kafka's SCRAM bootstrap
 do, the service's start makes it: `actors.start(..., ray_credentials=True)`
 (`raygroups start --ray-credentials`) issues a credential of the first of
-`kafka_listener.super_users` (with none, `User:admin`, made the super user)
+`kafka_listener.super_users` (with none, `RayGroups:admin`, made the super user:
+a principal type no SASL login or TLS certificate maps to, so no Kafka client can
+be it)
 through the registry's unchecked `serve`, and writes it to
 `<data_dir>/admin.credential`, readable by its owner only (0600, written
 under another name and renamed, so no reader sees half of it). Each start
@@ -25,12 +27,12 @@ import stat
 from actors.core.settings import KafkaListenerSettings
 
 FILE_NAME = "admin.credential"
-DEFAULT_SUPER_USER = "User:admin"
+DEFAULT_SUPER_USER = "RayGroups:admin"  # the gateways name every Kafka client User:<name>
 TTL_S = 365 * 86400
 
 
 def with_super_user(listener: KafkaListenerSettings) -> KafkaListenerSettings:
-    """`listener` with `User:admin` its super user when it names none."""
+    """`listener` with `DEFAULT_SUPER_USER` its super user when it names none."""
     from dataclasses import replace
 
     return listener if listener.super_users else replace(listener, super_users=(DEFAULT_SUPER_USER,))

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from actors.client.credential_file import DEFAULT_SUPER_USER
 from actors.core.acl_watch import AclWatch
 from coordinator.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from gateway.authorize import ANONYMOUS, PrincipalMapper, principal_of, subject_name
@@ -26,6 +27,14 @@ def test_principals_sasl_first_then_the_mapped_subject_else_anonymous() -> None:
     assert principal_of("bob", CERT, default) == "User:bob"
     assert principal_of(None, CERT, default) == "User:CN=alice,OU=eng,O=Corp\\, Inc,C=US"
     assert principal_of(None, None, default) == ANONYMOUS
+
+
+def test_no_kafka_client_is_the_default_super_user() -> None:
+    # The service's bootstrap super user (no --super-users) is of a type no login maps to.
+    admin_cert = {"subject": ((("commonName", "admin"),),)}
+    for sasl_user, cert in (("admin", None), ("RayGroups:admin", None), (None, admin_cert)):
+        for mapper in (PrincipalMapper(), PrincipalMapper("RULE:^CN=(.*)$/$1/, DEFAULT")):
+            assert principal_of(sasl_user, cert, mapper) != DEFAULT_SUPER_USER
 
 
 def test_kafka_mapping_rules_first_match_wins_with_case() -> None:
