@@ -33,7 +33,7 @@ from actors.client.client import Client, controller_handle
 from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
 from gateway.connection import Limits
-from gateway.direct.routing import is_listener, listener_partition
+from gateway.direct.node_ids import is_listener, listener_partition
 from gateway.security import SecurityConfig, check_ray_path, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway
 

@@ -38,8 +38,8 @@ from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from gateway.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from gateway.plain import USERS_ENV
 
-USERS_ENV = "RAYGROUPS_GATEWAY_SASL_USERS"
 PLAIN = "PLAIN"
 # What ApiVersions advertises when SASL is on (see the module docstring for v0 of the handshake).
 SASL_VERSIONS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}

@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient
 from actors import Client
 from actors.cli.main import main
 from gateway import deploy
-from gateway.direct.routing import is_listener
+from gateway.direct.node_ids import is_listener
 
 from tests.gateway.gateway_support import assert_served, connect
 
