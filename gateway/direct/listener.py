@@ -19,8 +19,8 @@ and Metadata's answers through the controller's routing, and `describe`.
   the handlers, the Ray client) is loaded on a thread when the first client
   connects, for a plaintext listener (`gateway.plain`), and at start for a
   secured one. Connections accepted meanwhile wait, not reading, and are
-  handed to it as they are; if it cannot load, they are closed and
-  `describe` says why. The socket is bound here, by address, so that no
+  handed to it as they are; if it cannot load, they are closed, the port
+  too, and `describe` says why. The socket is bound here, by address, so that no
   name is resolved (uvloop resolves on a pool of four threads that then stay).
 """
 
@@ -71,6 +71,9 @@ class _Waiting(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        if self.listener.failed:
+            transport.close()
+            return
         transport.pause_reading()  # type: ignore[attr-defined]
         self.listener.waiting.append(self)
         self.listener.load_soon()
@@ -165,6 +168,8 @@ class DirectListener:
         except Exception as exc:
             self._error = f"Kafka listener not loaded: {exc!r}"
             logger.exception("partition %d: %s; serving Ray callers only", self.host.partition, self._error)
+            if self._server is not None:
+                self._server.close()
             for waiting in self.waiting:
                 if waiting.transport is not None:
                     waiting.transport.close()
@@ -175,6 +180,11 @@ class DirectListener:
         for connection in accepted:
             if not connection.lost:
                 connection.hand_over(served.protocol())
+
+    @property
+    def failed(self) -> bool:
+        """The served code could not be loaded: no connection is taken any more."""
+        return self._error is not None
 
     def acls_changed(self) -> None:
         """The topic registry's push after an ACL change: read them now (`AclWatch.nudge`)."""
