@@ -11,8 +11,9 @@ Each figure is the growth of RSS over the partition before the step, per
 group or per offset; the state a partition replica holds is the same on
 every replica (followers keep a hot copy). With `--actors`: the resident
 (RSS) and private (USS) memory of an idle partition leader of an embedded
-service (its Kafka listener started) and of a standby, against a bare Ray
-actor's, the baseline.
+service (its Kafka listener started, no client connected) and of a standby,
+against a bare Ray actor's, the baseline, once they settled (`SETTLE_S` and a
+second after the leaders serve: the free heap returned, `actors.core.heap`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import ray
 
 from actors.controller.cluster_view import PARTITION_ACTOR_PREFIX
 from actors.controller.standbys import STANDBY_EPOCH
+from actors.core.heap import SETTLE_S
 from actors.core.settings import ServiceSettings
 from actors.partition.actor import OffsetPartition
 from actors.partition.batches import answer_in_process
@@ -178,8 +180,11 @@ def actor_memory() -> list[tuple[str, ...]]:
     """An idle partition actor's RSS and USS, leader (its Kafka listener started) and
     standby, against a bare Ray actor's."""
     with embedded_service(2, CoordinatorConfig(group_initial_rebalance_delay_ms=0)) as (client, _):
-        leaders = [memory_of(ray.get(leader.info.remote())["pid"]) for leader in ready_leaders(client)]
-        spare = memory_of(ray.get(standby().info.remote())["pid"])
+        pids = [ray.get(leader.info.remote())["pid"] for leader in ready_leaders(client)]
+        spare_pid = ray.get(standby().info.remote())["pid"]
+        time.sleep(SETTLE_S + 1)  # the replicas' settling trim, as an idle actor has it
+        leaders = [memory_of(pid) for pid in pids]
+        spare = memory_of(spare_pid)
         bare = BareActor.remote()  # type: ignore[attr-defined]
         bare_rss, bare_uss = memory_of(ray.get(bare.pid.remote()))
     rss = statistics.median(rss for rss, _ in leaders)

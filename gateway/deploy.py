@@ -47,7 +47,7 @@ from actors.core.attached import KV_NAMESPACE, until_name_free
 from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
 from gateway.connection import Limits
-from gateway.direct.routing import is_listener, listener_partition
+from gateway.direct.node_ids import is_listener, listener_partition
 from gateway.security import SecurityConfig, check_ray_path, load_plain_users
 from gateway.server import DEFAULT_PORT, Gateway
 

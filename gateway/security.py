@@ -37,10 +37,9 @@ from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as _AuthenticateV2
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
-from actors.core.settings import SASL_USERS_ENV
+from actors.core.settings import SASL_USERS_ENV as USERS_ENV  # one name: actors.start reads it too
 from gateway.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
-USERS_ENV = SASL_USERS_ENV  # one name: `actors.start` reads it too (reachable_beyond_loopback)
 PLAIN = "PLAIN"
 # What ApiVersions advertises when SASL is on (see the module docstring for v0 of the handshake).
 SASL_VERSIONS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}

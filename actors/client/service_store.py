@@ -13,6 +13,11 @@ one did (the registry was replaced; it must serve no more);
 `CoordinatorUnavailableError` (actors/client/retry.py) when partition 0 did
 not answer in time: a write may or may not have been applied, so its
 caller must read the store again before it trusts what it holds.
+
+The client is imported at first use, not with this module: every process that
+holds a handle of the topic registry imports the registry's module (Ray loads
+an actor's class to build its handle), every partition leader among them, and
+the client's code is some 1.3 MiB of an idle leader's memory (docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from actors.client.client import Client, controller_handle
 from coordinator.errors import Errors
 from coordinator.service_state import (
     SERVICE_STATE_PARTITION,
@@ -73,6 +77,8 @@ class ReplicatedStore:
 
     def _send(self, request: Any) -> Any:
         if self._client is None:
+            from actors.client.client import Client, controller_handle
+
             self._client = Client(controller_handle(self.namespace), timeout_s=self.timeout_s, service=True)
         return self._client.send(request, partition=SERVICE_STATE_PARTITION)
 

@@ -271,7 +271,13 @@ def reachable_beyond_loopback(listener: KafkaListenerSettings, environ: Mapping[
     gateways and leaders' listeners (`raygroups start` gives both the same options), whether
     or not the leaders' listeners are enabled. Without either, a gateway or listener only
     listens on loopback (gateway.security), and Kafka's paths have no authorizer."""
-    return bool(listener.sasl_users_file or listener.tls_cert or environ.get(SASL_USERS_ENV))
+    return sasl_or_tls(listener.sasl_users_file, listener.tls_cert, environ)
+
+
+def sasl_or_tls(sasl_users_file: str | None, tls_cert: str | None, environ: Mapping[str, str]) -> bool:
+    """Whether SASL/PLAIN (a users file, or `SASL_USERS_ENV` set, even empty: the gateway then
+    refuses to start for want of users) or TLS is configured: `gateway.security`'s rule."""
+    return sasl_users_file is not None or tls_cert is not None or SASL_USERS_ENV in environ
 
 
 def ray_credentials_default(explicit: bool | None, recorded: bool | None, exposed: bool) -> bool:

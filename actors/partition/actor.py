@@ -193,6 +193,7 @@ class OffsetPartition:
             lambda: host.runtime, self._deliver_driven, host.clock.now_ms,
             lambda: host.on_io(self.roles.record_leadership, False),
         )
+        host.heap.settle()  # what the imports and the start left free
 
     # ------------------------------------------------------------ lifecycle
 

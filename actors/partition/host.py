@@ -10,6 +10,8 @@ that belongs to one part:
   `PartitionLog`, None while none is open), `metrics`, `new_shard()`;
 - the I/O threads: `io` (appends, fsyncs, opening and closing of the log, in
   order: `on_io`, `open_on_io`) and `maintenance` (snapshots, compaction);
+- `heap`: the free heap given back once the replica settles (`actors.core.heap`:
+  after its start, a load or a promotion, the start of following);
 - the task supervisor: `spawn` starts a supervised task (one that raises is a
   failure of the partition, never a silent end), `cancel_tasks` cancels every
   task but the caller's and the ones a part declared to survive
@@ -32,6 +34,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from actors.core.heap import HeapSettler
 from actors.core.metrics import PartitionMetrics
 from actors.core.node_names import current_node_name
 from actors.core.settings import ServiceSettings, SystemClock, partition_dir
@@ -60,6 +63,8 @@ class PartitionHost:
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log")
         # Snapshots and compaction run beside appends, never in front of them.
         self.maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
+        # Free heap back to the system once the replica settles (`actors.core.heap`).
+        self.heap = HeapSettler()
         self.tasks: set[asyncio.Task[None]] = set()
         # The runtime's failure count last acted on (`deliver`).
         self.failures_seen = 0

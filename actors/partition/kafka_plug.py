@@ -13,12 +13,14 @@ the one listener. The plugin gets a `ListenerView` of the actor, a
 Rules:
 - The plugin is imported when the actor first leads (a load reached
   ACTIVE), on a thread beside the partition's loop, which serves meanwhile:
-  followers and standbys never import it (the gateway and kio are some
-  2 MiB, and kio pulls in hypothesis where that is installed, 8 MiB more;
-  docs/capacity.md), and the import's 0.1-0.3 s is not on the failover
-  path (Ray callers are served at once; Kafka clients ask `kafka_listener`,
-  which waits for the start). The listener then starts on the actor's
-  event loop and stays for the actor's life: a leader that loses its
+  followers and standbys never import it, and the import is not on the
+  failover path (Ray callers are served at once; Kafka clients ask
+  `kafka_listener`, which waits for the start). The plugin itself is light
+  (`gateway.direct.listener`): it binds its port at start and loads the
+  code that serves Kafka clients (the gateway's handlers and kio, some
+  3 MiB; docs/capacity.md) when the first one connects. The listener
+  starts on the actor's event loop and stays for the actor's life: a
+  leader that loses its
   partition keeps listening and answers NOT_COORDINATOR, as its runtime
   answers every request then, so clients find the coordinator again.
 - It never fails the partition: a plugin that is missing, raises or finds

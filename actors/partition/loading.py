@@ -191,6 +191,7 @@ class PartitionLoader:
         self._serving.spawn_loops()
         leader.spawn_tasks()
         self._kafka.start_once()
+        host.heap.settle()
 
     def open_and_replay(self) -> tuple[PartitionLog, Shard, int]:
         """On the I/O thread: open the log (never an empty one where data must be) and replay it."""

@@ -441,6 +441,7 @@ class ReplicaRoles:
         )
         host.deliver(host.runtime.follow(host.clock.now_ms()))
         host.spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+        host.heap.settle()
 
     async def _follower_maintenance(self, follower: FollowerReplica) -> None:
         """A follower maintains its own log as a leader does (`actors.partition.maintenance`; Kafka's

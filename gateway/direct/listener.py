@@ -14,6 +14,14 @@ and Metadata's answers through the controller's routing, and `describe`.
   closed at accept, and a slow client is closed at its frame's deadline.
 - Port: the first free one of the node's range
   (`KafkaListenerSettings.ports`); `ListenerUnavailable` when none is.
+- Memory (docs/capacity.md): this module is what every leader imports; the
+  gateway's code that serves connections (`gateway.direct.served`: kio,
+  the handlers, the Ray client) is loaded on a thread when the first client
+  connects, for a plaintext listener (`gateway.plain`), and at start for a
+  secured one. Connections accepted meanwhile wait, not reading, and are
+  handed to it as they are; if it cannot load, they are closed, the port
+  too, and `describe` says why. The socket is bound here, by address, so that no
+  name is resolved (uvloop resolves on a pool of four threads that then stay).
 """
 
 from __future__ import annotations
@@ -21,21 +29,18 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import Callable
+import socket
 from typing import Any
 
 import ray
 
-from actors.client.client import Client, controller_handle
-from actors.core.settings import TOPIC_REGISTRY_NAME
-from coordinator.errors import Errors
-from gateway.authorize import guard_for
-from gateway.connection import DEFAULT_HOST, ConnectionCore, Limits
-from gateway.direct import local
-from gateway.direct.routing import Coordinator, LeaderRouting, listener_node_id, ray_node
-from gateway.security import SecurityConfig, load_plain_users
+from gateway.direct.node_ids import listener_node_id, ray_node
+from gateway.plain import is_plaintext
 
 logger = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"  # gateway.connection.DEFAULT_HOST, where a listener without SASL or TLS binds
+BACKLOG = 1024
 
 
 def plugin(host: Any) -> DirectListener:
@@ -46,54 +51,86 @@ def plugin(host: Any) -> DirectListener:
     without SASL or TLS the listener is on loopback (gateway.security), else
     on the node's IP, as the deployed gateways are."""
     config = host.settings.kafka_listener
-    security = SecurityConfig(
-        plain_users=load_plain_users(config.sasl_users_file),
-        tls_cert=config.tls_cert,
-        tls_key=config.tls_key,
-        tls_client_ca=config.tls_client_ca,
-        super_users=frozenset(config.super_users),
-        allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
-        ssl_principal_mapping_rules=config.ssl_principal_mapping_rules,
-    )
-    bind_host = DEFAULT_HOST
-    if security.sasl or security.tls:
-        bind_host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-    return DirectListener(host, bind_host, security, Limits(**dict(config.limits)))
+    plaintext = is_plaintext(config.sasl_users_file, config.tls_cert)
+    bind_host = LOOPBACK if plaintext else ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return DirectListener(host, bind_host, lazy=plaintext)
 
 
 class ListenerUnavailable(Exception):
     """The listener cannot listen (no free port in its range)."""
 
 
+class _Waiting(asyncio.Protocol):
+    """A connection accepted before the served code is loaded: it reads nothing meanwhile."""
+
+    def __init__(self, listener: DirectListener) -> None:
+        self.listener = listener
+        self.transport: asyncio.BaseTransport | None = None
+        self.received = bytearray()
+        self.ended = self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        if self.listener.failed:
+            transport.close()
+            return
+        transport.pause_reading()  # type: ignore[attr-defined]
+        self.listener.waiting.append(self)
+        self.listener.load_soon()
+
+    def data_received(self, data: bytes) -> None:
+        self.received += data
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        return True  # kept open: the served protocol answers what came before the end
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+
+    def hand_over(self, protocol: asyncio.Protocol) -> None:
+        """Give the connection to the served `protocol`, with what it received meanwhile."""
+        transport = self.transport
+        assert transport is not None
+        transport.resume_reading()  # type: ignore[attr-defined]  # before: the served protocol may pause
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        if self.received:
+            protocol.data_received(bytes(self.received))
+        if self.ended and not protocol.eof_received():
+            transport.close()
+
+
 class DirectListener:
     """The Kafka listener of one partition actor (`host`, an `actors.partition.kafka_plug.ListenerHost`)."""
 
-    def __init__(self, host: Any, bind_host: str, security: SecurityConfig, limits: Limits) -> None:
+    def __init__(self, host: Any, bind_host: str, lazy: bool) -> None:
         self.host = host
         self.bind_host = bind_host
-        self.security = security
-        self.limits = limits
+        self.lazy = lazy
         self.port = -1
-        self.client = local.LocalClient(host)
-        self.routing = LeaderRouting(self._make_client, register=False)
         self.ray_node = ray_node()
-        self.core = ConnectionCore(
-            f"Kafka listener of partition {host.partition}", security, limits, local.SUPPORTED, local.handle,
-            lambda: (self.info(), self.client, self), logger,
-            guard_for(security, self._registry),
-        )
+        self.served: Any = None  # the gateway.direct.served.ServedListener, once loaded
+        self.waiting: list[_Waiting] = []
+        self._error: str | None = None
+        self._loading: asyncio.Task[None] | None = None
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
+        tls = None
+        if not self.lazy:
+            self.served = await self._loaded()
+            tls = self.served.security.ssl_context()
         low, high = self.host.settings.kafka_listener.ports
         loop = asyncio.get_running_loop()
-        tls = self.security.ssl_context()
         for port in range(low, high + 1):
+            sock = None
             try:
-                self._server = await loop.create_server(
-                    self.core.protocol, self.bind_host, port, ssl=tls, backlog=1024
-                )
+                sock = _bound(self.bind_host, port)
+                self._server = await loop.create_server(self._protocol, sock=sock, ssl=tls, backlog=BACKLOG)
             except OSError as exc:
+                if sock is not None:
+                    sock.close()
                 if exc.errno in (errno.EADDRINUSE, errno.EACCES):
                     continue
                 raise
@@ -101,64 +138,101 @@ class DirectListener:
             break
         else:
             raise ListenerUnavailable(f"no free port in {low}-{high} on {self.bind_host}")
-        self.core.start()
+        if self.served is not None:
+            self.served.port = port
+            self.served.start()
         logger.info("partition %d: Kafka listener on %s:%d (%s)", self.host.partition, self.bind_host,
-                    self.port, self.security.protocol)
+                    self.port, "PLAINTEXT" if self.served is None else self.served.security.protocol)
+
+    def _protocol(self) -> asyncio.Protocol:
+        if self.served is not None:
+            protocol: asyncio.Protocol = self.served.protocol()
+            return protocol
+        return _Waiting(self)
+
+    async def _loaded(self) -> Any:
+        """The served half, imported on a thread (the partition's loop serves meanwhile)."""
+        module = await asyncio.to_thread(_import_served)
+        security = module.security_of(self.host)
+        return module.ServedListener(self.host, self.bind_host, self.port, security, logger)
+
+    def load_soon(self) -> None:
+        if self._loading is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load(), name="kafka-listener-load")
+
+    async def _load(self) -> None:
+        """Load the served half for the first connection, then hand it every connection waiting."""
+        try:
+            served = await self._loaded()
+            served.start()
+        except Exception as exc:
+            self._error = f"Kafka listener not loaded: {exc!r}"
+            logger.exception("partition %d: %s; serving Ray callers only", self.host.partition, self._error)
+            if self._server is not None:
+                self._server.close()
+            for waiting in self.waiting:
+                if waiting.transport is not None:
+                    waiting.transport.close()
+            self.waiting = []
+            return
+        self.served = served
+        accepted, self.waiting = self.waiting, []
+        for connection in accepted:
+            if not connection.lost:
+                connection.hand_over(served.protocol())
+
+    @property
+    def failed(self) -> bool:
+        """The served code could not be loaded: no connection is taken any more."""
+        return self._error is not None
 
     def acls_changed(self) -> None:
         """The topic registry's push after an ACL change: read them now (`AclWatch.nudge`)."""
-        if self.core.guard is not None:
-            self.core.guard.watch.nudge()
+        if self.served is not None:
+            self.served.acls_changed()
 
     @property
     def node_id(self) -> int:
         return listener_node_id(self.host.partition, self.host.epoch)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "host": self.bind_host, "port": self.port, "node_id": self.node_id, "ray_node": self.ray_node,
-            "protocol": self.security.protocol, **self.core.stats(), "served": dict(self.core.served),
-        }
-
-    def info(self) -> local.ListenerInfo:
-        return local.ListenerInfo(self.node_id, self.bind_host, self.port)
-
-    async def coordinator(self, group_id: str, fallback: Coordinator | None) -> Coordinator:
-        """FindCoordinator's answer for `group_id` (gateway.direct.local); a leader
-        without a reachable listener is COORDINATOR_NOT_AVAILABLE (no `fallback` here)."""
-        if self.client.partition_for(group_id) == self.host.partition and self.host.leads():
-            return Coordinator(Errors.NONE, self.node_id, self.bind_host, self.port)
-        return await self.routing.coordinator(group_id, None)
-
-    async def brokers(self, me: Any) -> list[tuple[int, str, int]]:
-        """Metadata's brokers: the service's, this listener among them."""
-        return await self.routing.brokers(me)
-
-    async def listing(self, me: Any) -> Callable[[int], bool]:
-        """ListGroups on a listener lists its own partition's groups, as a Kafka broker."""
-        own = self.host.partition
-        return lambda partition: partition == own
-
-    async def registry_client(self) -> Client | None:
-        """The service's `Client` (the topic registry through Ray); None without one."""
-        try:
-            client: Client = await self.routing.client()
-        except Exception:
-            return None
-        return client
-
-    def _registry(self) -> Any:
-        if not ray.is_initialized():  # a partition driven without Ray (tests)
-            raise RuntimeError("no Ray: no topic registry")
-        return ray.get_actor(TOPIC_REGISTRY_NAME, namespace=self.host.settings.namespace)
-
-    def _make_client(self) -> Client:
-        if not ray.is_initialized():  # a partition driven without Ray (tests): get_actor would start one
-            raise RuntimeError("no Ray: no controller")
-        # A service component: it authorizes its clients itself (docs/security.md).
-        return Client(controller_handle(self.host.settings.namespace), service=True)
+        """Where it listens; the connection core's figures once loaded (before: the connections waiting)."""
+        if self._error is not None:
+            return {"error": self._error}
+        protocol = "PLAINTEXT" if self.served is None else self.served.security.protocol
+        if self.served is None:
+            figures: dict[str, Any] = {"connections": len(self.waiting), "served": {}}
+        else:
+            figures = self.served.stats()
+        return {"host": self.bind_host, "port": self.port, "node_id": self.node_id, "ray_node": self.ray_node,
+                "protocol": protocol, **figures}
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        await self.core.close()
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+        for waiting in self.waiting:
+            if waiting.transport is not None:
+                waiting.transport.close()
+        if self.served is not None:
+            await self.served.close()
+
+
+def _import_served() -> Any:
+    import gateway.direct.served
+
+    return gateway.direct.served
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host` (an IP address):`port`, not yet listening."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -49,7 +49,7 @@ from coordinator.messages import JoinGroupRequest, Request, SyncGroupRequest
 from coordinator.routing import Routing
 from gateway import apis
 from gateway.context import RequestContext
-from gateway.direct.routing import is_listener
+from gateway.direct.node_ids import is_listener
 from gateway.handlers.calls import failed
 
 # Answers that name the broker leading every topic partition (and the cluster's controller).

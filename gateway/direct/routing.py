@@ -38,17 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import ray
-
 from coordinator.errors import Errors
+from gateway.direct.node_ids import is_listener, listener_partition, ray_node
 from gateway.security import is_loopback
 
 logger = logging.getLogger(__name__)
 
-LISTENER_NODE_BASE = 1 << 28
-PARTITIONS_MAX = 1 << 12
-# Leader epochs wrap after this many: a node id is reused only 16384 incarnations later.
-EPOCHS_WRAP = 1 << 14
 LOOKUP_TIMEOUT_S = 5.0
 BROKERS_TTL_S = 1.0
 # A serving gateway names itself to the controller this often, Metadata or not: the
@@ -56,27 +51,6 @@ BROKERS_TTL_S = 1.0
 REGISTER_EVERY_S = 10.0
 
 Broker = tuple[int, str, int]
-
-
-def listener_node_id(partition: int, epoch: int) -> int:
-    """The Kafka node id of `partition`'s listener under leader `epoch` (a positive int32)."""
-    if not 0 <= partition < PARTITIONS_MAX:
-        raise ValueError(f"direct listeners serve partitions 0-{PARTITIONS_MAX - 1}, not {partition}")
-    return LISTENER_NODE_BASE + (epoch % EPOCHS_WRAP) * PARTITIONS_MAX + partition
-
-
-def listener_partition(node_id: int) -> int:
-    """The offsets partition a listener's node id names."""
-    return (node_id - LISTENER_NODE_BASE) % PARTITIONS_MAX
-
-
-def is_listener(node_id: int) -> bool:
-    return node_id >= LISTENER_NODE_BASE
-
-
-def ray_node() -> str:
-    """This process's Ray node id ("" without Ray)."""
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,8 @@
 """Followers and standbys never import the Kafka listener (gateway/, kio); a leader does,
 when it first leads, and without hypothesis; none imports the members', the controller's
-or RE2's code (docs/capacity.md: an idle actor's memory).
+or RE2's code (docs/capacity.md: an idle actor's memory). A leader listening imports only
+the listener's light half: the gateway's code that serves a connection (kio's codec, the
+handlers, the Ray client) comes with the first Kafka client, who is then answered.
 
 Checked in a fresh interpreter, whose `sys.modules` only this scenario fills: a
 standby, then a follower of a replicated partition, then a leader of another
@@ -21,14 +23,15 @@ from tests.gateway.direct_support import WAIT_S, free_port_range
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 SCENARIO = """
-import asyncio, json, sys, uuid
+import asyncio, json, struct, sys, uuid
 from actors.core.settings import KafkaListenerSettings, ServiceSettings
 from actors.partition.actor import OffsetPartition
 from tests.actors.support import until
 
 # The listener's code, and what no idle partition actor needs: client-side members, the
 # controller, RE2 (regex subscriptions).
-WATCHED = ("gateway", "kio", "hypothesis", "actors.member", "actors.controller", "re2")
+WATCHED = ("gateway", "kio", "hypothesis", "actors.member", "actors.controller", "re2",
+           "gateway.direct.served", "gateway.connection", "kio.serial", "actors.client.client")
 data_dir, low, high = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
 
@@ -56,6 +59,13 @@ async def main():
     listening = await leader.kafka_listener()
     seen["leader"] = imported()
     seen["listening"] = listening is not None
+    reader, writer = await asyncio.open_connection(listening["host"], listening["port"])
+    payload = struct.pack(">hhih", 18, 0, 7, -1)  # ApiVersions v0, correlation id 7, no client id
+    writer.write(struct.pack(">i", len(payload)) + payload)
+    size, correlation_id, error_code = struct.unpack(">iih", await reader.readexactly(10))
+    seen["answered"] = (correlation_id, error_code)
+    seen["connected"] = imported()
+    writer.close()
     for partition in (follower, leader):
         await partition.unload(partition.epoch)
     await leader.kafka.close()
@@ -79,3 +89,8 @@ def test_only_a_leader_imports_the_kafka_listener_and_none_what_it_does_not_use(
     assert seen["listening"] is True
     # The listener's code came in with leadership; kio's optional hypothesis strategies did not.
     assert seen["leader"] == ["gateway", "kio"]
+    # Its first client brought the served half, and was answered (ApiVersions: NONE).
+    assert seen["answered"] == [7, 0]
+    assert seen["connected"] == [
+        "actors.client.client", "gateway", "gateway.connection", "gateway.direct.served", "kio", "kio.serial",
+    ]

@@ -52,7 +52,8 @@ def test_sasl_or_tls_configured_is_reachable_beyond_loopback() -> None:
     assert reachable_beyond_loopback(KafkaListenerSettings(tls_cert="c.pem", tls_key="k.pem"), {})
     # SASL users from the environment, as the gateways and listeners read them
     assert reachable_beyond_loopback(KafkaListenerSettings(), {SASL_USERS_ENV: "alice:pw"})
-    assert not reachable_beyond_loopback(KafkaListenerSettings(), {SASL_USERS_ENV: ""})
+    # set but empty: SASL is configured (the gateway refuses to start for want of users), not off
+    assert reachable_beyond_loopback(KafkaListenerSettings(), {SASL_USERS_ENV: ""})
     # no leaders' listeners (--no-direct), the gateways keep the security options
     assert reachable_beyond_loopback(KafkaListenerSettings(enabled=False, sasl_users_file="/etc/users"), {})
     # the authorizer's own options alone open nothing

@@ -17,7 +17,7 @@ from actors import Client
 from actors.cli.main import main
 from actors.core.attached import attached, replaceable, replacer
 from gateway import deploy
-from gateway.direct.routing import is_listener
+from gateway.direct.node_ids import is_listener
 
 from tests.gateway.gateway_support import assert_served, connect
 

@@ -13,7 +13,7 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from coordinator.acl import AclBinding, Operation, PatternType, Permission, ResourceType
-from gateway.direct.listener import DirectListener
+from gateway.direct.served import ServedListener
 
 from tests.gateway.direct_support import PartitionThread, free_port_range, group_of
 from tests.gateway.gateway_support import connect, read_response, request_frame
@@ -28,7 +28,7 @@ def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Partiti
     registry = FakeRegistry()
     registry.view = ("r:1", (AclBinding(ResourceType.GROUP, "team-a", PatternType.PREFIXED, "User:alice", "*",
                                         Operation.READ, Permission.ALLOW),))
-    monkeypatch.setattr(DirectListener, "_registry", lambda self: registry)
+    monkeypatch.setattr(ServedListener, "_registry", lambda self: registry)
     users = tmp_path / "users"
     users.write_text("alice:secret\n")
     running = PartitionThread(str(tmp_path / "log"), free_port_range(2), sasl_users_file=str(users))

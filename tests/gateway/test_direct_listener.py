@@ -24,7 +24,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from coordinator.errors import Errors
 from coordinator.messages import OffsetFetchRequest
 from coordinator.routing import partition_for
-from gateway.direct.routing import listener_node_id
+from gateway.direct.node_ids import listener_node_id
 from gateway.security import is_loopback
 
 from tests.gateway.direct_support import PartitionThread, free_port_range, group_of, wait_for

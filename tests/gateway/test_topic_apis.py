@@ -13,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from actors import Client
-from gateway.direct.routing import is_listener
+from gateway.direct.node_ids import is_listener
 from gateway.handlers import data
 
 from tests.gateway.gateway_support import GatewayThread
