@@ -62,8 +62,8 @@ async def commit_forever(client: actors.Client, load: GroupCommits, stop: thread
             load.acked = offset
 
 
-def run_load(loads: list[GroupCommits], stop: threading.Event) -> threading.Thread:
-    client = actors.connect(namespace=NAMESPACE, timeout_s=60.0)
+def run_load(loads: list[GroupCommits], stop: threading.Event, namespace: str = NAMESPACE) -> threading.Thread:
+    client = actors.connect(namespace=namespace, timeout_s=60.0)
 
     async def main() -> None:
         await asyncio.gather(*(commit_forever(client, load, stop) for load in loads))
