@@ -67,7 +67,9 @@ async def commit_forever(client: actors.Client, load: GroupCommits, stop: thread
             load.acked = offset
 
 
-def run_load(loads: list[GroupCommits], stop: threading.Event, namespace: str = NAMESPACE) -> threading.Thread:
+def run_load(
+    loads: list[GroupCommits], stop: threading.Event, namespace: str = NAMESPACE
+) -> threading.Thread:
     client = actors.connect(namespace=namespace, timeout_s=60.0)
 
     async def main() -> None:

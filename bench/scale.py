@@ -87,7 +87,7 @@ def replicas(partition: int) -> dict[str, dict[str, Any]]:
     for name in ray.util.list_named_actors():
         if name.startswith(PARTITION_ACTOR_PREFIX):
             try:
-                info = ray.get(ray.get_actor(name).info.remote(), timeout=30)
+                info: dict[str, Any] = ray.get(ray.get_actor(name).info.remote(), timeout=30)
             except (ray.exceptions.RayError, ValueError):
                 continue
             if info.get("partition") == partition and info.get("role") in ("leader", "follower"):
@@ -159,7 +159,9 @@ def failover(client: actors.Client, rf: int) -> list[Row]:
     ]
 
 
-def split(client: actors.Client, committers: int, groups: int, baseline_s: float) -> tuple[list[Row], list[Any]]:
+def split(
+    client: actors.Client, committers: int, groups: int, baseline_s: float
+) -> tuple[list[Row], list[GroupCommits]]:
     """Repartition 1 -> 2 while `committers` of the filled groups commit; figures, and the loads."""
     loads = [GroupCommits(group_name(i)) for i in random.Random(1).sample(range(groups), committers)]
     for load in loads:

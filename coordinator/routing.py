@@ -14,7 +14,6 @@ from functools import lru_cache
 from math import lcm
 from operator import mul
 
-
 # 31**i mod 2**32, reversed per length: a hash is then one sum of products in C (map and
 # sum) rather than a Python step per character, about 3x faster (a repartition hashes
 # every group of a partition; issue 46's scale benchmark).
@@ -28,7 +27,7 @@ def java_string_hash(text: str) -> int:
     """Java's String.hashCode as a signed 32-bit int."""
     units = text.encode("ascii") if text.isascii() else array("H", text.encode(_UTF16))
     if len(units) <= _HASH_TABLE_CHARS:
-        h = sum(map(mul, units, _REVERSED_POWERS[len(units)])) & 0xFFFFFFFF
+        h: int = sum(map(mul, units, _REVERSED_POWERS[len(units)])) & 0xFFFFFFFF
     else:
         h = 0
         for unit in units:
