@@ -1,18 +1,21 @@
 """Benchmark of one big offsets partition (issue 46, "Scale of one partition"):
-`python -m bench.scale [--groups N] [--offsets K] [--rf R] [--quick]`.
+`python -m bench.scale [--groups N1,N2,...] [--offsets K] [--rf R] [--quick]`.
 
 A simulated cluster on this machine (`ray.cluster_utils.Cluster`: a head and R-1 workers
 of one CPU each, sharing the host's two cores and disk), a service of one offsets
-partition at replication factor R (min ISR 2, or 1 at R 1), filled with N groups of
+partition at replication factor R (min ISR 2, or 1 at R 1), filled with groups of
 offsets only, each with K committed offsets (one K-partition commit per group, many in
-flight through one coalesced client: the client batches them by its in-flight window).
-Then, in one run, each against a baseline measured in the same run:
-- memory: each replica's USS and RSS filled against the same replica empty (before the
-  fill), per group and per committed offset;
+flight through one coalesced client: the client batches them by its in-flight window),
+to N1 groups, then N2, and so on. At each size, each against a baseline measured in the
+same run:
+- memory: each replica's USS and RSS against an empty replica's of its role (measured
+  before the fill), per group and per committed offset;
 - failover: the leader's actor killed (`ray.kill`) while one group of the partition
-  commits without pause; from the kill to the first commit acknowledged after (target
-  < 1 s, flat in the state's size: run it at several N and compare), and to the new
-  epoch in the controller's metadata;
+  commits without pause; from the kill to the first acknowledged commit sent after it
+  (target < 1 s, flat in the state's size: the ratio is to the first size's), to the
+  leader's process gone and to the new epoch in the controller's metadata; then the time
+  until the replacement replica is caught up in the ISR.
+At the last size:
 - the split: `repartition` 1 -> 2 while `--committers` of the filled groups commit
   without pause; its total time, the longest time the moving groups were frozen with the
   step it spent it in (the controller's timings), per committing group its stall (the
@@ -62,8 +65,8 @@ def committed_offsets(offsets: int) -> dict[tuple[str, int], int]:
     return {("t", p): 1_000 + p for p in range(offsets)}
 
 
-async def fill(client: actors.Client, groups: int, offsets: int) -> None:
-    """Each group commits `offsets` partitions once; IN_FLIGHT commits at a time."""
+async def fill(client: actors.Client, first: int, end: int, offsets: int) -> None:
+    """Groups `first`..`end`-1 commit `offsets` partitions once each; IN_FLIGHT at a time."""
     commit = committed_offsets(offsets)
     in_flight = asyncio.Semaphore(IN_FLIGHT)
     done = 0
@@ -78,7 +81,7 @@ async def fill(client: actors.Client, groups: int, offsets: int) -> None:
         if done % 100_000 == 0:
             progress(f"  {done:,} groups filled")
 
-    await asyncio.gather(*map(one, range(groups)))
+    await asyncio.gather(*map(one, range(first, end)))
 
 
 def replicas(partition: int) -> dict[str, dict[str, Any]]:
@@ -87,7 +90,7 @@ def replicas(partition: int) -> dict[str, dict[str, Any]]:
     for name in ray.util.list_named_actors():
         if name.startswith(PARTITION_ACTOR_PREFIX):
             try:
-                info: dict[str, Any] = ray.get(ray.get_actor(name).info.remote(), timeout=30)
+                info: Any = ray.get(ray.get_actor(name).info.remote(), timeout=30)
             except (ray.exceptions.RayError, ValueError):
                 continue
             if info.get("partition") == partition and info.get("role") in ("leader", "follower"):
@@ -110,24 +113,20 @@ def caught_up(client: actors.Client, partition: int, rf: int) -> bool:
     return sorted(row["isr"]) == sorted(row["replicas"]) and all(f["lag"] == 0 for f in followers.values())
 
 
-def memory_rows(empty: dict[str, tuple[int, int]], groups: int, offsets: int) -> list[Row]:
-    """Each replica's memory now against its own empty figure (`empty`, by actor name)."""
+def memory_rows(empty: dict[str, int], groups: int, offsets: int) -> list[Row]:
+    """Each replica's memory now against an empty replica's of its role (`empty`: USS by role)."""
     rows = []
-    for name, info in sorted(replicas(0).items(), key=lambda item: item[1]["role"]):
-        if name not in empty:
-            continue
-        (rss0, uss0), (rss1, uss1) = empty[name], memory(info["pid"])
-        rows += [
-            Row(f"{info['role']} on node {info['node_id'][:8]}: USS filled", uss1 / MIB, "MiB", uss1 / uss0,
-                f"empty {uss0 / MIB:.0f} MiB; RSS {rss1 / MIB:,.0f} MiB (empty {rss0 / MIB:.0f})"),
-            Row("  USS per group", (uss1 - uss0) / groups / 1024, "KiB", None,
-                f"{(uss1 - uss0) / (groups * offsets):.0f} B per committed offset; "
-                f"RSS {(rss1 - rss0) / groups / 1024:.2f} KiB per group"),
-        ]
+    for info in sorted(replicas(0).values(), key=lambda info: info["role"]):
+        rss, uss = memory(info["pid"])
+        base = empty[info["role"]]
+        rows.append(Row(f"  {info['role']} on node {info['node_id'][:8]}: USS", uss / MIB, "MiB", uss / base,
+                        f"{(uss - base) / groups / 1024:.2f} KiB per group, "
+                        f"{(uss - base) / (groups * offsets):.0f} B per offset; RSS {rss / MIB:,.0f} MiB; "
+                        f"ratio: x an empty {info['role']}'s USS ({base / MIB:.0f} MiB)"))
     return rows
 
 
-def failover(client: actors.Client, rf: int) -> list[Row]:
+def failover(client: actors.Client, rf: int, groups: int, base_ms: float | None) -> tuple[list[Row], float]:
     """Kill partition 0's leader actor while a group of it commits; time to the next ack."""
     controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
     client.refresh()
@@ -148,15 +147,18 @@ def failover(client: actors.Client, rf: int) -> list[Row]:
     progress(f"failover: first commit {served:.3f} s after the kill; waiting for {rf} replicas again")
     started = time.monotonic()
     wait_for("the partition fully replicated again", lambda: caught_up(client, 0, rf), 1_800, poll_s=0.5)
+    served_ms = served * 1000
     return [
-        Row("failover: kill to first acknowledged commit", served * 1000, "ms", None,
-            "target < 1 s; a commit sent after the kill"),
+        Row(f"failover at {groups:,} groups: kill to first acknowledged commit", served_ms, "ms",
+            None if base_ms is None else served_ms / base_ms,
+            "target < 1 s; a commit sent after the kill"
+            + ("" if base_ms is None else "; ratio: x the first size")),
         Row("  kill to the leader's process gone", dead * 1000, "ms", dead / served),
         Row("  kill to the new epoch (controller metadata)", elected * 1000, "ms", elected / served),
         Row("  longest commit gap around it", gap * 1000, "ms", gap / served),
         Row("  the lost replica back in the ISR, caught up", time.monotonic() - started, "s", None,
             "after the first commit"),
-    ]
+    ], served_ms
 
 
 def split(
@@ -226,28 +228,35 @@ def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
                                        min_insync_replicas=min(2, args.rf))
     client = actors.start(settings=settings, namespace=NAMESPACE)
     wait_for("partition 0 fully replicated", lambda: caught_up(client, 0, args.rf), 300)
-    empty = {name: memory(info["pid"]) for name, info in replicas(0).items()}
-    progress(f"filling {args.groups:,} groups x {args.offsets} offsets")
-    started = time.perf_counter()
-    asyncio.run(fill(client, args.groups, args.offsets))
-    took = time.perf_counter() - started
-    wait_for("the followers caught up", lambda: caught_up(client, 0, args.rf), 1_800, poll_s=0.5)
-    row = status_rows(client)[0]
-    rows = [Row(f"filled: {args.groups:,} groups x {args.offsets} offsets", took, "s", None,
-                f"{args.groups / took:,.0f} groups/s; {row['log_end']:,} records in the log, RF {args.rf}")]
-    rows += memory_rows(empty, args.groups, args.offsets)
-    progress("memory measured; failover")
-    rows += failover(client, args.rf)
-    split_rows, loads = split(client, args.committers, args.groups, args.baseline_s)
+    empty = {info["role"]: memory(info["pid"])[1] for info in replicas(0).values()}
+    rows: list[Row] = []
+    filled, base_ms = 0, None
+    for size in args.sizes:
+        progress(f"filling to {size:,} groups x {args.offsets} offsets")
+        started = time.perf_counter()
+        asyncio.run(fill(client, filled, size, args.offsets))
+        took = time.perf_counter() - started
+        rate, filled = (size - filled) / took, size
+        wait_for("the followers caught up", lambda: caught_up(client, 0, args.rf), 1_800, poll_s=0.5)
+        row = status_rows(client)[0]
+        rows.append(Row(f"{size:,} groups x {args.offsets} offsets: fill", took, "s", None,
+                        f"{rate:,.0f} groups/s; {row['log_end']:,} records in the log"))
+        rows += memory_rows(empty, size, args.offsets)
+        failed_over, served_ms = failover(client, args.rf, size, base_ms)
+        rows += failed_over
+        base_ms = served_ms if base_ms is None else base_ms
+    split_rows, loads = split(client, args.committers, filled, args.baseline_s)
     rows += split_rows
-    rows += lost(loads, args.groups, args.offsets, args.sample)
+    rows += lost(loads, filled, args.offsets, args.sample)
     actors.stop(NAMESPACE)
     return rows
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--groups", type=int, default=100_000, help="offsets-only groups in the partition")
+    parser.add_argument("--groups", default="10000,100000",
+                        help="comma-separated sizes: the partition is filled to each in turn, a failover at "
+                             "each; the split at the last")
     parser.add_argument("--offsets", type=int, default=10, help="committed offsets per group")
     parser.add_argument("--rf", type=int, default=3, help="replication factor (one node per replica)")
     parser.add_argument("--committers", type=int, default=200, help="filled groups committing in the split")
@@ -256,9 +265,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes")
     args = parser.parse_args(argv)
     if args.quick:
-        args.groups, args.committers, args.sample, args.baseline_s = 2_000, 20, 200, 1.0
-    if args.groups < args.committers or args.rf < 1 or args.offsets < 1:
-        parser.error("--groups must be at least --committers; --rf and --offsets at least 1")
+        args.groups, args.committers, args.sample, args.baseline_s = "500,2000", 20, 200, 1.0
+    args.sizes = [int(n) for n in args.groups.split(",")]
+    if args.sizes != sorted(set(args.sizes)) or args.sizes[0] < args.committers:
+        parser.error("--groups: increasing sizes, the first at least --committers")
+    if args.rf < 1 or args.offsets < 1:
+        parser.error("--rf and --offsets must be at least 1")
     return args
 
 
@@ -268,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = measure(args, data_dir)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    print_table(f"one partition of {args.groups:,} groups, RF {args.rf}, {day}, load average {load}", rows,
+    print_table(f"one partition of {args.sizes[-1]:,} groups, RF {args.rf}, {day}, load average {load}", rows,
                 "ratio", 2)
 
 
