@@ -194,7 +194,8 @@ def _start_timers(shard: Shard, group_id: str) -> None:
 
 def release_moved(shard: Shard) -> list[str]:
     """Forget the groups this shard no longer owns (step 4); their ids."""
-    gone = [g for g in set(shard.groups) | set(shard.consumer_groups) if not owns(shard, g)]
+    gone = [g for g in shard.groups if not owns(shard, g)]
+    gone += [g for g in shard.consumer_groups if g not in shard.groups and not owns(shard, g)]
     for group_id in gone:
         shard.groups.pop(group_id, None)
         shard.consumer_groups.pop(group_id, None)
@@ -297,9 +298,10 @@ def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
             Errors.REBALANCE_IN_PROGRESS, "the groups were not exported under this routing by this leader",
         ))
         return
-    shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))
+    moved = len(shard.frozen_ids)
+    shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))  # its replay releases them
     shard.frozen_ids = []
-    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(release_moved(shard))))
+    shard.reply(token, HandoffAnswer(Errors.NONE, groups=moved))
 
 
 def abort_step(shard: Shard, token: Any) -> None:

@@ -75,7 +75,7 @@ def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() 
 
     source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
     source.durable()
-    assert source.answers.pop("switch").error is Errors.NONE
+    assert source.answers.pop("switch") == HandoffAnswer(Errors.NONE, groups=1), "the groups it handed off"
     assert move not in h.shard.groups and stay in h.shard.groups
     source.drive("again", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
     assert source.answers.pop("again").error is Errors.NONE, "a retried switch is done already"
