@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 import actors
+from actors.client.retry import CoordinatorUnavailableError
 from actors.demo.sim_cluster import fully_replicated, quick_failover_settings, simulated_cluster, wait_for
 from bench.table import Row, print_table, progress
 from coordinator.errors import Errors
@@ -56,14 +57,20 @@ async def commit_forever(client: actors.Client, load: GroupCommits, stop: thread
     while not stop.is_set():
         offset = load.acked + 1
         started = time.perf_counter()
-        response = await client.commit_offsets_async(load.group, {("t", 0): offset})
+        try:
+            response = await client.commit_offsets_async(load.group, {("t", 0): offset})
+        except CoordinatorUnavailableError:  # past the client's deadline: a stall that long
+            load.commits.append((started, time.perf_counter() - started))
+            continue
         load.commits.append((started, time.perf_counter() - started))
         if response.errors()[("t", 0)] is Errors.NONE:
             load.acked = offset
 
 
-def run_load(loads: list[GroupCommits], stop: threading.Event) -> threading.Thread:
-    client = actors.connect(namespace=NAMESPACE, timeout_s=60.0)
+def run_load(
+    loads: list[GroupCommits], stop: threading.Event, namespace: str = NAMESPACE
+) -> threading.Thread:
+    client = actors.connect(namespace=namespace, timeout_s=60.0)
 
     async def main() -> None:
         await asyncio.gather(*(commit_forever(client, load, stop) for load in loads))

@@ -269,6 +269,7 @@ class Committer:
         self.client = actors.connect(namespace=namespace, timeout_s=30.0)
         self.group = group
         self.acked: list[float] = []
+        self.sent: list[float] = []  # when each acknowledged commit was sent, beside `acked`
         self.errors = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=asyncio.run, args=(self._run(),), daemon=True)
@@ -277,6 +278,7 @@ class Committer:
         offset = 0
         while not self.stop.is_set():
             offset += 1
+            sent = time.monotonic()
             try:
                 response = await self.client.commit_offsets_async(self.group, {("t", 0): offset})
             except Exception:  # unavailable past the client's deadline: counted, tried again
@@ -284,6 +286,7 @@ class Committer:
                 continue
             if response.errors() == {("t", 0): Errors.NONE}:
                 self.acked.append(time.monotonic())
+                self.sent.append(sent)
             else:
                 self.errors += 1
             await asyncio.sleep(0.002)
@@ -299,6 +302,11 @@ class Committer:
 
     def first_after(self, t: float) -> float:
         return next(a for a in self.acked if a > t)
+
+    def first_sent_after(self, t: float) -> float:
+        """When the first commit sent after `t` was acknowledged (an acknowledgement after
+        `t` may answer a commit sent before it)."""
+        return next(a for a, s in zip(self.acked, self.sent, strict=True) if s > t)
 
     def longest_gap(self, start: float, end: float) -> float:
         times = [start, *(a for a in self.acked if start < a < end), end]

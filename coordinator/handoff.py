@@ -86,24 +86,30 @@ def moving(shard: Shard, routing: Routing) -> list[str]:
     return sorted(g for g in ids if routing.partition_for(g) != shard.partition)
 
 
-def begin_handoff(shard: Shard, routing: Routing) -> None:
-    """Own only the groups `routing` sends here; freeze the others (step 1)."""
+def begin_handoff(shard: Shard, routing: Routing) -> list[str]:
+    """Own only the groups `routing` sends here; freeze the others (step 1). Their ids, sorted."""
     shard.owner = routing
-    for group_id in moving(shard, routing):
+    ids = moving(shard, routing)
+    for group_id in ids:
         _freeze(shard, group_id)
+    # One pass over the timers for every frozen group, not one per group: a partition of
+    # many groups holds as many timers (heartbeats, sessions).
+    frozen = set(ids)
+    for key in shard.timers.keys():
+        if len(key) > 1 and key[1] in frozen:
+            shard.timers.cancel(key)
     for group_id in [g for g in shard.lag_watches if routing.partition_for(g) != shard.partition]:
         lag_watch.answer_group(shard, group_id, Errors.NOT_COORDINATOR)  # watched, nothing committed yet
+    return ids
 
 
 def _freeze(shard: Shard, group_id: str) -> None:
+    """Answer what waits on the group (its timers are `begin_handoff`'s)."""
     group = shard.groups.get(group_id)
     if group is not None:
         rebalance.answer_parked_not_coordinator(shard, group)
     watch.answer_group(shard, group_id, AssignmentWatchResponse(Errors.NOT_COORDINATOR))
     lag_watch.answer_group(shard, group_id, Errors.NOT_COORDINATOR)
-    for key in shard.timers.keys():
-        if len(key) > 1 and key[1] == group_id:
-            shard.timers.cancel(key)
 
 
 def group_records(shard: Shard, group_id: str) -> list[Record]:
@@ -188,7 +194,8 @@ def _start_timers(shard: Shard, group_id: str) -> None:
 
 def release_moved(shard: Shard) -> list[str]:
     """Forget the groups this shard no longer owns (step 4); their ids."""
-    gone = [g for g in set(shard.groups) | set(shard.consumer_groups) if not owns(shard, g)]
+    gone = [g for g in shard.groups if not owns(shard, g)]
+    gone += [g for g in shard.consumer_groups if g not in shard.groups and not owns(shard, g)]
     for group_id in gone:
         shard.groups.pop(group_id, None)
         shard.consumer_groups.pop(group_id, None)
@@ -254,9 +261,8 @@ def export_step(
         shard.reply(token, refused)
         return
     if shard.frozen != routing:
-        begin_handoff(shard, routing)
+        shard.frozen_ids = begin_handoff(shard, routing)
         shard.frozen = routing
-        shard.frozen_ids = moving(shard, routing)
     ids = shard.frozen_ids
     exported: dict[int, list[Record]] = {}
     end, taken = page, 0
@@ -292,9 +298,10 @@ def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
             Errors.REBALANCE_IN_PROGRESS, "the groups were not exported under this routing by this leader",
         ))
         return
-    shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))
+    moved = len(shard.frozen_ids)
+    shard.write(Record(ROUTING_KEY, ServiceStateValue(routing.encode())))  # its replay releases them
     shard.frozen_ids = []
-    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(release_moved(shard))))
+    shard.reply(token, HandoffAnswer(Errors.NONE, groups=moved))
 
 
 def abort_step(shard: Shard, token: Any) -> None:

@@ -72,8 +72,8 @@ class HeldResponses:
     ) -> None:
         held = Held(barrier, fence, token, response, now_ms)
         self._reads.append(held)
-        self._order += 1
         if barrier > committed:
+            self._order += 1
             heappush(self._by_barrier, (barrier, self._order, held))
         else:
             self._await_fence(held)
@@ -129,6 +129,9 @@ class HeldResponses:
     def _await_fence(self, held: Held) -> None:
         fence = held.fence
         assert fence is not None
+        # A new order for every entry (those moved from the barrier heap too): two entries
+        # of one fence and one order would compare their `Held`s, which raises.
+        self._order += 1
         heappush(self._by_fence, (fence, self._order, held))
         if fence > self.fence_wanted:
             self.fence_wanted = fence

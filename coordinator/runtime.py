@@ -65,7 +65,8 @@ followers (its driver releases at its own durable end, as before):
   offsets.commit.timeout.ms (for a commit, or for a confirmation) is
   answered as REQUEST_TIMED_OUT maps (COORDINATOR_NOT_AVAILABLE, OffsetFetch
   NOT_COORDINATOR), once: the high watermark reaching it later finds it
-  answered. `step_down` answers everything in flight NOT_COORDINATOR at
+  answered; a driver's step (`drive`) held as long is answered TIMED_OUT, which the
+  controller retries like any refused step. `step_down` answers everything in flight NOT_COORDINATOR at
   once: a deposed leader's held records may never be committed, so none of
   them may be acknowledged.
 """
@@ -111,6 +112,7 @@ _MISSING = object()
 _DRIVEN = object()
 NOT_SERVING = HandoffAnswer(Errors.NOT_COORDINATOR, "the partition is not serving as its leader")
 NOT_WRITABLE = HandoffAnswer(Errors.NOT_ENOUGH_REPLICAS, "the partition is below min.insync.replicas")
+TIMED_OUT = HandoffAnswer(Errors.REQUEST_TIMED_OUT, "not committed within offsets.commit.timeout.ms")
 
 # Requests whose handling may write records: refused while the ISR is below
 # min.insync.replicas (Kafka's appendRecordsToLeader check, before writing).
@@ -549,7 +551,9 @@ class PartitionRuntime:
         inflight = self._inflight
         for held in self._held.expire(now_ms, timeout_ms):
             request = inflight.pop(held.token, _MISSING)
-            if request is not _MISSING:
+            if request is _DRIVEN:
+                released.append((held.token, TIMED_OUT))
+            elif request is not _MISSING:
                 fetch = type(request) is OffsetFetchRequest
                 error = group_error(Errors.REQUEST_TIMED_OUT, offset_fetch=fetch)
                 released.append((held.token, error_response(request, error)))  # type: ignore[arg-type]

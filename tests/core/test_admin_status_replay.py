@@ -148,6 +148,22 @@ def test_java_string_hash(text: str, expected: int) -> None:
     assert java_string_hash(text) == expected
 
 
+def reference_java_hash(text: str) -> int:
+    """String.hashCode by its definition, one UTF-16 unit at a time."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@pytest.mark.parametrize("length", [1, 2, 31, 63, 64, 65, 200])
+@pytest.mark.parametrize("unit", ["g", "é", "😀"])
+def test_java_string_hash_of_long_and_wide_ids_matches_its_definition(length: int, unit: str) -> None:
+    text = (f"group-{unit}-" * length)[:length]
+    assert java_string_hash(text) == reference_java_hash(text)
+
+
 def test_partition_for_uses_kafkas_abs() -> None:
     assert partition_for("consumer-group-1", 50) == 20
     assert partition_for("😀x", 50) == 39  # surrogate pairs hash as two UTF-16 units

@@ -10,7 +10,7 @@ from coordinator.errors import Errors
 from coordinator.handoff import HandoffAnswer
 from coordinator.messages import DescribeGroupsRequest
 from coordinator.routing import Routing
-from coordinator.runtime import PartitionRuntime
+from coordinator.runtime import PartitionRuntime, RuntimeState
 from coordinator.shard import Shard
 
 from tests.core.harness import Harness
@@ -75,7 +75,7 @@ def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() 
 
     source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
     source.durable()
-    assert source.answers.pop("switch").error is Errors.NONE
+    assert source.answers.pop("switch") == HandoffAnswer(Errors.NONE, groups=1), "the groups it handed off"
     assert move not in h.shard.groups and stay in h.shard.groups
     source.drive("again", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
     assert source.answers.pop("again").error is Errors.NONE, "a retried switch is done already"
@@ -161,3 +161,20 @@ def test_an_export_comes_in_pages_that_may_be_asked_again_and_cover_every_moving
     single = Driven(h.replayed())
     single.drive("all", lambda shard, token: handoff.export_step(shard, GROWN, token, 0, 10**9))
     assert single.answers["all"].exported == whole and single.answers["all"].next_page == -1
+
+
+def test_a_step_held_past_the_commit_timeout_is_answered_timed_out_once_and_the_partition_serves_on() -> None:
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    source.runtime.written_end = len(h.log)
+    source.runtime._pending.extend(h.log)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    assert "export" not in source.answers
+    source._take(source.runtime.expire_held(5_000, 5_000))
+    assert source.answers.pop("export").error is Errors.REQUEST_TIMED_OUT
+    assert source.runtime.state is RuntimeState.ACTIVE and source.runtime.inflight == 0
+    source.durable()
+    assert "export" not in source.answers, "answered once"
+    source.drive("again", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    assert source.answers["again"].error is Errors.NONE and source.answers["again"].groups == 1
