@@ -1,8 +1,14 @@
 """Group placement: Kafka's `partitionFor(groupId)`, and `Routing` while the count changes.
 
-`abs(groupId.hashCode) % partitions`, with Java's String.hashCode over UTF-16
-code units and Kafka's `Utils.abs` (n & 0x7fffffff), so a group lands on the
-same offsets partition as it would in Kafka.
+`(groupId.hashCode & 0x7fffffff) % partitions`, with Java's String.hashCode
+over UTF-16 code units. Not quite Kafka's rule: Kafka's `Utils.abs(n)` is
+`n == Integer.MIN_VALUE ? 0 : Math.abs(n)`, which differs from the mask for
+every other negative hash (about half of all group ids), so such a group
+lands on another partition number than Kafka would give it. Nothing a client
+sees depends on it (Kafka clients ask FindCoordinator; Ray clients take the
+routing from the controller), but every running service's groups sit where
+this rule put them: changing it needs the rule recorded per service and the
+groups moved by a handoff, as a repartition moves them (docs/capacity.md).
 """
 
 from __future__ import annotations
