@@ -42,7 +42,7 @@ from confluent_kafka import KafkaError, KafkaException
 from actors.core.settings import KafkaListenerSettings
 from bench.embedded import embedded_service
 from bench.gateway import TOPIC, WIDE_COMMIT, ConfluentProcesses, commit_now, confluent_consumers
-from bench.table import print_figures
+from bench.table import print_figures, progress
 from coordinator import CoordinatorConfig, Shard
 from coordinator.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
 from coordinator.authz import check
@@ -117,7 +117,7 @@ def pure(args: argparse.Namespace) -> None:
 
 def _set_guard(actor: Any, on: bool) -> None:
     """In the leader (`__ray_call__`): its listener's guard kept aside (off) or put back (on)."""
-    core = actor.kafka._listener.core
+    core = actor.kafka._listener.served.core  # with SASL, loaded at start (gateway.direct.listener)
     kept = vars(core).setdefault("bench_guard", core.guard)
     assert kept is not None, "the listener has no authorizer: SASL is off"
     core.guard = kept if on else None
@@ -160,6 +160,7 @@ def kafka(args: argparse.Namespace) -> None:
             leader = client.leader(0)
             address = ray.get(leader.kafka_listener.remote())
             process = psutil.Process(ray.get(leader.info.remote())["pid"])
+            progress(f"leader pid {process.pid}")
             login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                      "sasl.username": USER, "sasl.password": PASSWORD}
             groups = [f"bench-{c}" for c in range(args.callers)]
