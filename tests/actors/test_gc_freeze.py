@@ -1,11 +1,13 @@
 """Freezing a replica's state out of full collections (actors/partition/gc_freeze.py): the
-policy's decisions, the pause watch's counts, and a freeze that pins no young garbage."""
+policy's decisions, the pause watch's counts, a freeze that pins no young garbage, and a
+follower (in-process replicas, no Ray) that freezes what its pushes built."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,10 @@ from actors.partition.gc_freeze import (
     GcPauses,
     process_pauses,
 )
+from coordinator import Errors
+
+from tests.actors.replication_support import Cluster
+from tests.actors.support import Answers, acknowledged, run, until
 
 
 def test_a_small_growth_waits_a_quarter_freezes() -> None:
@@ -92,3 +98,27 @@ def test_a_tick_freezes_when_due_after_collecting_young_garbage() -> None:
     assert not freezer.tick(), "not again until it grows"
     assert freezer.describe()["freezes"] == 1
     assert freezer.describe()["frozen_at_records"] == GROWTH_RECORDS_MIN
+
+
+def test_a_follower_freezes_its_state_after_the_pushes_that_grew_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        a = await cluster.start()
+        b = cluster.replicas["b"]
+        freezer = b.host.gc
+        started = freezer.freezes
+        assert started >= 1, "following began with a replayed log: frozen"
+        freezer.policy.records_min = 1  # a few commits are growth enough here
+        answers = Answers()
+        for offset in range(5):
+            assert (await acknowledged(answers, a, f"g{offset}", offset)).errors() == {("t", 0): Errors.NONE}
+        end = a.log.log_end_offset
+        await until(lambda: freezer.policy.frozen_at == end, "b to freeze after a push")
+        assert freezer.freezes > started
+        assert (await b.info())["gc"]["freezes"] == freezer.freezes
+        await cluster.close()
+
+    try:
+        run(scenario())
+    finally:
+        gc.unfreeze()
