@@ -125,11 +125,13 @@ def memory_rows(empty: dict[str, int], groups: int, offsets: int) -> list[Row]:
                         f"{(uss - base) / groups / 1024:.2f} KiB per group, "
                         f"{(uss - base) / (groups * offsets):.0f} B per offset; RSS {rss / MIB:,.0f} MiB; "
                         f"ratio: x an empty {info['role']}'s USS ({base / MIB:.0f} MiB)"))
-        pauses = info.get("gc") or {}
+        gc = info.get("gc") or {}
         rows.append(Row(f"  {info['role']} on node {info['node_id'][:8]}: longest full collection",
-                        pauses.get("longest_ms", 0.0), "ms", None,
-                        f"{pauses.get('full_collections', 0)} full collections, {pauses.get('freezes', 0)} "
-                        f"freezes (longest {pauses.get('longest_freeze_ms', 0.0)} ms) since its start"))
+                        gc.get("longest_ms", 0.0), "ms", None,
+                        f"CPU {gc.get('longest_cpu_ms', 0.0)} ms; "
+                        f"{gc.get('full_collections', 0)} full collections, "
+                        f"{gc.get('freezes', 0)} freezes (longest {gc.get('longest_freeze_ms', 0.0)} ms, "
+                        f"CPU {gc.get('longest_freeze_cpu_ms', 0.0)} ms) since its start"))
     return rows
 
 
