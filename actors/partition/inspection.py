@@ -12,7 +12,8 @@ the disk part, the roles' view and the Kafka listener's address. Rules:
   partition's own loop, so a loop that is stuck still misses its probes.
 - `info` is `probe`'s view plus what the controller reports of a
   partition and needs to know of where it runs: groups, members, request
-  rate, load time, node, process and data directory.
+  rate, load time, node, process and data directory, and its process's
+  full garbage collections (`gc`: count, longest, freezes).
 - `noop` and `noop_batch` do nothing and answer as `handle_wire` and
   `handle_batch` answer (bytes): the baselines of the actor benchmarks.
 """
@@ -115,6 +116,8 @@ class PartitionInspection:
             "node_id": current_node_name(),
             "pid": os.getpid(),
             "data_dir": host.settings.data_dir,
+            # Full collections and freezes of its process (`actors.partition.gc_freeze`).
+            "gc": host.gc.describe(),
         }
 
 

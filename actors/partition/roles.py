@@ -245,9 +245,11 @@ class ReplicaRoles:
         if not isinstance(follower, FollowerReplica):
             return follower
         try:
-            return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+            answer = await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
         except Exception as exc:
             return self._push_failed(exc, "replicated append")
+        self.host.gc.tick()  # between pushes: freeze what they built once it grew enough
+        return answer
 
     async def truncate(
         self,
@@ -441,6 +443,7 @@ class ReplicaRoles:
         )
         host.deliver(host.runtime.follow(host.clock.now_ms()))
         host.spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+        host.gc.freeze_now()  # the replayed log lives long
         host.heap.settle()
 
     async def _follower_maintenance(self, follower: FollowerReplica) -> None:
