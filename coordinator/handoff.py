@@ -304,10 +304,19 @@ def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=moved))
 
 
+def committed_routing(shard: Shard) -> Routing | None:
+    """The routing this shard owns by without its export's freeze: its own switch record
+    merged with the controller's last push, both of which say only what is committed. What
+    a state file records and a probe shows (a frozen source that wrote its routing with
+    itself switched would resume, after a full restart, as switched without its switch
+    record: its moving groups routed to targets that may never have admitted them)."""
+    return shard.switched.merged(shard.pushed) if shard.switched is not None else shard.pushed
+
+
 def abort_step(shard: Shard, token: Any) -> None:
     """Serve the frozen groups again (an export the driver abandons)."""
     if shard.frozen is not None:
-        abort_handoff(shard, shard.switched.merged(shard.pushed) if shard.switched else shard.pushed)
+        abort_handoff(shard, committed_routing(shard))
         shard.frozen, shard.frozen_ids = None, []
     shard.reply(token, HandoffAnswer(Errors.NONE))
 

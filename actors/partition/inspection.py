@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.core.node_names import current_node_name
 from actors.core.wire import dumps_response
+from coordinator.handoff import committed_routing
 
 if TYPE_CHECKING:
     from actors.partition.host import PartitionHost
     from actors.partition.kafka_plug import KafkaPlug
     from actors.partition.recovery import DiskRecovery
+    from coordinator.shard import Shard
 
 # The Ray concurrency group of `probe` (its own thread and event loop).
 PROBE_GROUP = "probe"
@@ -96,10 +98,9 @@ class PartitionInspection:
             "refused": runtime.refused,
             "disk": disk.describe(),
             "kafka": self._kafka.describe(),
-            # The routing this replica's shard owns groups by ("": every group sent here).
-            "routing": "" if runtime.shard is None or runtime.shard.owner is None else (
-                runtime.shard.owner.encode().decode("ascii")
-            ),
+            # The committed routing this replica's shard owns groups by ("": every group sent
+            # here), without an export's freeze: the controller pushes when it differs from its own.
+            "routing": _routing_text(runtime.shard),
             **self._roles.view(),
         }
 
@@ -131,3 +132,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:  # built outside a loop (a test): probes answer on the caller's loop
         return None
+
+
+def _routing_text(shard: Shard | None) -> str:
+    routing = None if shard is None else committed_routing(shard)
+    return "" if routing is None else routing.encode().decode("ascii")

@@ -73,6 +73,7 @@ from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.phases import RejoinPhases
 from coordinator import Shard
 from coordinator.errors import Errors
+from coordinator.handoff import committed_routing
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log.errors import is_storage_error
@@ -352,7 +353,7 @@ class ReplicaRoles:
         ends the repartition from it, `actors/controller/forgotten_logs.py`)."""
         settings = self.host.settings
         shard = self.host.runtime.shard
-        owner = shard.owner if shard is not None else None
+        owner = committed_routing(shard) if shard is not None else None
         count = settings.num_partitions if owner is None else owner.partitions
         routing = "" if owner is None else owner.encode().decode("ascii")
         return ReplicaState(

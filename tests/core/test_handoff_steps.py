@@ -115,6 +115,26 @@ def test_an_export_of_an_older_repartition_or_another_partition_is_refused() -> 
     assert h.heartbeat(move, member, 1) is Errors.NONE, "nothing was frozen"
 
 
+def test_a_frozen_source_shows_and_records_only_the_committed_routing_until_its_switch() -> None:
+    """A source frozen by its export owns as if switched, but what a state file records (a full
+    restart resumes the plan from it) and a probe shows is only what is committed: its switch
+    record and the controller's pushes. Else a restart cut mid-export resumes the plan with this
+    source switched, and its moving groups go to targets that never admitted them."""
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    planned = Routing(4, previous=2, version=1)
+    handoff.route_step(h.shard, planned)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    handoff.route_step(h.shard, planned)  # the controller's push while the groups are frozen
+    assert h.shard.owner == GROWN, "the frozen groups stay fenced"
+    assert handoff.committed_routing(h.shard) == planned
+    source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    source.durable()
+    assert source.answers["switch"].error is Errors.NONE
+    assert handoff.committed_routing(h.shard) == GROWN, "its own switch record is committed"
+
+
 def test_an_aborted_export_serves_the_group_again_and_a_readmission_replaces_stale_state() -> None:
     move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
     h = source_with(move, stay)
