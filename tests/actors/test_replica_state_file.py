@@ -14,6 +14,7 @@ import pytest
 
 from coordinator import Errors
 from coordinator.routing import Routing
+from log.epoch import read_leader_epoch
 from log.errors import LogError
 from log.replica_state import ReplicaState, read_epoch_replicas, read_replica_state
 
@@ -126,6 +127,30 @@ def test_each_follower_records_the_replica_set_of_the_epoch_it_follows(tmp_path:
         assert read_epoch_replicas(cluster.directory("c")) == (2, NAMES)
         assert read_epoch_replicas(cluster.directory("a")) == (2, NAMES)
         await cluster.close()
+
+    run(scenario())
+
+
+def test_a_push_of_an_epoch_the_controller_has_not_given_yet_waits_for_its_role(tmp_path: Path) -> None:
+    """A new leader pushes before the controller's `become_follower` reaches its followers.
+    Adopted from the push, the epoch would enter a follower's directory before the epoch's
+    replica set is recorded beside it; a full restart that lost the leader's disk right
+    then finds no record of who the replicas were and holds the partition for an operator.
+    So the push is refused UNKNOWN_LEADER_EPOCH until the role comes, with its record."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            await cluster.start()
+            b = cluster.replicas["b"]
+            pushed = await b.replicate(2, "c", None, b"", 0)
+            assert pushed.error is Errors.UNKNOWN_LEADER_EPOCH
+            assert read_leader_epoch(cluster.directory("b")) == 1 and b.follower.leader_epoch == 1
+            await b.become_follower(2, "c", True, NAMES)
+            assert read_leader_epoch(cluster.directory("b")) == 2
+            assert read_epoch_replicas(cluster.directory("b")) == (2, NAMES)
+            assert (await b.replicate(2, "c", None, b"", 0)).error is Errors.NONE
+        finally:
+            await cluster.close()
 
     run(scenario())
 
