@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from random import Random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
@@ -85,6 +85,9 @@ from coordinator.records import (
 from coordinator.routing import Routing
 from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
+
+if TYPE_CHECKING:
+    from coordinator.precopy import DirtyTracker
 
 Token = Hashable
 Response = Any
@@ -172,6 +175,9 @@ class Shard:
         self.pushed: Routing | None = None
         self.frozen: Routing | None = None
         self.frozen_ids: list[str] = []  # the groups frozen under `frozen`, in id order
+        # A pre-copy's dirty groups (coordinator/precopy.py; the leader's, volatile): every
+        # write below touches it while a copy runs.
+        self.copying: DirtyTracker | None = None
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         # Live lag and health of the committed offsets (coordinator/lag.py): fed by every
@@ -372,6 +378,8 @@ class Shard:
         """Append a record to the current Result and apply it."""
         self._out.records.append(record)
         self.replay(record)
+        if self.copying is not None:
+            self.copying.touch(record.key.group_id)
 
     def write_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """`write` for an offset record, without the dispatch on the key type."""
@@ -379,6 +387,8 @@ class Shard:
         self._out.offsets_before.append(None if group is None else group.offsets.get(key))
         self._out.records.append(Record(key, value))
         offsets.apply_offset_record(self, key, value)
+        if self.copying is not None:
+            self.copying.touch(key.group_id)
 
     def write_offsets(
         self, group: Group, keys: list[OffsetCommitKey], values: list[OffsetCommitValue]
@@ -388,10 +398,14 @@ class Shard:
         self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
         offsets.apply_offset_commits(group, keys, values)
         self.lag.on_commits(group.group_id, keys, values)
+        if self.copying is not None:
+            self.copying.touch(group.group_id)
 
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""
         self._out.records.append(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
+        if self.copying is not None:
+            self.copying.touch(group.group_id)
 
     def apply_group_record(self, group_id: str, value: GroupMetadataValue | None) -> None:
         group = self.groups.get(group_id)
