@@ -26,7 +26,7 @@ watermark, and a step that writes is refused below min ISR):
    in replay order (classic metadata or KIP-848's records with its exact epochs, regular
    expressions, committed offsets with their metadata and timestamps).
 2. `admit_step` at each target: the records written as its own (whatever it held of
-   those groups deleted first) and their timers started as a load does, then its
+   those groups deleted first), then its
    marker (`ADMIT_KEY`, `version;count`: the analytics tell the copies from the
    target's own records by it, spark_bridge/ownership.py).
 3. `switch_step` at the source, the commit point: a `routing` record in its own log
@@ -35,8 +35,11 @@ watermark, and a step that writes is refused below min ISR):
    (`release_moved`; their older records stay in the log and are never served).
    Or, abandoned before it: `abort_step` serves the frozen groups again as they were.
 The targets own the admitted groups once the routing they are pushed says their source
-switched. Volatile state does not move, as on a failover: members rejoin or re-heartbeat
-at the target (NOT_COORDINATOR sends them there), whose session timers start afresh.
+switched. Until then an admitted group is a copy (`Shard.copies`): answered NOT_COORDINATOR,
+no timer of it runs and no expiry writes to it (a copy may be held for minutes by a pre-copy,
+coordinator/precopy.py); `adopt` starts its timers, as a load does, once it is owned.
+Volatile state does not move, as on a failover: members rejoin or re-heartbeat at the target
+(NOT_COORDINATOR sends them there), whose session timers start afresh.
 The shard's `begin_handoff`, `admit_groups` and `abort_handoff` are the same steps
 without the driver's answers (tests drive them directly).
 """
@@ -148,7 +151,7 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> int:
     ids = list(dict.fromkeys(record.key.group_id for record in admitted))
     written = len(admitted)
     for group_id in ids:
-        written += _forget_durably(shard, group_id)
+        written += forget_durably(shard, group_id)
     for record in admitted:
         key = record.key
         if type(key) is OffsetCommitKey:
@@ -156,13 +159,17 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> int:
         else:
             shard.write(record)
     for group_id in ids:
-        _start_timers(shard, group_id)
+        if owns(shard, group_id):
+            _start_timers(shard, group_id)
+        else:
+            shard.copies.add(group_id)  # held until owned (`adopt`): no timer writes to it
     return written
 
 
-def _forget_durably(shard: Shard, group_id: str) -> int:
+def forget_durably(shard: Shard, group_id: str) -> int:
     """Delete what this shard holds of `group_id`; how many records that wrote."""
     written = 0
+    shard.copies.discard(group_id)
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
         tombstones = records.group_tombstone_records(consumer)
@@ -190,6 +197,17 @@ def _start_timers(shard: Shard, group_id: str) -> None:
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
         fencing.schedule_group_timers(shard, consumer)
+
+
+def adopt(shard: Shard) -> list[str]:
+    """Start the timers of the copies this shard owns now (their source switched); their ids.
+
+    Costs the copies held, not every group of the shard."""
+    owned = sorted(g for g in shard.copies if owns(shard, g))
+    shard.copies.difference_update(owned)
+    for group_id in owned:
+        _start_timers(shard, group_id)
+    return owned
 
 
 def release_moved(shard: Shard) -> list[str]:
@@ -312,14 +330,17 @@ def abort_step(shard: Shard, token: Any) -> None:
     shard.reply(token, HandoffAnswer(Errors.NONE))
 
 
-def route_step(shard: Shard, routing: Routing) -> None:
+def route_step(shard: Shard, routing: Routing, now_ms: int) -> None:
     """The controller's current routing (volatile): which groups this shard owns, merged
-    with the switch its own log records. A frozen export keeps its groups frozen."""
+    with the switch its own log records. A frozen export keeps its groups frozen. Copies
+    it owns now start their timers from `now_ms` (`adopt`)."""
+    shard.now_ms = max(shard.now_ms, now_ms)
     shard.pushed = routing
     owner = routing.merged(shard.switched)
     if shard.frozen is not None:
         owner = owner.merged(shard.frozen)
     shard.owner = owner
+    adopt(shard)
 
 
 def replay_switch(shard: Shard, value: ServiceStateValue | None) -> None:

@@ -178,6 +178,9 @@ class Shard:
         # A pre-copy's dirty groups (coordinator/precopy.py; the leader's, volatile): every
         # write below touches it while a copy runs.
         self.copying: DirtyTracker | None = None
+        # Groups admitted from another partition that this shard does not own yet (a copy,
+        # coordinator/handoff.py `adopt`): no timer runs for them and nothing writes to them.
+        self.copies: set[str] = set()
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         # Live lag and health of the committed offsets (coordinator/lag.py): fed by every
@@ -278,12 +281,20 @@ class Shard:
     def on_loaded(self, now_ms: int) -> Result:
         """Start timers after a load, as Kafka's onLoaded/onGroupLoaded do."""
         self._begin(now_ms)
+        # A copy of a group another partition still owns gets no timer (handoff.adopt starts
+        # them once owned). Only after a repartition: before one, every group is owned.
+        if self.owner is not None:
+            self.copies = {g for g in (*self.groups, *self.consumer_groups) if not handoff.owns(self, g)}
         for group in list(self.groups.values()):
+            if group.group_id in self.copies:
+                continue
             for member in group.members.values():
                 rebalance.schedule_heartbeat(self, group, member)
             if group.size > self.config.group_max_size:
                 rebalance.prepare_rebalance(self, group)
-        fencing.schedule_loaded_timers(self)
+        for consumer_group in self.consumer_groups.values():
+            if consumer_group.group_id not in self.copies:
+                fencing.schedule_group_timers(self, consumer_group)
         self.timers.schedule(EXPIRE_OFFSETS_KEY, now_ms + self.config.offsets_retention_check_interval_ms)
         return self._end()
 

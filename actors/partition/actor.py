@@ -442,7 +442,9 @@ class OffsetPartition:
         return await self.handoff.abort()
 
     async def set_routing(self, routing: bytes) -> int | None:
-        return await self.handoff.route(routing)
+        version = await self.handoff.route(routing)
+        self._after_requests()  # groups it owns now may have started timers (`handoff.adopt`)
+        return version
 
     async def retire(self, version: int) -> str:
         """A shrink emptied this partition (its groups are other partitions' now): stop

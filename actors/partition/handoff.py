@@ -96,7 +96,7 @@ class HandoffPart:
         shard = self._runtime().shard
         if shard is None:
             return None
-        handoff.route_step(shard, pushed)
+        handoff.route_step(shard, pushed, self._now_ms())
         await self._record()
         return shard.owner.version if shard.owner is not None else 0
 

@@ -87,7 +87,7 @@ def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() 
     answer = reloaded.handle(DescribeGroupsRequest((move,)), 0).responses[0][1]
     assert answer.groups[0].error is Errors.NOT_COORDINATOR
     # a stale routing pushed later does not undo the switch
-    handoff.route_step(reloaded, Routing(4, previous=2, version=1))
+    handoff.route_step(reloaded, Routing(4, previous=2, version=1), 0)
     assert reloaded.owner is not None and reloaded.owner.partition_for(move) == 2
 
 
@@ -105,7 +105,7 @@ def test_an_export_of_an_older_repartition_or_another_partition_is_refused() -> 
     move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
     h = source_with(move, stay)
     source = Driven(h.shard)
-    handoff.route_step(h.shard, Routing(2, version=2))  # a later repartition, done
+    handoff.route_step(h.shard, Routing(2, version=2), h.now)  # a later repartition, done
     source.drive("old", lambda shard, token: handoff.export_step(shard, GROWN, token))
     assert source.answers["old"].error is Errors.FENCED_LEADER_EPOCH
     other = Routing(4, previous=2, switched=frozenset({1}), version=3)

@@ -3,16 +3,20 @@ path, the pages of a round, and the driver's copy-or-freeze decision on a manual
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import pytest
 
-from coordinator import handoff
+from coordinator import handoff, precopy_target
 from coordinator.errors import Errors
 from coordinator.messages import DeleteGroupsRequest
 from coordinator.precopy import CopyPlan, CopySettings, DirtyTracker, Step, export_page
+from coordinator.records import Record
 from coordinator.routing import Routing
 from coordinator.shard import Shard
 
-from tests.core.harness import Harness
+from tests.core.harness import SESSION_MS, Harness
 from tests.core.test_handoff import groups_on
 
 GROWN = Routing(4, previous=2, switched=frozenset({0}), version=1)
@@ -168,3 +172,130 @@ def test_an_empty_dirty_set_freezes_at_once() -> None:
 def test_settings_out_of_range_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         CopySettings(**bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------ the target: a copy it does not own yet
+
+PLANNED = Routing(4, previous=2, version=1)  # partition 0 not switched: its groups are its own
+
+
+def held_copy(
+    config_overrides: dict[str, int] | None = None,
+) -> tuple[Harness, Shard, str, list[str], list[Record]]:
+    """A classic group of two members formed at partition 0, admitted at 2 before 0 switched
+    (with the target's log)."""
+    h = Harness(**(config_overrides or {}))
+    move = groups_on(2, 4, 1)[0]
+    members, generation = h.form_group(move, 2)
+    h.commit(move, {("t", 0): 5}, generation, members[0])
+    target = Shard(h.shard.config, partition=2)
+    handoff.route_step(target, PLANNED, h.now)
+    log = target.admit_groups(handoff.group_records(h.shard, move), h.now).records
+    return h, target, move, members, log
+
+
+def test_a_copy_runs_no_timer_until_it_is_owned_then_its_sessions_start_from_then() -> None:
+    h, target, move, members, _ = held_copy()
+    assert target.copies == {move}
+    assert not [r for r in target.poll_timers(h.now + 100 * SESSION_MS) if r.records], "a copy writes nothing"
+    assert set(target.groups[move].members) == set(members)
+    adopted_at = h.now + 100 * SESSION_MS
+    handoff.route_step(target, GROWN, adopted_at)
+    assert not target.copies
+    assert not target.poll_timers(adopted_at + SESSION_MS // 2), "its sessions run from the adoption"
+    assert any(r.records for r in target.poll_timers(adopted_at + 2 * SESSION_MS))
+    assert not target.groups[move].members
+
+
+def test_a_reloaded_target_knows_its_copies_and_starts_no_timer_for_them() -> None:
+    h, _, move, _, log = held_copy()
+    reloaded = Shard(h.shard.config, partition=2)
+    reloaded.replay_many(log)
+    handoff.route_step(reloaded, PLANNED, h.now)
+    reloaded.on_loaded(h.now)
+    assert reloaded.copies == {move}
+    assert not [r for r in reloaded.poll_timers(h.now + 100 * SESSION_MS) if r.records]
+
+
+def test_offsets_expiry_never_writes_to_a_copy() -> None:
+    retention_ms = 60_000
+    h, target, move, members, _ = held_copy({"offsets_retention_minutes": 1})
+    h.leave(move, *members)  # empty at the source: its offsets expire after the retention there
+    target.admit_groups(handoff.group_records(h.shard, move), h.now)
+    target.on_loaded(h.now)  # schedules the expiry check, as a load does
+    later = h.now + retention_ms + target.config.offsets_retention_check_interval_ms
+    assert not [r for r in target.poll_timers(later) if r.records], "the copy's offsets stay"
+    assert target.groups[move].offsets
+    handoff.route_step(target, GROWN, later)
+    expired = target.poll_timers(later + target.config.offsets_retention_check_interval_ms)
+    assert any(r.records for r in expired) and move not in target.groups, "owned: it expires as any group"
+
+
+# ------------------------------------------------ the target's fence and session admits
+
+
+def answer(shard: Shard, step: Any) -> tuple[Any, list[Record]]:
+    result = shard.drive(step, 0, "t")
+    return result.responses[0][1], result.records
+
+
+def fenced_target(session: int = 1) -> Shard:
+    target = Shard(Harness().shard.config, partition=2)
+    handoff.route_step(target, PLANNED, 0)
+    reply, _ = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, session, t))
+    assert reply.error is Errors.NONE
+    return target
+
+
+def test_a_group_deleted_between_sessions_never_comes_back_at_its_target() -> None:
+    moving = groups_on(2, 4, 2)
+    h = source(moving, [])
+    target = fenced_target(1)
+    page = [r for g in moving for r in handoff.group_records(h.shard, g)]
+    reply, _ = answer(target, lambda s, t: precopy_target.admit_step(s, 0, PLANNED, 1, page, [], t))
+    assert reply.error is Errors.NONE and target.copies == set(moving)
+    assert h.call(DeleteGroupsRequest((moving[0],))).results == ((moving[0], Errors.NONE),)
+    # a new session (the source's leader changed): the fence deletes every copy from partition 0
+    reply, records = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 2, t))
+    assert reply.error is Errors.NONE and reply.groups == 2 and not target.copies
+    assert records[-2].key == handoff.ADMIT_KEY and records[-2].value.data == f"1;{len(records) - 2}".encode()
+    assert records[-1].key == precopy_target.fence_key(0) and records[-1].value.data == b"1;2"
+    page = [r for r in handoff.group_records(h.shard, moving[1])]
+    reply, _ = answer(target, lambda s, t: precopy_target.admit_step(s, 0, PLANNED, 2, page, [], t))
+    handoff.route_step(target, GROWN, 0)
+    assert moving[0] not in target.groups and moving[1] in target.groups
+
+
+def test_an_admit_of_another_session_is_refused_and_changes_nothing() -> None:
+    moving = groups_on(2, 4, 1)
+    h = source(moving, [])
+    target = fenced_target(3)
+    page = handoff.group_records(h.shard, moving[0])
+    for stale in (2, 4):
+        step = partial(
+            precopy_target.admit_step, source=0, routing=PLANNED, session=stale, records=page, gone=[]
+        )
+        reply, records = answer(target, lambda s, t, step=step: step(s, token=t))
+        assert reply.error is Errors.FENCED_LEADER_EPOCH and not records
+    reply, _ = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 2, t))
+    assert reply.error is Errors.FENCED_LEADER_EPOCH, "an older session's fence"
+
+
+def test_a_gone_group_deletes_its_copy() -> None:
+    moving = groups_on(2, 4, 1)
+    h = source(moving, [])
+    target = fenced_target(1)
+    page = handoff.group_records(h.shard, moving[0])
+    answer(target, lambda s, t: precopy_target.admit_step(s, 0, PLANNED, 1, page, [], t))
+    reply, records = answer(target, lambda s, t: precopy_target.admit_step(s, 0, PLANNED, 1, [], moving, t))
+    assert reply.error is Errors.NONE and moving[0] not in target.groups and not target.copies
+    assert records[-1].key == handoff.ADMIT_KEY, "the tombstones are counted as copies"
+
+
+def test_no_fence_once_the_source_switched_nor_from_a_partition_that_sends_nothing_here() -> None:
+    target = Shard(Harness().shard.config, partition=2)
+    handoff.route_step(target, GROWN, 0)
+    reply, records = answer(target, lambda s, t: precopy_target.fence_step(s, 0, GROWN, 5, t))
+    assert reply.error is Errors.FENCED_LEADER_EPOCH and not records
+    reply, _ = answer(target, lambda s, t: precopy_target.fence_step(s, 1, PLANNED, 1, t))
+    assert reply.error is Errors.INVALID_REQUEST, "partition 1's groups go to 1 and 3, not 2"
