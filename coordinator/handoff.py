@@ -253,11 +253,14 @@ ADMIT_KEY = ServiceStateKey(ADMIT_KIND, "")
 class HandoffAnswer:
     """`error` NONE, or why the step was refused (nothing changed then). An export's page:
     `exported`, the records of moving groups by the partition that takes them over, and
-    `next_page`, where the next page starts (-1: this was the last)."""
+    `next_page`, where the next page starts (-1: this was the last). A pre-copy's page
+    (coordinator/precopy_source.py) also has `gone`: the groups whose copies its targets
+    delete, by target partition."""
 
     error: Errors
     detail: str = ""
     exported: dict[int, list[Record]] = field(default_factory=dict)
+    gone: dict[int, list[str]] = field(default_factory=dict)
     groups: int = 0
     next_page: int = -1
 
@@ -275,7 +278,7 @@ def export_step(
     `routing` is the repartition with this partition switched. The groups are frozen
     once, by the first page asked under `routing`; a page asked again answers the same
     records (frozen groups do not change), so the driver may retry any page."""
-    if (refused := _stale(shard, routing)) is not None:
+    if (refused := stale(shard, routing)) is not None:
         shard.reply(token, refused)
         return
     if shard.frozen != routing:
@@ -353,7 +356,8 @@ def replay_switch(shard: Shard, value: ServiceStateValue | None) -> None:
     release_moved(shard)
 
 
-def _stale(shard: Shard, routing: Routing) -> HandoffAnswer | None:
+def stale(shard: Shard, routing: Routing) -> HandoffAnswer | None:
+    """Why a source step under `routing` is refused here (None: it is not)."""
     if shard.partition not in routing.switched or routing.previous is None:
         return HandoffAnswer(Errors.INVALID_REQUEST, "the routing does not switch this partition")
     known = shard.owner.merged(shard.switched) if shard.owner is not None else shard.switched

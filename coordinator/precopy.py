@@ -54,12 +54,14 @@ COPY_PAGE_RECORDS = 5_000
 class DirtyTracker:
     """Which moving groups a target may not hold the current state of (module docstring).
 
-    `session` is the driver's number for this copy (the targets are fenced by it)."""
+    `session` is the driver's number for this copy (the targets are fenced by it), `routing`
+    the repartition's with the source switched (what the groups move by)."""
 
-    __slots__ = ("session", "round", "dirty", "in_flight", "order")
+    __slots__ = ("session", "routing", "round", "dirty", "in_flight", "order")
 
-    def __init__(self, session: int, moving: Iterable[str]) -> None:
+    def __init__(self, session: int, moving: Iterable[str], routing: Routing | None = None) -> None:
         self.session = session
+        self.routing = routing
         self.round = 0
         # Written since captured, or never captured. May hold groups that stay here too
         # (`touch` does not ask the routing: the commit path pays one set insertion);
