@@ -339,6 +339,9 @@ def route_step(shard: Shard, routing: Routing, now_ms: int) -> None:
     it owns now start their timers from `now_ms` (`adopt`)."""
     shard.now_ms = max(shard.now_ms, now_ms)
     shard.pushed = routing
+    copying = shard.copying
+    if copying is not None and copying.routing is not None and copying.routing.version < routing.version:
+        shard.copying = None  # a pre-copy of an older repartition: it can never switch now
     owner = routing.merged(shard.switched)
     if shard.frozen is not None:
         owner = owner.merged(shard.frozen)

@@ -374,6 +374,8 @@ class Shard:
         self.lag.forget_groups(list(self.lag.committed))
         self.groups.clear()
         self.consumer_groups.clear()
+        self.copies.clear()
+        self.copying = None  # a copy session is its leader's: a new one begins elsewhere
         self.timers.clear()
         return self._end()
 

@@ -11,6 +11,7 @@ from coordinator import handoff, precopy_source, precopy_target
 from coordinator.errors import Errors
 from coordinator.messages import DeleteGroupsRequest
 from coordinator.records import OffsetCommitKey, Record
+from coordinator.routing import Routing
 from coordinator.shard import Shard
 
 from tests.core.harness import Harness
@@ -140,3 +141,18 @@ def test_a_frozen_source_with_a_dirty_group_does_not_switch() -> None:
     refused = copy.switch()
     assert refused.error is Errors.REBALANCE_IN_PROGRESS and "1 moving groups" in refused.detail
     assert h.shard.switched is None
+
+
+def test_a_copy_session_ends_with_its_leader_or_its_repartition() -> None:
+    h = source(groups_on(2, 4, 1), [])
+    copy = Copy(h)
+    copy.begin()
+    handoff.route_step(h.shard, Routing(4, previous=2, version=1), h.now)
+    assert h.shard.copying is not None, "the same repartition's routing: the session goes on"
+    handoff.route_step(h.shard, Routing(8, previous=4, version=2), h.now)
+    assert h.shard.copying is None
+    unloaded = source(groups_on(2, 4, 1), [])
+    Copy(unloaded).begin()
+    assert unloaded.shard.copying is not None
+    unloaded.absorb(unloaded.shard.unload(unloaded.now))
+    assert unloaded.shard.copying is None
