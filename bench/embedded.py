@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import ray
 
@@ -19,13 +20,17 @@ PARTITIONS = 4
 
 
 @contextmanager
-def embedded_service(num_cpus: int, config: CoordinatorConfig) -> Iterator[tuple[Client, str]]:
-    """(client, data directory) of a fresh service with `PARTITIONS` partitions."""
+def embedded_service(
+    num_cpus: int, config: CoordinatorConfig, **service: Any
+) -> Iterator[tuple[Client, str]]:
+    """(client, data directory) of a fresh service with `PARTITIONS` partitions; `service`:
+    more of `actors.start`'s arguments (the partition count too)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     data_dir = tempfile.mkdtemp(prefix="raygroups-bench-")
     try:
         actors.init_local_ray(num_cpus=num_cpus)
-        yield actors.start(data_dir, num_partitions=PARTITIONS, coordinator_config=config), data_dir
+        started = {"num_partitions": PARTITIONS, "coordinator_config": config, **service}
+        yield actors.start(data_dir, **started), data_dir
     finally:
         actors.stop()
         ray.shutdown()

@@ -268,10 +268,10 @@ def commit_now(consumer: Consumer, i: int, partitions: int) -> None:
     assert done is not None and not any(tp.error for tp in done), done
 
 
-def confluent_worker(conn: Connection, port: int, groups: list[str]) -> None:
+def confluent_worker(conn: Connection, bootstrap: str, groups: list[str], config: dict[str, Any]) -> None:
     """A process of consumers, as real ones run (a librdkafka consumer per group, a thread
-    each), bootstrapped at the gateway on `port`: rounds of commits on command, until None."""
-    consumers = confluent_consumers(f"127.0.0.1:{port}", groups)
+    each), bootstrapped at `bootstrap` with `config` added: rounds of commits on command, until None."""
+    consumers = confluent_consumers(bootstrap, groups, config)
     try:
         with ThreadPoolExecutor(len(consumers)) as pool:
             while (command := conn.recv()) is not None:
@@ -288,15 +288,19 @@ def confluent_worker(conn: Connection, port: int, groups: list[str]) -> None:
 
 class ConfluentProcesses:
     """One way of the confluent-kafka family: `processes` worker processes whose consumers
-    share the callers' groups, bootstrapped at the gateway on `port`."""
+    share the callers' groups, bootstrapped at `bootstrap` (host:port) with `config` added
+    (a SASL login, say)."""
 
-    def __init__(self, port: int, groups: Sequence[str], processes: int) -> None:
+    def __init__(
+        self, bootstrap: str, groups: Sequence[str], processes: int, config: dict[str, Any] | None = None
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.workers = []
         for w in range(processes):
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=confluent_worker, args=(theirs, port, list(groups[w::processes])), daemon=True
+                target=confluent_worker, args=(theirs, bootstrap, list(groups[w::processes]), config or {}),
+                daemon=True,
             )
             process.start()
             self.workers.append((process, ours))
@@ -476,8 +480,8 @@ async def confluent_family(
     groups = [f"bench-confluent-{c}" for c in range(args.callers)]
     baseline = Coroutines(simple_ray_calls(client, groups))
     ray_threads = RayProcesses(client, groups, args.processes)
-    through_gateway = ConfluentProcesses(gateway_port, groups, args.processes)
-    direct = ConfluentProcesses(direct_port, groups, args.processes)
+    through_gateway = ConfluentProcesses(f"127.0.0.1:{gateway_port}", groups, args.processes)
+    direct = ConfluentProcesses(f"127.0.0.1:{direct_port}", groups, args.processes)
     try:
         ways: dict[str, Way] = {
             "ray": baseline, "ray-threads": ray_threads, "gateway": through_gateway, "direct": direct,

@@ -25,7 +25,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 
 import psutil  # type: ignore[import-untyped]
 import ray
@@ -33,7 +32,7 @@ import ray
 import actors
 from actors.client.client import Client
 from actors.core.settings import KafkaListenerSettings
-from bench.authz import acls
+from bench.authz import acls, pooled
 from bench.table import print_figures
 from coordinator import CoordinatorConfig, Errors
 
@@ -59,23 +58,6 @@ def coalesced_rate(client: Client, calls: int, concurrency: int) -> tuple[int, f
         return time.perf_counter() - started
 
     return calls // concurrency * concurrency, asyncio.run(run())
-
-
-def pooled(
-    rounds: int, ways: dict[str, Callable[[], tuple[int, float]]], partition: psutil.Process
-) -> dict[str, tuple[float, float]]:
-    """Per way (calls/s, partition CPU us per call), pooled over `rounds` alternating rounds."""
-    totals = {name: [0, 0.0, 0.0] for name in ways}
-    for round_number in range(rounds):
-        order = list(ways.items())
-        for name, way in order if round_number % 2 == 0 else reversed(order):
-            cpu = partition.cpu_times()
-            done, seconds = way()
-            after = partition.cpu_times()
-            totals[name][0] += done
-            totals[name][1] += seconds
-            totals[name][2] += (after.user - cpu.user) + (after.system - cpu.system)
-    return {name: (done / seconds, cpu / done * 1e6) for name, (done, seconds, cpu) in totals.items()}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,9 @@ flight through one coalesced client: the client batches them by its in-flight wi
 to N1 groups, then N2, and so on. At each size, each against a baseline measured in the
 same run:
 - memory: each replica's USS and RSS against an empty replica's of its role (measured
-  before the fill), per group and per committed offset;
+  before the fill), per group and per committed offset; its process's longest full
+  garbage collection since it started, with their count and its state's freezes
+  (`actors.partition.gc_freeze`);
 - failover: the leader's actor killed (`ray.kill`) while one group of the partition
   commits without pause; from the kill to the first acknowledged commit sent after it
   (target < 1 s, flat in the state's size: the ratio is to the first size's), to the
@@ -123,6 +125,13 @@ def memory_rows(empty: dict[str, int], groups: int, offsets: int) -> list[Row]:
                         f"{(uss - base) / groups / 1024:.2f} KiB per group, "
                         f"{(uss - base) / (groups * offsets):.0f} B per offset; RSS {rss / MIB:,.0f} MiB; "
                         f"ratio: x an empty {info['role']}'s USS ({base / MIB:.0f} MiB)"))
+        gc = info.get("gc") or {}
+        rows.append(Row(f"  {info['role']} on node {info['node_id'][:8]}: longest full collection",
+                        gc.get("longest_ms", 0.0), "ms", None,
+                        f"CPU {gc.get('longest_cpu_ms', 0.0)} ms; "
+                        f"{gc.get('full_collections', 0)} full collections, "
+                        f"{gc.get('freezes', 0)} freezes (longest {gc.get('longest_freeze_ms', 0.0)} ms, "
+                        f"CPU {gc.get('longest_freeze_cpu_ms', 0.0)} ms) since its start"))
     return rows
 
 

@@ -25,6 +25,10 @@ watermark, and a step that writes is refused below min ISR):
    page at a time: `group_records`, the records that rebuild a group's persistent state
    in replay order (classic metadata or KIP-848's records with its exact epochs, regular
    expressions, committed offsets with their metadata and timestamps).
+   Before the first page's admits, `discard_step` at each target (unless the export
+   says the source switched already, a retry after a lost save): the copies of this
+   source's groups an abandoned attempt left there are forgotten durably, so a group
+   deleted or expired at the source since is not served again by its new partition.
 2. `admit_step` at each target: the records written as its own (whatever it held of
    those groups deleted first), then its
    marker (`ADMIT_KEY`, `version;count`: the analytics tell the copies from the
@@ -55,7 +59,7 @@ from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchResponse
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, Record, ServiceStateKey, ServiceStateValue
-from coordinator.routing import Routing
+from coordinator.routing import Routing, group_hash
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -263,6 +267,7 @@ class HandoffAnswer:
     gone: dict[int, list[str]] = field(default_factory=dict)
     groups: int = 0
     next_page: int = -1
+    switched: bool = False  # an export: this partition's switch under its routing is recorded
 
 
 # An export page holds the groups whose records reach this many (one group may exceed it).
@@ -294,7 +299,28 @@ def export_step(
         taken += len(records)
         end += 1
     next_page = end if end < len(ids) else -1
-    shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page))
+    shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page,
+                                     switched=_has_switched(shard, routing)))
+
+
+def discard_step(shard: Shard, routing: Routing, source: int, token: Any) -> None:
+    """At a target, before an attempt's admits from `source`: forget durably what this
+    shard holds but does not own of the groups `source` had before `routing` (copies an
+    abandoned attempt admitted; the attempt admits every moving group again). The driver
+    never asks it once `source` switched (its export says so): the copies are then the
+    target's own, waiting for the routing push."""
+    known = shard.owner.version if shard.owner is not None else 0
+    if routing.previous is None or not 0 <= source < routing.previous or known > routing.version:
+        shard.reply(token, HandoffAnswer(Errors.INVALID_REQUEST, f"no copies from {source} under {routing}"))
+        return
+    held = set(shard.groups) | set(shard.consumer_groups)
+    stale = sorted(g for g in held if group_hash(g) % routing.previous == source and not owns(shard, g))
+    for group_id in stale:
+        _forget_durably(shard, group_id)
+        shard.consumer_groups.pop(group_id, None)
+        shard.assignment_watches.pop(group_id, None)
+    shard.lag.forget_groups(stale)
+    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(stale)))
 
 
 def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 0) -> None:
@@ -305,13 +331,17 @@ def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=groups))
 
 
+def _has_switched(shard: Shard, routing: Routing) -> bool:
+    current = shard.switched
+    return current is not None and current.version == routing.version and shard.partition in current.switched
+
+
 def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
     """The commit point: record that this partition's moved groups are the targets'.
 
     Only the leader that froze and exported them under `routing` may (a new leader
     after a failover has served them since: the driver exports again)."""
-    current = shard.switched
-    if current is not None and current.version == routing.version and shard.partition in current.switched:
+    if _has_switched(shard, routing):
         shard.reply(token, HandoffAnswer(Errors.NONE))  # a retried switch: done already
         return
     if shard.frozen != routing:
@@ -325,10 +355,19 @@ def switch_step(shard: Shard, routing: Routing, token: Any) -> None:
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=moved))
 
 
+def committed_routing(shard: Shard) -> Routing | None:
+    """The routing this shard owns by without its export's freeze: its own switch record
+    merged with the controller's last push, both of which say only what is committed. What
+    a state file records and a probe shows (a frozen source that wrote its routing with
+    itself switched would resume, after a full restart, as switched without its switch
+    record: its moving groups routed to targets that may never have admitted them)."""
+    return shard.switched.merged(shard.pushed) if shard.switched is not None else shard.pushed
+
+
 def abort_step(shard: Shard, token: Any) -> None:
     """Serve the frozen groups again (an export the driver abandons)."""
     if shard.frozen is not None:
-        abort_handoff(shard, shard.switched.merged(shard.pushed) if shard.switched else shard.pushed)
+        abort_handoff(shard, committed_routing(shard))
         shard.frozen, shard.frozen_ids = None, []
     shard.reply(token, HandoffAnswer(Errors.NONE))
 

@@ -155,9 +155,11 @@ class AuthorizedClient:
         return await self._checked(request, self.inner.sync_group_async)
 
     async def _checked(self, request: Request, send: Callable[[Any], Any]) -> Any:
-        if self.principal in self.guard.watch.super_users:  # allowed everything, ACLs read or not
+        watch = self.guard.watch
+        if self.principal in watch.super_users:  # allowed everything, ACLs read or not
             return await send(request)
-        decision = check(await self.guard.authorizer(), self.principal, self.host, request)
+        authorizer = watch.current() or await self.guard.authorizer()
+        decision = check(authorizer, self.principal, self.host, request)
         if decision.send is None:
             return decision.answer
         return decision.finish(await send(decision.send))

@@ -209,6 +209,10 @@ class KafkaConnection(asyncio.Protocol):
         self.sasl = SaslSession(core.security.plain_users)
         self.peer = "unknown"
         self._peercert: Any = None  # the TLS client certificate (gateway.authorize.principal_of)
+        self._host = "unknown"
+        # The service client as this connection's principal may use it, kept while the login and
+        # the core's client are the same: (the core's client, the SASL user, the wrapper).
+        self._authorized: tuple[Any, str | None, Any] | None = None
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._reserved: Reservation | None = None  # for the frame being received
@@ -228,6 +232,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._host = self.peer.rsplit(":", 1)[0]
         self._peercert = transport.get_extra_info("peercert")
         if not self.core.accepts():
             self._closing = True
@@ -356,10 +361,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def _context(self, request: Request) -> RequestContext:
         gateway, client, direct = self.core.scope()
-        host = self.peer.rsplit(":", 1)[0]
-        if self.core.guard is not None:
-            principal = principal_of(self.sasl.principal, self._peercert, self.core.guard.mapper)
-            client = self.core.guard.client_for(client, principal, host)
+        host = self._host
+        guard = self.core.guard
+        if guard is not None:
+            authorized = self._authorized
+            if authorized is None or authorized[0] is not client or authorized[1] != self.sasl.principal:
+                user = self.sasl.principal
+                principal = principal_of(user, self._peercert, guard.mapper)
+                authorized = self._authorized = (client, user, guard.client_for(client, principal, host))
+            client = authorized[2]
         return RequestContext(
             client_id=request.client_id,
             client_host=host,

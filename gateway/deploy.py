@@ -48,7 +48,7 @@ from actors.core.settings import DEFAULT_NAMESPACE
 from actors.service import attach, attached, stop_attached
 from gateway.connection import Limits
 from gateway.direct.node_ids import is_listener, listener_partition
-from gateway.security import SecurityConfig, check_ray_path, load_plain_users
+from gateway.security import SecurityConfig, check_ray_path
 from gateway.server import DEFAULT_PORT, Gateway
 
 logger = logging.getLogger(__name__)
@@ -77,16 +77,7 @@ class GatewaySpec:
 
     def security(self) -> SecurityConfig:
         """Read on the node that runs the gateway (see the module docstring)."""
-        return SecurityConfig(
-            plain_users=load_plain_users(self.sasl_users_file),
-            tls_cert=self.tls_cert,
-            tls_key=self.tls_key,
-            tls_client_ca=self.tls_client_ca,
-            super_users=frozenset(self.super_users),
-            allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found,
-            ssl_principal_mapping_rules=self.ssl_principal_mapping_rules,
-            loopback_only=self.loopback_only,
-        )
+        return SecurityConfig.read(self, loopback_only=self.loopback_only)
 
 
 def kafka_node_id(ray_node_id: str) -> int:

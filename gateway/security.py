@@ -71,6 +71,21 @@ class SecurityConfig:
     # (`--loopback-only`): allowed in front of a service that authorizes Ray callers.
     loopback_only: bool = False
 
+    @classmethod
+    def read(cls, options: Any, **more: Any) -> SecurityConfig:
+        """The security `options` name (a gateway's or a leader's listener settings: the same
+        field names), its users file read on this node; `more` fields besides."""
+        return cls(
+            plain_users=load_plain_users(options.sasl_users_file),
+            tls_cert=options.tls_cert,
+            tls_key=options.tls_key,
+            tls_client_ca=options.tls_client_ca,
+            super_users=frozenset(options.super_users),
+            allow_everyone_if_no_acl_found=options.allow_everyone_if_no_acl_found,
+            ssl_principal_mapping_rules=options.ssl_principal_mapping_rules,
+            **more,
+        )
+
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise SecurityError("TLS needs both a certificate and a key file")

@@ -283,6 +283,8 @@ class Repartitioner:
             exported = await self._call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
+            if page == 0 and not exported["switched"] and (why := await self._discard(plan, source, routing)):
+                return why
             exported_at = clock()
             targets = sorted(exported["exported"])
             admitted = await asyncio.gather(*(
@@ -313,6 +315,16 @@ class Repartitioner:
             self.steps[step] = max(self.steps.get(step, 0.0), seconds)
         logger.info("repartition %d: partition %d handed off %d groups (%s)", plan.version, source, moved,
                     ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
+        return None
+
+    async def _discard(self, plan: Plan, source: int, routing: bytes) -> str | None:
+        """Before an attempt's admits: every target forgets the copies an abandoned attempt
+        left there (coordinator/handoff.py `discard_step`); why not, or None."""
+        targets = [t for t in self.takers(plan, source) if t != source]
+        answers = await asyncio.gather(*(self._call(t, "handoff_discard", routing, source) for t in targets))
+        for target, answer in zip(targets, answers, strict=True):
+            if answer["error"] != "NONE":
+                return f"discard at {target}: {answer['error']} {answer['detail']}"
         return None
 
     @staticmethod

@@ -63,6 +63,12 @@ class AclWatch:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="acl watch")
 
+    def current(self) -> Authorizer | None:
+        """The Authorizer in force while the watch runs; None otherwise (then `ready`, which
+        starts it again and waits for a first view): every request's fast path."""
+        task = self._task
+        return self.authorizer if task is not None and not task.done() else None
+
     async def ready(self, timeout_s: float) -> Authorizer | None:
         """The Authorizer in force, waiting up to `timeout_s` for the first view."""
         self.start()

@@ -9,6 +9,8 @@ group arrives exactly as its source's log holds it.
 
 - `export(routing, page)`: freeze the groups `routing` moves off this partition; a page
   of their records by target partition, once durable here, and where the next starts.
+- `discard(routing, source)`: before an attempt's admits, forget the copies of `source`'s
+  groups an abandoned attempt left here.
 - `admit(version, payload)`: write another partition's exported groups as this one's own.
 - `switch(routing)`: the commit point, the routing record in this partition's log.
 - `abort()`: serve frozen groups again.
@@ -63,8 +65,16 @@ class HandoffPart:
         return {
             **_plain(answer),
             "next_page": answer.next_page,
+            "switched": answer.switched,
             "exported": {target: encode_payload(records) for target, records in answer.exported.items()},
         }
+
+    async def discard(self, routing: bytes, source: int) -> dict[str, Any]:
+        grown = parse_routing(routing)
+        if type(source) is not int or source < 0:
+            raise ValueError(f"a source partition is an int >= 0, got {source!r}")
+        step = partial(handoff.discard_step, routing=grown, source=source)
+        return _plain(await self._drive(lambda shard, token: step(shard, token=token), True))
 
     async def admit(self, version: int, payload: bytes) -> dict[str, Any]:
         if type(version) is not int or type(payload) is not bytes or len(payload) > MAX_ADMIT_BYTES:

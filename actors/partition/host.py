@@ -12,6 +12,8 @@ that belongs to one part:
   order: `on_io`, `open_on_io`) and `maintenance` (snapshots, compaction);
 - `heap`: the free heap given back once the replica settles (`actors.core.heap`:
   after its start, a load or a promotion, the start of following);
+- `gc`: the replica's state kept out of the cyclic collector's full
+  collections as it grows (`actors.partition.gc_freeze`);
 - the task supervisor: `spawn` starts a supervised task (one that raises is a
   failure of the partition, never a silent end), `cancel_tasks` cancels every
   task but the caller's and the ones a part declared to survive
@@ -38,6 +40,7 @@ from actors.core.heap import HeapSettler
 from actors.core.metrics import PartitionMetrics
 from actors.core.node_names import current_node_name
 from actors.core.settings import ServiceSettings, SystemClock, partition_dir
+from actors.partition.gc_freeze import GcFreezer
 from coordinator import Shard
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log import replica_dir
@@ -65,6 +68,8 @@ class PartitionHost:
         self.maintenance = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-maintenance")
         # Free heap back to the system once the replica settles (`actors.core.heap`).
         self.heap = HeapSettler()
+        # Its state frozen out of full collections as its log grows (`actors.partition.gc_freeze`).
+        self.gc = GcFreezer(self.records)
         self.tasks: set[asyncio.Task[None]] = set()
         # The runtime's failure count last acted on (`deliver`).
         self.failures_seen = 0
@@ -101,6 +106,10 @@ class PartitionHost:
         if self.settings.replication_factor > 1:
             return replica_dir(self.settings.data_dir, self.replica_id, self.partition)
         return partition_dir(self.settings.data_dir, self.partition)
+
+    def records(self) -> int:
+        """The open log's end offset (0 without one): the freezer's proxy for the state's size."""
+        return 0 if self.log is None else self.log.log_end_offset
 
     def new_shard(self) -> Shard:
         seed = int.from_bytes(os.urandom(8))

@@ -12,7 +12,8 @@ the disk part, the roles' view and the Kafka listener's address. Rules:
   partition's own loop, so a loop that is stuck still misses its probes.
 - `info` is `probe`'s view plus what the controller reports of a
   partition and needs to know of where it runs: groups, members, request
-  rate, load time, node, process and data directory.
+  rate, load time, node, process and data directory, and its process's
+  full garbage collections (`gc`: count, longest, freezes).
 - `noop` and `noop_batch` do nothing and answer as `handle_wire` and
   `handle_batch` answer (bytes): the baselines of the actor benchmarks.
 """
@@ -25,11 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.core.node_names import current_node_name
 from actors.core.wire import dumps_response
+from coordinator.handoff import committed_routing
 
 if TYPE_CHECKING:
     from actors.partition.host import PartitionHost
     from actors.partition.kafka_plug import KafkaPlug
     from actors.partition.recovery import DiskRecovery
+    from coordinator.shard import Shard
 
 # The Ray concurrency group of `probe` (its own thread and event loop).
 PROBE_GROUP = "probe"
@@ -95,10 +98,9 @@ class PartitionInspection:
             "refused": runtime.refused,
             "disk": disk.describe(),
             "kafka": self._kafka.describe(),
-            # The routing this replica's shard owns groups by ("": every group sent here).
-            "routing": "" if runtime.shard is None or runtime.shard.owner is None else (
-                runtime.shard.owner.encode().decode("ascii")
-            ),
+            # The committed routing this replica's shard owns groups by ("": every group sent
+            # here), without an export's freeze: the controller pushes when it differs from its own.
+            "routing": _routing_text(runtime.shard),
             **self._roles.view(),
         }
 
@@ -115,6 +117,8 @@ class PartitionInspection:
             "node_id": current_node_name(),
             "pid": os.getpid(),
             "data_dir": host.settings.data_dir,
+            # Full collections and freezes of its process (`actors.partition.gc_freeze`).
+            "gc": host.gc.describe(),
         }
 
 
@@ -128,3 +132,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:  # built outside a loop (a test): probes answer on the caller's loop
         return None
+
+
+def _routing_text(shard: Shard | None) -> str:
+    routing = None if shard is None else committed_routing(shard)
+    return "" if routing is None else routing.encode().decode("ascii")

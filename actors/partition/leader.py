@@ -84,6 +84,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # How soon a follower that answered KAFKA_STORAGE_ERROR is pushed to again.
 STORAGE_RETRY_S = 0.2
+# How soon a follower that was not told this epoch (or any role) yet is pushed to again.
+ROLE_RETRY_S = 0.002
 Propose = Callable[[IsrChange], Awaitable[Any]]
 
 
@@ -306,6 +308,10 @@ class LeaderReplication:
         elif answer.error is Errors.KAFKA_STORAGE_ERROR:
             # It retries its disk with backoff: ask again soon, so it rejoins soon after.
             await asyncio.sleep(min(self.heartbeat_s, STORAGE_RETRY_S))
+        elif answer.error in (Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
+            # Not told its role or this epoch by the controller yet (it is, right after this
+            # leader): ask again soon rather than at once.
+            await asyncio.sleep(min(self.heartbeat_s, ROLE_RETRY_S))
 
     async def _call(
         self, link: FollowerLink, replica: str, kind: str, *args: Any

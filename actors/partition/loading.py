@@ -25,7 +25,6 @@ the leader's tasks and the Kafka listener. Rules:
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import time
@@ -169,7 +168,7 @@ class PartitionLoader:
         self._recovery.disk.on_recovered()
         host.failures_seen = host.runtime.failures
         # What was loaded lives long: keep the collector from scanning it again.
-        gc.freeze()
+        host.gc.freeze_now()
         self.stats.load_ms = (time.perf_counter() - started) * 1000
         leader = self._roles.start_leading(log)
         end = log.log_end_offset

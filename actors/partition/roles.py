@@ -47,11 +47,11 @@ KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
   `truncate(leader_epoch, leader, diverging, seen_log_end, seen_last_epoch)`:
   a leader's pushes, answered with a `PushAnswer`. Leaders send them over
   the replication link (`replication_endpoint()`: this actor's listener,
-  `actors.partition.link`); as Ray methods they stay callable. A push of a newer epoch
-  to a leader or a deposed replica is the news of an election: it becomes a
-  follower of the pusher first (`coordinator.replication.follower`). A push
-  of an older epoch is FENCED_LEADER_EPOCH; one to a replica with no role yet
-  is NOT_LEADER_OR_FOLLOWER (the leader retries).
+  `actors.partition.link`); as Ray methods they stay callable. A push of an epoch
+  the controller has not given this replica yet is UNKNOWN_LEADER_EPOCH, and deposes
+  a leader it reaches (the controller's `become_follower` follows right after; the
+  leader retries). A push of an older epoch is FENCED_LEADER_EPOCH; one to a replica
+  with no role yet is NOT_LEADER_OR_FOLLOWER (the leader retries).
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ from actors.partition.maintenance import MaintenanceProgress, maintain_once
 from actors.partition.phases import RejoinPhases
 from coordinator import Shard
 from coordinator.errors import Errors
+from coordinator.handoff import committed_routing
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log.errors import is_storage_error
@@ -127,6 +128,9 @@ class ReplicaRoles:
         self._state_written: ReplicaState | None = None
         # The epoch replicas file last written (I/O thread only).
         self._epoch_replicas_written: tuple[int, tuple[str, ...]] | None = None
+        # The newest leader epoch the controller gave this replica (a role it took up): a
+        # push of a newer one waits for it (`_pushed_follower`).
+        self._told_epoch = UNDEFINED_EPOCH
         self._loading: Loading | None = None
 
     def attach(self, loading: Loading) -> None:
@@ -146,11 +150,13 @@ class ReplicaRoles:
         async with self.lock:
             if self._disk.disk.failed:
                 self._disk.note_follow_while_failed(leader_epoch, leader)
+                self._told(leader_epoch)
             else:
                 try:
                     await self._follow(leader_epoch, leader, must_exist)
                     if replicas and self.follower is not None and self.host.epoch == leader_epoch:
                         await self.host.on_io(self._record_epoch_replicas, leader_epoch, tuple(replicas))
+                    self._told(leader_epoch)  # its pushes are taken from now: the record is on disk
                 except Exception as exc:
                     if not is_storage_error(exc):
                         raise
@@ -184,6 +190,7 @@ class ReplicaRoles:
                     f"replica {me} of partition {host.partition} cannot lead: its disk failed "
                     f"({disk.error}); it retries by itself"
                 )
+            self._told(leader_epoch)
             leadership = Leadership(
                 leader_epoch, partition_epoch, tuple(replicas), tuple(isr), dict(followers),
                 None if controller is None else _proposer(controller, host.partition),
@@ -245,9 +252,11 @@ class ReplicaRoles:
         if not isinstance(follower, FollowerReplica):
             return follower
         try:
-            return await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
+            answer = await follower.replicate(leader_epoch, leader, start_offset, batches, leader_hwm)
         except Exception as exc:
             return self._push_failed(exc, "replicated append")
+        self.host.gc.tick()  # between pushes: freeze what they built once it grew enough
+        return answer
 
     async def truncate(
         self,
@@ -350,7 +359,7 @@ class ReplicaRoles:
         ends the repartition from it, `actors/controller/forgotten_logs.py`)."""
         settings = self.host.settings
         shard = self.host.runtime.shard
-        owner = shard.owner if shard is not None else None
+        owner = committed_routing(shard) if shard is not None else None
         count = settings.num_partitions if owner is None else owner.partitions
         routing = "" if owner is None else owner.encode().decode("ascii")
         return ReplicaState(
@@ -393,12 +402,26 @@ class ReplicaRoles:
 
     # --------------------------------------------------------- transitions
 
+    def _told(self, leader_epoch: int) -> None:
+        self._told_epoch = max(self._told_epoch, leader_epoch)
+
     async def _pushed_follower(self, leader_epoch: int, leader: str) -> FollowerReplica | PushAnswer:
-        """The follower a push goes to, or the answer that refuses it."""
+        """The follower a push goes to, or the answer that refuses it.
+
+        A push of a leader epoch the controller has not given this replica yet is refused
+        UNKNOWN_LEADER_EPOCH (Kafka's follower learns epochs from the controller alone), and
+        a leader it reaches is deposed: the epoch enters this replica's directory only with
+        `become_follower`, after the epoch's replica set is recorded beside it. Otherwise a
+        full restart that lost the new leader's disk could find a directory of an epoch no
+        record names the replicas of, and hold the partition for an operator
+        (`actors.controller.forgotten_logs`). The leader pushes again shortly."""
         if self._disk.disk.failed:
             return self._disk.storage_refusal()
-        follower = self.follower or await self._follower_for(leader_epoch, leader)
-        return self._refusal(leader_epoch) if follower is None else follower
+        if leader_epoch > self._told_epoch:
+            if self.leader is not None and leader_epoch > self.host.epoch:
+                self.on_deposed(leader_epoch)
+            return PushAnswer(Errors.UNKNOWN_LEADER_EPOCH, self.host.epoch, -1, UNDEFINED_EPOCH, 0)
+        return self._refusal(leader_epoch) if self.follower is None else self.follower
 
     def _push_failed(self, exc: Exception, where: str) -> PushAnswer:
         """A push that raised: a failed disk is answered KAFKA_STORAGE_ERROR, anything else raises."""
@@ -406,13 +429,6 @@ class ReplicaRoles:
             raise exc
         self._disk.on_disk_failure(exc, where)
         return self._disk.storage_refusal()
-
-    async def _follower_for(self, leader_epoch: int, leader: str) -> FollowerReplica | None:
-        """A push reached a replica that is not following: a newer epoch makes it follow."""
-        async with self.lock:
-            if self.follower is None and leader_epoch > self.host.epoch and self.host.log is not None:
-                await self._follow(leader_epoch, leader)
-            return self.follower
 
     def _refusal(self, leader_epoch: int) -> PushAnswer:
         epoch = self.host.epoch
@@ -441,6 +457,7 @@ class ReplicaRoles:
         )
         host.deliver(host.runtime.follow(host.clock.now_ms()))
         host.spawn(self._follower_maintenance(self.follower), "follower-maintenance")
+        host.gc.freeze_now()  # the replayed log lives long
         host.heap.settle()
 
     async def _follower_maintenance(self, follower: FollowerReplica) -> None:

@@ -24,7 +24,8 @@ step-down answered its batch) or an append failed. Rules:
   (`actors.core.settings_watch`).
 - gauges: sets the partition's gauges every 2 s (Ray's metrics agent drops
   a gauge not refreshed within its TTL), its groups' live lag every
-  `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`).
+  `lag_metrics_interval_s` (`actors.core.metrics.LagMetrics`), and freezes
+  the grown state out of full collections (`actors.partition.gc_freeze`).
 - maintenance: snapshots and compaction up to the high watermark on the
   maintenance thread, beside appends (`actors.partition.maintenance`).
 """
@@ -221,6 +222,7 @@ class ServingLoops:
             if leader is not None:
                 metrics.set_replication(leader.describe())
             metrics.flush_counts()
+            host.gc.tick()  # off the request path: freeze the state once it grew enough
             s = host.settings
             lag = metrics.lag(
                 s.lag_metrics_interval_s, s.lag_metrics_partitions_max, s.lag_metrics_groups_max

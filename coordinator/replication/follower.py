@@ -6,9 +6,9 @@ and 5; the package docstring explains the push model):
 - Epoch (Partition.scala `checkCurrentLeaderEpoch`, adapted): a push from a
   leader epoch older than the newest the follower knows is refused with
   FENCED_LEADER_EPOCH, which tells a deposed leader to step down. A newer
-  epoch is adopted: only the controller hands out leader epochs, so the push
-  itself is the news of the election (Kafka's follower would answer
-  UNKNOWN_LEADER_EPOCH and wait for metadata).
+  epoch is adopted once the controller gave it to the replica (as Kafka's
+  follower, which answers UNKNOWN_LEADER_EPOCH until its metadata has it:
+  `actors.partition.roles` refuses such a push before it gets here).
 - Position: records are appended only when the push starts exactly at the
   follower's log end; any other push appends nothing, and the answer (log
   end, last epoch) tells the leader where to resume. An empty push (a probe)

@@ -71,12 +71,18 @@ class _Waiting(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
-        if self.listener.failed:
+        listener = self.listener
+        if listener.failed:
             transport.close()
             return
+        if listener.served is not None:
+            # Loaded between this connection's accept and this call (the loop schedules
+            # connection_made after making the protocol): the waiting ones were handed over.
+            self._give(listener.served.protocol())
+            return
         transport.pause_reading()  # type: ignore[attr-defined]
-        self.listener.waiting.append(self)
-        self.listener.load_soon()
+        listener.waiting.append(self)
+        listener.load_soon()
 
     def data_received(self, data: bytes) -> None:
         self.received += data
@@ -90,9 +96,13 @@ class _Waiting(asyncio.Protocol):
 
     def hand_over(self, protocol: asyncio.Protocol) -> None:
         """Give the connection to the served `protocol`, with what it received meanwhile."""
+        assert self.transport is not None
+        self.transport.resume_reading()  # type: ignore[attr-defined]  # before: the served protocol may pause
+        self._give(protocol)
+
+    def _give(self, protocol: asyncio.Protocol) -> None:
         transport = self.transport
         assert transport is not None
-        transport.resume_reading()  # type: ignore[attr-defined]  # before: the served protocol may pause
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         if self.received:

@@ -26,22 +26,13 @@ from gateway.connection import ConnectionCore, KafkaConnection, Limits
 from gateway.direct import local
 from gateway.direct.node_ids import listener_node_id
 from gateway.direct.routing import Coordinator, LeaderRouting
-from gateway.security import SecurityConfig, load_plain_users
+from gateway.security import SecurityConfig
 
 
 def security_of(host: Any) -> SecurityConfig:
     """The security of partition actor `host`'s listener, read on this node from the paths
     in the service's settings."""
-    config = host.settings.kafka_listener
-    return SecurityConfig(
-        plain_users=load_plain_users(config.sasl_users_file),
-        tls_cert=config.tls_cert,
-        tls_key=config.tls_key,
-        tls_client_ca=config.tls_client_ca,
-        super_users=frozenset(config.super_users),
-        allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
-        ssl_principal_mapping_rules=config.ssl_principal_mapping_rules,
-    )
+    return SecurityConfig.read(host.settings.kafka_listener)
 
 
 class ServedListener:

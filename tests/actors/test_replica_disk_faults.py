@@ -93,8 +93,12 @@ def test_a_leader_whose_disk_fails_steps_down_acknowledging_nothing_and_follows_
         await committed(answers, b, "g", 3)
         disk.heal()
         await until(lambda: not a.disk.failed, "a's disk to recover")
-        # Its log was cut at its durable end (the unsynced commit 2 is gone), and the new
-        # leader's next push makes it follow and catch up; b admits it to the ISR again.
+        # Its log was cut at its durable end (the unsynced commit 2 is gone). The new leader's
+        # pushes wait for the controller's role (an epoch enters a directory only with it),
+        # which its next check sends: then a follows, catches up, and b admits it again.
+        pushed = await a.replicate(cluster.controller.state.leader_epoch, "b", None, b"", 0)
+        assert pushed.error is Errors.UNKNOWN_LEADER_EPOCH and a.follower is None
+        await a.become_follower(cluster.controller.state.leader_epoch, "b", False, NAMES)
         await until(lambda: a.follower is not None, "a to follow b")
         await until(lambda: cluster.leader_isr("b") == NAMES, "a back in b's ISR")
         await until(lambda: cluster.log_bytes("a") == cluster.log_bytes("b"), "a's log to match b's")

@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 
 from coordinator import Errors
+from coordinator.routing import Routing
+from log.epoch import read_leader_epoch
 from log.errors import LogError
 from log.replica_state import ReplicaState, read_epoch_replicas, read_replica_state
 
 from tests.actors.replication_support import NAMES, Cluster
 from tests.actors.support import Answers, commit, run, until
+from tests.core.test_handoff import groups_on
 
 
 def file_state(cluster: Cluster, name: str) -> ReplicaState | None:
@@ -124,5 +127,62 @@ def test_each_follower_records_the_replica_set_of_the_epoch_it_follows(tmp_path:
         assert read_epoch_replicas(cluster.directory("c")) == (2, NAMES)
         assert read_epoch_replicas(cluster.directory("a")) == (2, NAMES)
         await cluster.close()
+
+    run(scenario())
+
+
+def test_a_push_of_an_epoch_the_controller_has_not_given_yet_waits_for_its_role(tmp_path: Path) -> None:
+    """A new leader pushes before the controller's `become_follower` reaches its followers.
+    Adopted from the push, the epoch would enter a follower's directory before the epoch's
+    replica set is recorded beside it; a full restart that lost the leader's disk right
+    then finds no record of who the replicas were and holds the partition for an operator.
+    So the push is refused UNKNOWN_LEADER_EPOCH until the role comes, with its record."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            await cluster.start()
+            b = cluster.replicas["b"]
+            pushed = await b.replicate(2, "c", None, b"", 0)
+            assert pushed.error is Errors.UNKNOWN_LEADER_EPOCH
+            assert read_leader_epoch(cluster.directory("b")) == 1 and b.follower.leader_epoch == 1
+            await b.become_follower(2, "c", True, NAMES)
+            assert read_leader_epoch(cluster.directory("b")) == 2
+            assert read_epoch_replicas(cluster.directory("b")) == (2, NAMES)
+            assert (await b.replicate(2, "c", None, b"", 0)).error is Errors.NONE
+        finally:
+            await cluster.close()
+
+    run(scenario())
+
+
+def test_a_frozen_export_is_never_recorded_as_its_sources_switch(tmp_path: Path) -> None:
+    """A full restart resumes a repartition from the routing the state files record: a source
+    whose groups are frozen by an export, but whose switch is not committed, must not record
+    itself switched (its moving groups would be routed, after the restart, to a target that
+    may never have admitted them: acknowledged commits lost). A push or an ISR change while
+    frozen writes the state file; only the switch record marks the source switched."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            leader = await cluster.start()
+            move = groups_on(1, 2, 1)[0]
+            answers = Answers()
+            committed = await answers.wait(answers.send(leader, commit(move, 5)))
+            assert committed.errors()[("t", 0)] is Errors.NONE
+            planned = Routing(2, previous=1, version=1)
+            switched = planned.with_switched(0)
+            assert await leader.set_routing(planned.encode()) == 1
+            exported = await leader.handoff_export(switched.encode())
+            assert exported["error"] == "NONE" and exported["groups"] == 1
+            assert await leader.set_routing(planned.encode()) == 1  # a probe's push while frozen
+            recorded = file_state(cluster, "a")
+            assert recorded is not None and recorded.routing == planned.encode().decode("ascii")
+            assert (await leader.probe())["routing"] == recorded.routing, "the controller sees no switch"
+            assert (await leader.handoff_switch(switched.encode()))["error"] == "NONE"
+            recorded = file_state(cluster, "a")
+            assert recorded is not None and recorded.routing == switched.encode().decode("ascii")
+            answers.all_once()
+        finally:
+            await cluster.close()
 
     run(scenario())

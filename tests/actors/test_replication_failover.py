@@ -120,8 +120,11 @@ def test_a_divergent_tail_is_truncated_and_every_log_converges_byte_for_byte(
         new = answers.send(b, commit("g", 10))
         assert (await answers.wait(new)).errors() == {("t", 0): Errors.NONE}
         assert b.log.log_end_offset == committed + 1  # a's epoch-1 tail held offsets committed, committed + 1
-        # a's node returns: b's pushes (epoch 2) make it a follower, it truncates and catches up.
+        # a's node returns: b's pushes (epoch 2) depose it, the controller's role makes it a
+        # follower (its next check), and it truncates and catches up.
         cluster.handles["a"].resume()
+        await until(lambda: a.leader is None, "a deposed by b's push")
+        await a.become_follower(cluster.controller.state.leader_epoch, "b", False, NAMES)
         await until(lambda: a.follower is not None and a.follower.truncations >= 1, "a to truncate")
         await cluster.until_isr("b", NAMES)
         again = answers.send(b, commit("g", 11))
@@ -197,6 +200,8 @@ def test_a_new_epoch_of_the_same_leader_keeps_serving_and_no_old_sender_fails(tm
             cluster.controller.state = replace(
                 state, leader_epoch=state.leader_epoch + 1, partition_epoch=state.partition_epoch + 1
             )
+            for name in ("b", "c"):  # the controller's roles, right after the leader's
+                await cluster.replicas[name].become_follower(state.leader_epoch + 1, "a", True, NAMES)
             await asyncio.sleep(a.leader.heartbeat_s * 2)
         assert a.runtime.failures == failures and a.runtime.state is RuntimeState.ACTIVE
         assert (await answers.wait(answers.send(a, commit("g", 2)))).errors() == {("t", 0): Errors.NONE}

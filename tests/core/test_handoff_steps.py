@@ -8,7 +8,7 @@ from typing import Any
 from coordinator import handoff
 from coordinator.errors import Errors
 from coordinator.handoff import HandoffAnswer
-from coordinator.messages import DescribeGroupsRequest
+from coordinator.messages import DeleteGroupsRequest, DescribeGroupsRequest
 from coordinator.routing import Routing
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from coordinator.shard import Shard
@@ -115,6 +115,26 @@ def test_an_export_of_an_older_repartition_or_another_partition_is_refused() -> 
     assert h.heartbeat(move, member, 1) is Errors.NONE, "nothing was frozen"
 
 
+def test_a_frozen_source_shows_and_records_only_the_committed_routing_until_its_switch() -> None:
+    """A source frozen by its export owns as if switched, but what a state file records (a full
+    restart resumes the plan from it) and a probe shows is only what is committed: its switch
+    record and the controller's pushes. Else a restart cut mid-export resumes the plan with this
+    source switched, and its moving groups go to targets that never admitted them."""
+    move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
+    h = source_with(move, stay)
+    source = Driven(h.shard)
+    planned = Routing(4, previous=2, version=1)
+    handoff.route_step(h.shard, planned)
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    handoff.route_step(h.shard, planned)  # the controller's push while the groups are frozen
+    assert h.shard.owner == GROWN, "the frozen groups stay fenced"
+    assert handoff.committed_routing(h.shard) == planned
+    source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    source.durable()
+    assert source.answers["switch"].error is Errors.NONE
+    assert handoff.committed_routing(h.shard) == GROWN, "its own switch record is committed"
+
+
 def test_an_aborted_export_serves_the_group_again_and_a_readmission_replaces_stale_state() -> None:
     move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
     h = source_with(move, stay)
@@ -178,3 +198,56 @@ def test_a_step_held_past_the_commit_timeout_is_answered_timed_out_once_and_the_
     assert "export" not in source.answers, "answered once"
     source.drive("again", lambda shard, token: handoff.export_step(shard, GROWN, token))
     assert source.answers["again"].error is Errors.NONE and source.answers["again"].groups == 1
+
+
+def test_a_group_deleted_between_attempts_is_not_served_again_by_its_target() -> None:
+    # An attempt admitted the group at its target, then was abandoned; the group was deleted
+    # at its source; the next attempt's export leaves it out. The target must not keep the
+    # first attempt's copy: the driver asks it to discard them before the next admits.
+    gone, kept = groups_on(2, 4, 2)
+    h = Harness()
+    h.commit(gone, {("t", 0): 5})
+    h.commit(kept, {("t", 0): 6})
+    source = Driven(h.shard)
+    target = Driven(Shard(h.shard.config, partition=2))
+    handoff.route_step(target.shard, Routing(4, previous=2, version=1))  # the driver's push
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    first = source.answers.pop("export")
+    assert not first.switched
+    target.drive("a1", lambda shard, token: handoff.admit_step(shard, first.exported[2], token), True)
+    source.drive("abort", lambda shard, token: handoff.abort_step(shard, token))
+    assert h.call(DeleteGroupsRequest((gone,))).results[0][1] is Errors.NONE
+
+    source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    second = source.answers.pop("export")
+    assert {r.key.group_id for r in second.exported[2]} == {kept} and not second.switched
+    target.drive("discard", lambda shard, token: handoff.discard_step(shard, GROWN, 0, token), True)
+    target.durable()
+    assert target.answers.pop("discard") == HandoffAnswer(Errors.NONE, groups=2), "both copies forgotten"
+    target.drive("a2", lambda shard, token: handoff.admit_step(shard, second.exported[2], token), True)
+    source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
+    source.durable()
+    handoff.route_step(target.shard, GROWN)
+    assert set(target.shard.groups) == {kept}
+    reloaded = Shard(target.shard.config, partition=2)
+    reloaded.replay_many(target.log + target.runtime.take_batch())
+    assert set(reloaded.groups) == {kept}, "the discard is in the target's log: a reload agrees"
+    # A retry after the switch was saved: the export says so, and the driver discards nothing.
+    source.drive("again", lambda shard, token: handoff.export_step(shard, GROWN, token))
+    source.durable()
+    assert source.answers.pop("again").switched
+
+
+def test_a_discard_leaves_what_the_target_owns_and_refuses_a_bad_source() -> None:
+    own = groups_on(2, 4, 1)[0]
+    target = Driven(Shard(Harness().shard.config, partition=2))
+    handoff.route_step(target.shard, GROWN)  # source 0 switched: its groups are the target's
+    h = Harness()
+    h.commit(own, {("t", 0): 1})
+    target.drive("a", lambda shard, token: handoff.admit_step(shard, h.log, token), True)
+    target.drive("d", lambda shard, token: handoff.discard_step(shard, GROWN, 0, token), True)
+    target.durable()
+    assert target.answers["d"] == HandoffAnswer(Errors.NONE, groups=0) and own in target.shard.groups
+    target.drive("bad", lambda shard, token: handoff.discard_step(shard, GROWN, 2, token), True)
+    target.durable()
+    assert target.answers["bad"].error is Errors.INVALID_REQUEST

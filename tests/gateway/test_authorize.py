@@ -83,9 +83,14 @@ def test_the_watch_refuses_before_its_first_view_and_keeps_the_last_one_when_the
         authorizer = await watch.ready(0.05)
         assert authorizer is not None and authorizer.authorize("User:alice", "h", Operation.READ,
                                                                ResourceType.GROUP, "g")
+        assert watch.current() is authorizer, "the fast path: the view in force while the watch runs"
         registry.down = True
         await watch.poll()
         assert watch.authorizer is authorizer, "a registry that is down leaves the last view in force"
         watch.close()
+        task = watch._task
+        assert task is not None
+        await asyncio.gather(task, return_exceptions=True)  # the cancelled watch's end
+        assert watch.current() is None, "a watch that ended is not trusted: `ready` starts it again"
 
     asyncio.run(scenario())
