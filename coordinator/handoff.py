@@ -25,10 +25,11 @@ watermark, and a step that writes is refused below min ISR):
    page at a time: `group_records`, the records that rebuild a group's persistent state
    in replay order (classic metadata or KIP-848's records with its exact epochs, regular
    expressions, committed offsets with their metadata and timestamps).
-   Before the first page's admits, `discard_step` at each target (unless the export
-   says the source switched already, a retry after a lost save): the copies of this
-   source's groups an abandoned attempt left there are forgotten durably, so a group
-   deleted or expired at the source since is not served again by its new partition.
+   Before the first page's admits, each target's fence (coordinator/precopy_target.py
+   `fence_step`, a new session number per attempt; skipped when the export says the
+   source switched already, a retry after a lost save): the copies of this source's
+   groups an abandoned attempt left there are forgotten durably, so a group deleted or
+   expired at the source since is not served again by its new partition.
 2. `admit_step` at each target: the records written as its own (whatever it held of
    those groups deleted first), then its
    marker (`ADMIT_KEY`, `version;count`: the analytics tell the copies from the
@@ -59,7 +60,7 @@ from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchResponse
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, Record, ServiceStateKey, ServiceStateValue
-from coordinator.routing import Routing, group_hash
+from coordinator.routing import Routing
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -268,6 +269,7 @@ class HandoffAnswer:
     groups: int = 0
     next_page: int = -1
     switched: bool = False  # an export: this partition's switch under its routing is recorded
+    session: int = 0  # a refused fence: the copy session fenced at the target already
 
 
 # An export page holds the groups whose records reach this many (one group may exceed it).
@@ -301,26 +303,6 @@ def export_step(
     next_page = end if end < len(ids) else -1
     shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page,
                                      switched=_has_switched(shard, routing)))
-
-
-def discard_step(shard: Shard, routing: Routing, source: int, token: Any) -> None:
-    """At a target, before an attempt's admits from `source`: forget durably what this
-    shard holds but does not own of the groups `source` had before `routing` (copies an
-    abandoned attempt admitted; the attempt admits every moving group again). The driver
-    never asks it once `source` switched (its export says so): the copies are then the
-    target's own, waiting for the routing push."""
-    known = shard.owner.version if shard.owner is not None else 0
-    if routing.previous is None or not 0 <= source < routing.previous or known > routing.version:
-        shard.reply(token, HandoffAnswer(Errors.INVALID_REQUEST, f"no copies from {source} under {routing}"))
-        return
-    held = set(shard.groups) | set(shard.consumer_groups)
-    stale = sorted(g for g in held if group_hash(g) % routing.previous == source and not owns(shard, g))
-    for group_id in stale:
-        _forget_durably(shard, group_id)
-        shard.consumer_groups.pop(group_id, None)
-        shard.assignment_watches.pop(group_id, None)
-    shard.lag.forget_groups(stale)
-    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(stale)))
 
 
 def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 0) -> None:

@@ -8,8 +8,11 @@ docs/design-precopy.md has the whole design; coordinator/precopy.py the source's
   come back when the target takes ownership), then records the fence, a service-state
   entry `copy-session/<source>` = `version;session` (replayed as opaque service state:
   a reload, a promoted follower and a compacted log keep it). Refused when the target
-  knows a newer repartition, a newer session, or that `source` switched already (its
-  groups are this target's own then: nothing of them is a copy to delete).
+  knows a newer repartition or a session as new (a late call of an older attempt must
+  not wipe a newer session's copies; the refusal's `session` says the fenced one, so a
+  controller restarted without its numbers goes past it). Once `source` switched it
+  answers done and deletes nothing: its groups are this target's own then. Today's
+  fenced handoff fences too, before an attempt's first admit (coordinator/handoff.py).
 - `admit_step(source, routing, session, records, gone)`: a page of the fenced session:
   refused for any other session (a late call of an older one must not overwrite a newer
   copy); the `gone` groups and the page's groups are deleted first, then the records
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from coordinator.shard import Shard
 
 COPY_SESSION_KIND = "copy-session"
+_SWITCHED = "the source switched: its groups are owned here"
 
 
 def fence_key(source: int) -> ServiceStateKey:
@@ -57,11 +61,18 @@ def copies_from(shard: Shard, source: int, routing: Routing) -> list[str]:
 
 def fence_step(shard: Shard, source: int, routing: Routing, session: int, token: Any) -> None:
     if (refused := _refusal(shard, source, routing, session)) is not None:
-        shard.reply(token, refused)
+        if refused.detail != _SWITCHED:
+            shard.reply(token, refused)
+            return
+        shard.reply(token, HandoffAnswer(Errors.NONE))  # its groups are this target's own: no copy
         return
     latest = fenced(shard, source)
-    if latest is not None and latest > (routing.version, session):
-        shard.reply(token, HandoffAnswer(Errors.FENCED_LEADER_EPOCH, f"session {latest} is newer"))
+    if latest is not None and latest >= (routing.version, session):
+        # Never twice the same session: its copies, confirmed at the source, stay.
+        shard.reply(token, HandoffAnswer(
+            Errors.FENCED_LEADER_EPOCH, f"session {latest[1]} of repartition {latest[0]} is fenced here",
+            session=latest[1] if latest[0] == routing.version else 0,
+        ))
         return
     stale = copies_from(shard, source, routing)
     written = sum(handoff.forget_durably(shard, group_id) for group_id in stale)
@@ -116,8 +127,7 @@ def _refusal(shard: Shard, source: int, routing: Routing, session: int) -> Hando
         why = f"a newer repartition ({known.version}) is known here"
         return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, why)
     if known is not None and known.version == routing.version and source in known.switched:
-        why = f"partition {source} switched: its groups are owned here"
-        return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, why)
+        return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, _SWITCHED)
     return None
 
 

@@ -20,7 +20,9 @@ Growing N to kN:
    once would stall every running partition on the nodes they share.
 2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
    the groups that move and exports them once durable (`handoff_export`); each target's
-   leader admits its share, durably (`handoff_admit`); p's leader writes its switch
+   leader is fenced with a new copy session of p (`handoff_fence`: it forgets what an
+   abandoned attempt left it, coordinator/precopy_target.py) and admits its share, durably
+   (`handoff_admit`); p's leader writes its switch
    record, the commit point, durably (`handoff_switch`); the controller records the
    switch and pushes the routing to every leader (`set_routing`). A step refused or
    failed (a leader moved, a replica below min ISR, a timeout) abandons the attempt
@@ -72,6 +74,9 @@ class Plan:
     previous: int
     count: int
     switched: list[int] = field(default_factory=list)
+    # The last copy session numbered per source (a fence at its targets each, persisted
+    # before use: a controller resuming the plan never reuses one).
+    sessions: dict[int, int] = field(default_factory=dict)
 
     def routing(self) -> Routing:
         return Routing(self.count, self.previous, frozenset(self.switched), self.version)
@@ -83,11 +88,14 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "previous": self.previous, "count": self.count,
-                "switched": self.switched}
+                "switched": self.switched,
+                **({"sessions": {str(p): n for p, n in self.sessions.items()}} if self.sessions else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        return cls(int(data["version"]), int(data["previous"]), int(data["count"]), list(data["switched"]))
+        sessions = {int(p): int(n) for p, n in data.get("sessions", {}).items()}  # absent before pre-copy
+        return cls(int(data["version"]), int(data["previous"]), int(data["count"]), list(data["switched"]),
+                   sessions)
 
 
 class Repartitioner:
@@ -283,7 +291,7 @@ class Repartitioner:
             exported = await self._call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
-            if page == 0 and not exported["switched"] and (why := await self._discard(plan, source, routing)):
+            if page == 0 and not exported["switched"] and (why := await self._fence(plan, source, routing)):
                 return why
             exported_at = clock()
             targets = sorted(exported["exported"])
@@ -317,15 +325,28 @@ class Repartitioner:
                     ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
         return None
 
-    async def _discard(self, plan: Plan, source: int, routing: bytes) -> str | None:
-        """Before an attempt's admits: every target forgets the copies an abandoned attempt
-        left there (coordinator/handoff.py `discard_step`); why not, or None."""
+    async def _fence(self, plan: Plan, source: int, routing: bytes) -> str | None:
+        """Before a session's first admits: every target forgets the copies an older session
+        or an abandoned attempt left there, and refuses older sessions from then on
+        (coordinator/precopy_target.py `fence_step`); why not, or None."""
+        session = await self._new_session(plan, source)
         targets = [t for t in self.takers(plan, source) if t != source]
-        answers = await asyncio.gather(*(self._call(t, "handoff_discard", routing, source) for t in targets))
+        answers = await asyncio.gather(*(
+            self._call(t, "handoff_fence", routing, source, session) for t in targets
+        ))
         for target, answer in zip(targets, answers, strict=True):
             if answer["error"] != "NONE":
-                return f"discard at {target}: {answer['error']} {answer['detail']}"
+                # A target fenced a session this plan did not number (a full restart lost the
+                # numbers): the next one goes past it.
+                plan.sessions[source] = max(plan.sessions.get(source, 0), int(answer.get("session", 0)))
+                return f"fence at {target}: {answer['error']} {answer['detail']}"
         return None
+
+    async def _new_session(self, plan: Plan, source: int) -> int:
+        """The next copy session of `source`, persisted before any target sees it."""
+        plan.sessions[source] = plan.sessions.get(source, 0) + 1
+        await self.plane._persist()
+        return plan.sessions[source]
 
     @staticmethod
     def takers(plan: Plan, source: int) -> list[int]:

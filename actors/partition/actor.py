@@ -62,7 +62,7 @@ them. A part sees the others only through the narrow interface it declares
                                                                       release_backup
   KafkaPlug (kafka_plug)        the Kafka listener                    kafka_listener
   RayGuard (ray_guard)          the Ray path's credentials and ACLs   - (the request path's check)
-  HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_discard,
+  HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_fence,
                                                                       handoff_admit, handoff_switch,
                                                                       handoff_abort,
                                                                       set_routing (and retire: the
@@ -433,8 +433,8 @@ class OffsetPartition:
     async def handoff_export(self, routing: bytes, page: int = 0) -> dict[str, Any]:
         return await self.handoff.export(routing, page)
 
-    async def handoff_discard(self, routing: bytes, source: int) -> dict[str, Any]:
-        return await self.handoff.discard(routing, source)
+    async def handoff_fence(self, routing: bytes, source: int, session: int) -> dict[str, Any]:
+        return await self.handoff.fence(routing, source, session)
 
     async def handoff_admit(self, version: int, payload: bytes) -> dict[str, Any]:
         return await self.handoff.admit(version, payload)

@@ -9,8 +9,9 @@ group arrives exactly as its source's log holds it.
 
 - `export(routing, page)`: freeze the groups `routing` moves off this partition; a page
   of their records by target partition, once durable here, and where the next starts.
-- `discard(routing, source)`: before an attempt's admits, forget the copies of `source`'s
-  groups an abandoned attempt left here.
+- `fence(routing, source, session)`: before an attempt's admits, forget the copies of
+  `source`'s groups an older session or an abandoned attempt left here
+  (coordinator/precopy_target.py); older sessions are refused from then on.
 - `admit(version, payload)`: write another partition's exported groups as this one's own.
 - `switch(routing)`: the commit point, the routing record in this partition's log.
 - `abort()`: serve frozen groups again.
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from coordinator import handoff
+from coordinator import handoff, precopy_target
 from coordinator.errors import Errors
 from coordinator.handoff import HandoffAnswer
 from coordinator.routing import Routing
@@ -69,12 +70,12 @@ class HandoffPart:
             "exported": {target: encode_payload(records) for target, records in answer.exported.items()},
         }
 
-    async def discard(self, routing: bytes, source: int) -> dict[str, Any]:
+    async def fence(self, routing: bytes, source: int, session: int) -> dict[str, Any]:
         grown = parse_routing(routing)
-        if type(source) is not int or source < 0:
-            raise ValueError(f"a source partition is an int >= 0, got {source!r}")
-        step = partial(handoff.discard_step, routing=grown, source=source)
-        return _plain(await self._drive(lambda shard, token: step(shard, token=token), True))
+        _check_source(source, session)
+        step = partial(precopy_target.fence_step, source=source, routing=grown, session=session)
+        answer = await self._drive(lambda shard, token: step(shard, token=token), True)
+        return {**_plain(answer), "session": answer.session}
 
     async def admit(self, version: int, payload: bytes) -> dict[str, Any]:
         if type(version) is not int or type(payload) is not bytes or len(payload) > MAX_ADMIT_BYTES:
@@ -142,3 +143,10 @@ def parse_routing(data: object) -> Routing:
 
 def _plain(answer: HandoffAnswer) -> dict[str, Any]:
     return {"error": answer.error.name, "detail": answer.detail, "groups": answer.groups}
+
+
+def _check_source(source: object, session: object) -> None:
+    if type(source) is not int or source < 0:
+        raise ValueError(f"a source partition is an int >= 0, got {source!r}")
+    if type(session) is not int or session < 1:
+        raise ValueError(f"a copy session is an int >= 1, got {session!r}")

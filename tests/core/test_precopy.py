@@ -277,8 +277,11 @@ def test_an_admit_of_another_session_is_refused_and_changes_nothing() -> None:
         )
         reply, records = answer(target, lambda s, t, step=step: step(s, token=t))
         assert reply.error is Errors.FENCED_LEADER_EPOCH and not records
-    reply, _ = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 2, t))
-    assert reply.error is Errors.FENCED_LEADER_EPOCH, "an older session's fence"
+    for stale in (2, 3):
+        fence = partial(precopy_target.fence_step, source=0, routing=PLANNED, session=stale)
+        reply, records = answer(target, lambda s, t, fence=fence: fence(s, token=t))
+        assert reply.error is Errors.FENCED_LEADER_EPOCH and not records, "an older or the same session"
+        assert reply.session == 3, "the refusal says the session fenced here"
 
 
 def test_a_gone_group_deletes_its_copy() -> None:
@@ -296,6 +299,9 @@ def test_no_fence_once_the_source_switched_nor_from_a_partition_that_sends_nothi
     target = Shard(Harness().shard.config, partition=2)
     handoff.route_step(target, GROWN, 0)
     reply, records = answer(target, lambda s, t: precopy_target.fence_step(s, 0, GROWN, 5, t))
-    assert reply.error is Errors.FENCED_LEADER_EPOCH and not records
+    assert reply == handoff.HandoffAnswer(Errors.NONE) and not records, "its groups are owned here"
+    step = partial(precopy_target.admit_step, source=0, routing=GROWN, session=5, records=[], gone=[])
+    reply, records = answer(target, lambda s, t: step(s, token=t))
+    assert reply.error is Errors.FENCED_LEADER_EPOCH and not records, "no copy admitted once it switched"
     reply, _ = answer(target, lambda s, t: precopy_target.fence_step(s, 1, PLANNED, 1, t))
     assert reply.error is Errors.INVALID_REQUEST, "partition 1's groups go to 1 and 3, not 2"
