@@ -6,8 +6,9 @@ docs/design-precopy.md has the whole design; coordinator/precopy.py the source's
   target deletes, durably, every copy it holds of `source`'s groups (left by an earlier
   session or an abandoned handoff: a group deleted at the source since would otherwise
   come back when the target takes ownership), then records the fence, a service-state
-  entry `copy-session/<source>` = `version;session` (replayed as opaque service state:
-  a reload, a promoted follower and a compacted log keep it). Refused when the target
+  entry `copy-session/<source>` = `version;session;count;previous` (replayed as opaque
+  service state: a reload, a promoted follower and a compacted log keep it, and a load
+  owns by `planned_routing` until the controller's routing arrives). Refused when the target
   knows a newer repartition or a session as new (a late call of an older attempt must
   not wipe a newer session's copies; the refusal's `session` says the fenced one, so a
   controller restarted without its numbers goes past it). Once `source` switched it
@@ -48,8 +49,31 @@ def fenced(shard: Shard, source: int) -> tuple[int, int] | None:
     data = shard.service_state.get(fence_key(source))
     if data is None:
         return None
-    version, session = data.decode("ascii").split(";")
+    version, session = data.decode("ascii").split(";")[:2]
     return int(version), int(session)
+
+
+def fence_value(routing: Routing, session: int) -> ServiceStateValue:
+    """`version;session;count;previous`: the session, and the repartition's counts (a
+    reloaded target knows from them which groups it holds as copies, `planned_routing`)."""
+    text = f"{routing.version};{session};{routing.count};{routing.previous}"
+    return ServiceStateValue(text.encode("ascii"))
+
+
+def planned_routing(shard: Shard) -> Routing | None:
+    """The newest repartition a fence in this shard's log names, with no source switched:
+    what a target loaded without the controller's routing owns by until the controller
+    pushes it (`Shard.on_loaded`). Its copies are then copies (no timer runs for them,
+    NOT_COORDINATOR for their requests), never its own before their source's switch; the
+    push (`handoff.route_step`) says which sources switched. None: no fence here."""
+    newest: Routing | None = None
+    for key, data in shard.service_state.items():
+        if key.kind != COPY_SESSION_KIND:
+            continue
+        version, _, count, previous = map(int, data.decode("ascii").split(";"))
+        if newest is None or version > newest.version:
+            newest = Routing(count, previous, frozenset(), version)
+    return newest
 
 
 def copies_from(shard: Shard, source: int, routing: Routing) -> list[str]:
@@ -78,7 +102,7 @@ def fence_step(shard: Shard, source: int, routing: Routing, session: int, token:
     written = sum(handoff.forget_durably(shard, group_id) for group_id in stale)
     if written:
         _mark(shard, routing, written)
-    shard.write(Record(fence_key(source), ServiceStateValue(f"{routing.version};{session}".encode("ascii"))))
+    shard.write(Record(fence_key(source), fence_value(routing, session)))
     shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(stale)))
 
 

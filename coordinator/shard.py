@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, handoff, lag_query, lag_watch, offsets, service_state
+from coordinator import admin, handoff, lag_query, lag_watch, offsets, precopy_target, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -281,6 +281,11 @@ class Shard:
     def on_loaded(self, now_ms: int) -> Result:
         """Start timers after a load, as Kafka's onLoaded/onGroupLoaded do."""
         self._begin(now_ms)
+        # Loaded without the controller's routing: a fence in the log names the repartition
+        # whose copies this shard may hold; they stay copies until a push says their source
+        # switched (a copy owned before its switch would run timers and expiries on it).
+        if (planned := precopy_target.planned_routing(self)) is not None:
+            self.owner = planned.merged(self.owner)
         # A copy of a group another partition still owns gets no timer (handoff.adopt starts
         # them once owned). Only after a repartition: before one, every group is owned.
         if self.owner is not None:

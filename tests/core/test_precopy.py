@@ -10,7 +10,7 @@ import pytest
 
 from coordinator import handoff, precopy_target
 from coordinator.errors import Errors
-from coordinator.messages import DeleteGroupsRequest
+from coordinator.messages import DeleteGroupsRequest, HeartbeatRequest
 from coordinator.precopy import CopyPlan, CopySettings, DirtyTracker, Step, export_page
 from coordinator.records import Record
 from coordinator.routing import Routing
@@ -231,6 +231,33 @@ def test_offsets_expiry_never_writes_to_a_copy() -> None:
     assert any(r.records for r in expired) and move not in target.groups, "owned: it expires as any group"
 
 
+def test_a_target_loaded_without_the_routing_holds_its_copies_as_copies_until_the_push() -> None:
+    """A target's leader restarted mid-copy loads before the controller pushes the routing:
+    the fence in its log names the repartition, so its copies run no timer and are answered
+    NOT_COORDINATOR until a push says their source switched; a new fence still finds them."""
+    h, target, move, members, first = held_copy()
+    fence = target.drive(lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 1, t), 0, "f")
+    admitted = target.admit_groups(handoff.group_records(h.shard, move), h.now)
+    log = first + fence.records + admitted.records
+    reloaded = Shard(h.shard.config, partition=2)
+    reloaded.replay_many(log)
+    reloaded.on_loaded(h.now)
+    assert reloaded.owner == PLANNED and reloaded.copies == {move}
+    assert handoff.committed_routing(reloaded) is None, "nothing committed is claimed (state file, probe)"
+    held = reloaded.poll_timers(h.now + 100 * SESSION_MS)
+    assert not [r for r in held if r.records], "a copy writes nothing"
+    heartbeat = HeartbeatRequest(move, target.groups[move].generation_id, members[0])
+    assert reloaded.handle(heartbeat, h.now).responses[0][1].error is Errors.NOT_COORDINATOR
+    again = Shard(h.shard.config, partition=2)
+    again.replay_many(log)
+    again.on_loaded(h.now)
+    reply, _ = answer(again, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 2, t))
+    assert reply.error is Errors.NONE and reply.groups == 1 and move not in again.groups
+    handoff.route_step(reloaded, GROWN, h.now)  # the push: partition 0 switched
+    assert not reloaded.copies
+    assert reloaded.handle(heartbeat, h.now).responses[0][1].error is Errors.NONE
+
+
 # ------------------------------------------------ the target's fence and session admits
 
 
@@ -259,7 +286,7 @@ def test_a_group_deleted_between_sessions_never_comes_back_at_its_target() -> No
     reply, records = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 2, t))
     assert reply.error is Errors.NONE and reply.groups == 2 and not target.copies
     assert records[-2].key == handoff.ADMIT_KEY and records[-2].value.data == f"1;{len(records) - 2}".encode()
-    assert records[-1].key == precopy_target.fence_key(0) and records[-1].value.data == b"1;2"
+    assert records[-1].key == precopy_target.fence_key(0) and records[-1].value.data == b"1;2;4;2"
     page = [r for r in handoff.group_records(h.shard, moving[1])]
     reply, _ = answer(target, lambda s, t: precopy_target.admit_step(s, 0, PLANNED, 2, page, [], t))
     handoff.route_step(target, GROWN, 0)
