@@ -9,6 +9,7 @@ from typing import Any
 
 from coordinator import handoff, precopy_source, precopy_target
 from coordinator.errors import Errors
+from coordinator.handoff import HandoffAnswer
 from coordinator.messages import DeleteGroupsRequest
 from coordinator.records import OffsetCommitKey, Record
 from coordinator.routing import Routing
@@ -16,6 +17,7 @@ from coordinator.shard import Shard
 
 from tests.core.harness import Harness
 from tests.core.test_handoff import groups_on
+from tests.core.test_handoff_steps import Driven
 from tests.core.test_precopy import GROWN, PLANNED, source
 
 
@@ -156,3 +158,42 @@ def test_a_copy_session_ends_with_its_leader_or_its_repartition() -> None:
     assert unloaded.shard.copying is not None
     unloaded.absorb(unloaded.shard.unload(unloaded.now))
     assert unloaded.shard.copying is None
+
+
+def test_through_the_runtime_each_answer_waits_for_what_it_read_and_only_the_switch_needs_min_isr() -> None:
+    """The actor drives the source's steps through `PartitionRuntime.drive`: a page is
+    answered only once what it captured is durable at the source (a copy of a commit the
+    source could still lose must not reach a target), and below min ISR every step but the
+    switch (the one that writes) still runs: a copy goes on while a follower catches up."""
+    moving = groups_on(2, 4, 2)
+    h = source(moving, [])
+    driven = Driven(h.shard)
+    handoff.route_step(h.shard, PLANNED, h.now)
+    driven.drive("begin", lambda s, t: precopy_source.begin_step(s, GROWN, 1, t))
+    driven.drive("round", lambda s, t: precopy_source.round_step(s, 1, t))
+    assert driven.answers.pop("begin").groups == 2 and driven.answers.pop("round").groups == 2
+    h.commit(moving[0], {("t", 0): 70})  # written, not durable yet
+    driven.runtime.written_end = len(h.log)
+    driven.runtime._pending.extend(h.log)
+    driven.drive("page", lambda s, t: precopy_source.export_step(s, 1, 0, t))
+    assert "page" not in driven.answers, "answered before what it captured is durable"
+    driven.durable()
+    page = driven.answers.pop("page")
+    offsets = [r.value.offset for r in page.exported[2] if r.key == OffsetCommitKey(moving[0], "t", 0)]
+    assert page.error is Errors.NONE and offsets == [70]
+
+    driven.runtime.writable = False  # below min ISR
+    steps = {
+        "confirm": lambda s, t: precopy_source.confirm_step(s, 1, 0, t),
+        "freeze": lambda s, t: precopy_source.freeze_step(s, 1, t),
+    }
+    for name, step in steps.items():
+        driven.drive(name, step, False)
+    assert {name: driven.answers.pop(name).error for name in steps} == dict.fromkeys(steps, Errors.NONE)
+    driven.drive("switch", lambda s, t: precopy_source.switch_step(s, GROWN, 1, t), True)
+    assert driven.answers.pop("switch").error is Errors.NOT_ENOUGH_REPLICAS and h.shard.switched is None
+    driven.runtime.writable = True
+    driven.drive("switch", lambda s, t: precopy_source.switch_step(s, GROWN, 1, t), True)
+    assert "switch" not in driven.answers, "the commit point is answered once durable"
+    driven.durable()
+    assert driven.answers.pop("switch") == HandoffAnswer(Errors.NONE, groups=2)
