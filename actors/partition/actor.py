@@ -64,7 +64,10 @@ them. A part sees the others only through the narrow interface it declares
   RayGuard (ray_guard)          the Ray path's credentials and ACLs   - (the request path's check)
   HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_fence,
                                                                       handoff_admit, handoff_switch,
-                                                                      handoff_abort,
+                                                                      handoff_abort, precopy_begin,
+                                                                      precopy_round, precopy_export,
+                                                                      precopy_confirm, precopy_admit,
+                                                                      precopy_switch,
                                                                       set_routing (and retire: the
                                                                       loader's unload, then the rename)
   PartitionInspection           nothing (reads the others)            probe, info
@@ -438,6 +441,26 @@ class OffsetPartition:
 
     async def handoff_admit(self, version: int, payload: bytes) -> dict[str, Any]:
         return await self.handoff.admit(version, payload)
+
+    async def precopy_begin(self, routing: bytes, session: int) -> dict[str, Any]:
+        return await self.handoff.precopy_begin(routing, session)
+
+    async def precopy_round(self, session: int, freeze: bool = False) -> dict[str, Any]:
+        return await self.handoff.precopy_round(session, freeze)
+
+    async def precopy_export(self, session: int, page: int) -> dict[str, Any]:
+        return await self.handoff.precopy_export(session, page)
+
+    async def precopy_confirm(self, session: int, page: int) -> dict[str, Any]:
+        return await self.handoff.precopy_confirm(session, page)
+
+    async def precopy_admit(
+        self, routing: bytes, source: int, session: int, payload: bytes, gone: list[str]
+    ) -> dict[str, Any]:
+        return await self.handoff.precopy_admit(routing, source, session, payload, gone)
+
+    async def precopy_switch(self, routing: bytes, session: int) -> dict[str, Any]:
+        return await self.handoff.precopy_switch(routing, session)
 
     async def handoff_switch(self, routing: bytes) -> dict[str, Any]:
         return await self.handoff.switch(routing)
