@@ -173,3 +173,53 @@ def _view(source: Leader, group: str) -> Any:
     replayed = Shard(source.shard.config)
     replayed.replay_many(record for record in source.log if record.key.group_id == group)
     return replayed.persistent_view()[group]
+
+
+def test_a_source_that_lost_its_session_or_a_failed_freeze_is_copied_again_with_a_new_one() -> None:
+    """A new source leader knows no session (its tracker died with the old one): the driver
+    begins a new session. A final admit that fails in the freeze: the groups are served
+    again (aborted), and the next session copies and switches them."""
+    plane, source, target, moves = grow(precopy_min_groups=1)
+    confirm = source.part.precopy_confirm
+
+    async def confirm_then_lose(session: int, page: int) -> dict[str, Any]:
+        answer = await confirm(session, page)
+        if session == 1:
+            source.shard.copying = None  # as a failover leaves it
+        return answer
+
+    source.precopy_confirm = confirm_then_lose  # type: ignore[attr-defined]
+    hand_off(plane)
+    assert plane.state.plan.sessions == {0: 2} and set(moves) <= set(target.shard.groups)
+
+    plane, source, target, moves = grow(precopy_min_groups=1)
+    admit, rounds = target.part.precopy_admit, []
+    served: list[Errors] = []
+
+    async def admit_failing_in_the_freeze(*args: Any) -> dict[str, Any]:
+        if source.shard.frozen is not None and not rounds:
+            rounds.append(args)
+            raise Unreachable("precopy_admit: no answer")
+        return await admit(*args)
+
+    async def abort() -> dict[str, Any]:
+        answer = await source.part.abort()
+        served.append(source.commit(moves[0], 41))
+        return answer
+
+    confirm = source.part.precopy_confirm
+
+    async def confirm_then_commit(session: int, page: int) -> dict[str, Any]:
+        answer = await confirm(session, page)
+        if session == 1 and source.shard.frozen is None:
+            source.commit(moves[1], 40)  # a delta for the freeze
+        return answer
+
+    source.precopy_confirm = confirm_then_commit  # type: ignore[attr-defined]
+    target.precopy_admit = admit_failing_in_the_freeze  # type: ignore[attr-defined]
+    source.handoff_abort = abort  # type: ignore[method-assign]
+    hand_off(plane)
+    assert served == [Errors.NONE], "served again once the freeze was aborted"
+    assert rounds and plane.state.plan.sessions == {0: 2}, "the freeze's admit failed once"
+    assert target.shard.groups[moves[0]].offsets[_key(moves[0])].offset == 41
+    assert target.shard.groups[moves[1]].offsets[_key(moves[1])].offset == 40
