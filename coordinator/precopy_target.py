@@ -70,7 +70,10 @@ def planned_routing(shard: Shard) -> Routing | None:
     for key, data in shard.service_state.items():
         if key.kind != COPY_SESSION_KIND:
             continue
-        version, _, count, previous = map(int, data.decode("ascii").split(";"))
+        fields = data.decode("ascii", "replace").split(";")
+        if len(fields) != 4 or not all(f.isdigit() for f in fields):
+            continue  # not a fence this version wrote: a load never fails on it
+        version, _, count, previous = map(int, fields)
         if newest is None or version > newest.version:
             newest = Routing(count, previous, frozenset(), version)
     return newest
