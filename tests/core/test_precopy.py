@@ -12,7 +12,7 @@ from coordinator import handoff, precopy_target
 from coordinator.errors import Errors
 from coordinator.messages import DeleteGroupsRequest, HeartbeatRequest
 from coordinator.precopy import CopyPlan, CopySettings, DirtyTracker, Step, export_page
-from coordinator.records import Record
+from coordinator.records import Record, ServiceStateValue
 from coordinator.routing import Routing
 from coordinator.shard import Shard
 
@@ -256,6 +256,14 @@ def test_a_target_loaded_without_the_routing_holds_its_copies_as_copies_until_th
     handoff.route_step(reloaded, GROWN, h.now)  # the push: partition 0 switched
     assert not reloaded.copies
     assert reloaded.handle(heartbeat, h.now).responses[0][1].error is Errors.NONE
+
+
+def test_a_fence_value_a_load_cannot_read_is_skipped_never_fatal() -> None:
+    shard = Shard(Harness().shard.config, partition=2)
+    shard.replay(Record(precopy_target.fence_key(0), ServiceStateValue(b"1;2")))
+    shard.replay(Record(precopy_target.fence_key(1), ServiceStateValue(b"x;y;z;w")))
+    shard.on_loaded(0)
+    assert shard.owner is None and precopy_target.planned_routing(shard) is None
 
 
 # ------------------------------------------------ the target's fence and session admits
