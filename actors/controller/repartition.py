@@ -21,8 +21,9 @@ Growing N to kN:
 2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
    the groups that move and exports them once durable (`handoff_export`); each target's
    leader is fenced with a new copy session of p (`handoff_fence`: it forgets what an
-   abandoned attempt left it, coordinator/precopy_target.py) and admits its share, durably
-   (`handoff_admit`); p's leader writes its switch
+   abandoned attempt left it, coordinator/precopy_target.py) and admits its share, durably,
+   checked against that session (`precopy_admit`; `handoff_admit` unchecked at a leader
+   without it); p's leader writes its switch
    record, the commit point, durably (`handoff_switch`); the controller records the
    switch and pushes the routing to every leader (`set_routing`). A step refused or
    failed (a leader moved, a replica below min ISR, a timeout) abandons the attempt
@@ -286,7 +287,7 @@ class Repartitioner:
         """One try of the fenced handoff; None when the source switched (and it is
         recorded), else why not."""
         routing = plan.routing().with_switched(source).encode()
-        page, moved = 0, 0
+        page, moved, session = 0, 0, 0
         clock = asyncio.get_running_loop().time
         took = {"export_s": 0.0, "admit_s": 0.0}
         frozen = clock()
@@ -297,12 +298,13 @@ class Repartitioner:
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
             if page == 0 and not exported["switched"]:
-                if why := await self.fence(plan, source, routing, await self.new_session(plan, source)):
+                session = await self.new_session(plan, source)
+                if why := await self.fence(plan, source, routing, session):
                     return why
             exported_at = clock()
             targets = sorted(exported["exported"])
             admitted = await asyncio.gather(*(
-                self.call(int(t), "handoff_admit", plan.version, exported["exported"][t]) for t in targets
+                self._admit(plan, source, routing, session, int(t), exported["exported"][t]) for t in targets
             ))
             for target, answer in zip(targets, admitted, strict=True):
                 if answer["error"] != "NONE":
@@ -338,6 +340,17 @@ class Repartitioner:
             self.steps[step] = max(self.steps.get(step, 0.0), seconds)
         logger.info("repartition %d: partition %d handed off %d groups (%s)", plan.version, source, moved,
                     ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
+
+    async def _admit(
+        self, plan: Plan, source: int, routing: bytes, session: int, target: int, payload: bytes
+    ) -> dict[str, Any]:
+        """One page's admit at `target`, checked against the attempt's fenced session where
+        the leader can (an admit of an abandoned attempt that runs late is refused, never
+        overwriting a newer copy); a leader without the pre-copy methods admits unchecked."""
+        handle = self.plane._routed(target)
+        if session and handle is not None and hasattr(handle, "precopy_admit"):
+            return await self.call(target, "precopy_admit", routing, source, session, payload, [])
+        return await self.call(target, "handoff_admit", plan.version, payload)
 
     async def fence(self, plan: Plan, source: int, routing: bytes, session: int) -> str | None:
         """Before a session's first admits: every target forgets the copies an older session

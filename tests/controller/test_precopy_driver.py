@@ -150,6 +150,8 @@ def test_a_small_source_or_a_leader_without_the_methods_is_handed_off_the_fenced
         plane, source, target, moves = grow(**kw)
         hand_off(plane)
         assert "handoff_export" in source.calls and "precopy_begin" not in source.calls, kw
+        admit = "precopy_admit" if kw.get("precopy", True) else "handoff_admit"
+        assert admit in target.calls, "an admit checked against the fenced session where it can be"
         assert plane.state.plan.switched == [0] and set(moves) <= set(target.shard.groups)
         assert precopy_target.fenced(target.shard, 0) == (1, 1), "the fenced handoff fences too"
 
@@ -223,3 +225,32 @@ def test_a_source_that_lost_its_session_or_a_failed_freeze_is_copied_again_with_
     assert rounds and plane.state.plan.sessions == {0: 2}, "the freeze's admit failed once"
     assert target.shard.groups[moves[0]].offsets[_key(moves[0])].offset == 41
     assert target.shard.groups[moves[1]].offsets[_key(moves[1])].offset == 40
+
+
+def test_a_fenced_handoffs_late_admit_of_an_abandoned_attempt_changes_nothing() -> None:
+    """An admit of an attempt that timed out runs after the next attempt's fence and admits:
+    refused (its session is not the fenced one), so it never overwrites the newer copy."""
+    plane, source, target, moves = grow(precopy_min_groups=100)
+    late: list[tuple[Any, ...]] = []
+    refused: list[dict[str, Any]] = []
+    admit, switch = target.part.precopy_admit, source.part.switch
+
+    async def admit_timing_out_once(*args: Any) -> dict[str, Any]:
+        if not late:
+            late.append(args)
+            raise Unreachable("precopy_admit: no answer")
+        return await admit(*args)
+
+    async def late_admit_then_switch(routing: bytes) -> dict[str, Any]:
+        view = target.shard.persistent_view()
+        refused.append(await admit(*late[0]))  # the first attempt's, run only now
+        assert target.shard.persistent_view() == view, "the late admit changed nothing"
+        return await switch(routing)
+
+    target.precopy_admit = admit_timing_out_once  # type: ignore[attr-defined]
+    source.handoff_switch = late_admit_then_switch  # type: ignore[method-assign]
+    hand_off(plane)
+    assert plane.state.plan.sessions == {0: 2} and plane.state.plan.switched == [0]
+    assert [(a["error"], a["detail"]) for a in refused] == [
+        ("FENCED_LEADER_EPOCH", "not the fenced copy session of partition 0")
+    ]
