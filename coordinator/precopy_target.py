@@ -11,7 +11,8 @@ docs/design-precopy.md has the whole design; coordinator/precopy.py the source's
   owns by `planned_routing` until the controller's routing arrives). Refused when the target
   knows a newer repartition or a session as new (a late call of an older attempt must
   not wipe a newer session's copies; the refusal's `session` says the fenced one, so a
-  controller restarted without its numbers goes past it). Once `source` switched it
+  controller restarted without its numbers goes past it), and by a target that does not
+  know the repartition yet (loaded since the controller's push). Once `source` switched it
   answers done and deletes nothing: its groups are this target's own then. Today's
   fenced handoff fences too, before an attempt's first admit (coordinator/handoff.py).
 - `admit_step(source, routing, session, records, gone)`: a page of the fenced session:
@@ -150,10 +151,15 @@ def _refusal(shard: Shard, source: int, routing: Routing, session: int) -> Hando
         why = f"partition {shard.partition} takes no group of {source}"
         return HandoffAnswer(Errors.INVALID_REQUEST, why)
     known = shard.owner
-    if known is not None and known.version > routing.version:
+    if known is None or known.version < routing.version:
+        # A leader loaded since the controller's last push: it could not tell a copy from a
+        # group it owns (an admit would start the copy's timers). The push comes soon.
+        why = f"repartition {routing.version} is not known here yet"
+        return HandoffAnswer(Errors.REBALANCE_IN_PROGRESS, why)
+    if known.version > routing.version:
         why = f"a newer repartition ({known.version}) is known here"
         return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, why)
-    if known is not None and known.version == routing.version and source in known.switched:
+    if source in known.switched:
         return HandoffAnswer(Errors.FENCED_LEADER_EPOCH, _SWITCHED)
     return None
 

@@ -266,6 +266,22 @@ def test_a_fence_value_a_load_cannot_read_is_skipped_never_fatal() -> None:
     assert shard.owner is None and precopy_target.planned_routing(shard) is None
 
 
+def test_a_target_that_does_not_know_the_repartition_yet_takes_no_fence_and_no_copy() -> None:
+    """A leader loaded since the controller's push (no fence in its log) owns every group it
+    holds: an admitted copy would run timers. It refuses until the push arrives."""
+    moving = groups_on(2, 4, 1)
+    h = source(moving, [])
+    target = Shard(h.shard.config, partition=2)
+    page = handoff.group_records(h.shard, moving[0])
+    reply, records = answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 1, t))
+    assert reply.error is Errors.REBALANCE_IN_PROGRESS and not records
+    step = partial(precopy_target.admit_step, source=0, routing=PLANNED, session=1, records=page, gone=[])
+    reply, records = answer(target, lambda s, t: step(s, token=t))
+    assert reply.error is Errors.REBALANCE_IN_PROGRESS and not records and not target.groups
+    handoff.route_step(target, PLANNED, 0)
+    assert answer(target, lambda s, t: precopy_target.fence_step(s, 0, PLANNED, 1, t))[0].error is Errors.NONE
+
+
 # ------------------------------------------------ the target's fence and session admits
 
 
