@@ -20,9 +20,11 @@ same run:
 At the last size:
 - the split: `repartition` 1 -> 2 while `--committers` of the filled groups commit
   without pause; its total time, the longest time the moving groups were frozen with the
-  step it spent it in (the controller's timings), per committing group its stall (the
-  longest one of its commits took in the repartition's window) over the groups that
-  moved and those that stayed, against the same over an equally long window before;
+  step it spent it in (the controller's timings; a partition of `--precopy-min-groups`
+  groups or more is pre-copied, frozen only for the last delta: docs/design-precopy.md),
+  per committing group its stall (the longest one of its commits took in the
+  repartition's window) over the groups that moved and those that stayed, against the
+  same over an equally long window before;
 - lost: every committer's committed offset afterwards is its last acknowledged one, and
   a random sample of the filled groups (`--sample`) still has its K offsets (0 lost).
 Stdout holds the figures table only; progress goes to stderr. Memory: a replica holds
@@ -196,8 +198,14 @@ def split(
     base_p99 = quantile(base, 0.99)
     moved_stall = [load.stall(started, ended) for load in moved]
     stayed_stall = [load.stall(started, ended) for load in stayed]
-    steps = ", ".join(f"{step} {timings.get(step + '_s', 0.0):.2f}" for step in ("export", "admit", "switch",
-                                                                                "routing"))
+    def took(*names: str) -> str:
+        return ", ".join(f"{step} {timings.get(step + '_s', 0.0):.2f}" for step in names)
+
+    if "copy_rounds" in timings:  # pre-copied (docs/design-precopy.md): frozen for the last delta only
+        copied = f"{timings['copy_s']:.2f} s copying in {timings['copy_rounds']:.0f} rounds"
+        steps = f"pre-copied: {copied}, {took('delta', 'switch', 'routing')}"
+    else:
+        steps = took("export", "admit", "switch", "routing")
     rows = [
         Row("split 1 -> 2: total time", ended - started, "s", None,
             f"{timings.get('partitions_ready_s', 0.0):.1f} s starting partition 1, "
@@ -237,7 +245,7 @@ def measure(args: argparse.Namespace, data_dir: str) -> list[Row]:
     # busy shared host must not depose a leader that is only slow (it did at 2 and 3 s).
     settings = quick_failover_settings(data_dir, NAMESPACE, 1, replication_factor=args.rf,
                                        min_insync_replicas=min(2, args.rf), probe_timeout_s=5.0,
-                                       commit_timeout_ms=5_000)
+                                       commit_timeout_ms=5_000, precopy_min_groups=args.precopy_min_groups)
     client = actors.start(settings=settings, namespace=NAMESPACE)
     wait_for("partition 0 fully replicated", lambda: caught_up(client, 0, args.rf), 300)
     empty = {info["role"]: memory(info["pid"])[1] for info in replicas(0).values()}
@@ -274,6 +282,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--committers", type=int, default=200, help="filled groups committing in the split")
     parser.add_argument("--sample", type=int, default=2_000, help="filled groups read back after")
     parser.add_argument("--baseline-s", type=float, default=5.0)
+    parser.add_argument("--precopy-min-groups", type=int, default=10_000,
+                        help="pre-copy the split at this many groups or more (0: the fenced handoff)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes")
     args = parser.parse_args(argv)
     if args.quick:

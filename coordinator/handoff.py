@@ -25,12 +25,13 @@ watermark, and a step that writes is refused below min ISR):
    page at a time: `group_records`, the records that rebuild a group's persistent state
    in replay order (classic metadata or KIP-848's records with its exact epochs, regular
    expressions, committed offsets with their metadata and timestamps).
-   Before the first page's admits, `discard_step` at each target (unless the export
-   says the source switched already, a retry after a lost save): the copies of this
-   source's groups an abandoned attempt left there are forgotten durably, so a group
-   deleted or expired at the source since is not served again by its new partition.
+   Before the first page's admits, each target's fence (coordinator/precopy_target.py
+   `fence_step`, a new session number per attempt; skipped when the export says the
+   source switched already, a retry after a lost save): the copies of this source's
+   groups an abandoned attempt left there are forgotten durably, so a group deleted or
+   expired at the source since is not served again by its new partition.
 2. `admit_step` at each target: the records written as its own (whatever it held of
-   those groups deleted first) and their timers started as a load does, then its
+   those groups deleted first), then its
    marker (`ADMIT_KEY`, `version;count`: the analytics tell the copies from the
    target's own records by it, spark_bridge/ownership.py).
 3. `switch_step` at the source, the commit point: a `routing` record in its own log
@@ -39,8 +40,11 @@ watermark, and a step that writes is refused below min ISR):
    (`release_moved`; their older records stay in the log and are never served).
    Or, abandoned before it: `abort_step` serves the frozen groups again as they were.
 The targets own the admitted groups once the routing they are pushed says their source
-switched. Volatile state does not move, as on a failover: members rejoin or re-heartbeat
-at the target (NOT_COORDINATOR sends them there), whose session timers start afresh.
+switched. Until then an admitted group is a copy (`Shard.copies`): answered NOT_COORDINATOR,
+no timer of it runs and no expiry writes to it (a copy may be held for minutes by a pre-copy,
+coordinator/precopy.py); `adopt` starts its timers, as a load does, once it is owned.
+Volatile state does not move, as on a failover: members rejoin or re-heartbeat at the target
+(NOT_COORDINATOR sends them there), whose session timers start afresh.
 The shard's `begin_handoff`, `admit_groups` and `abort_handoff` are the same steps
 without the driver's answers (tests drive them directly).
 """
@@ -56,7 +60,7 @@ from coordinator.consumer import fencing, records, watch
 from coordinator.errors import Errors
 from coordinator.messages import AssignmentWatchResponse
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, Record, ServiceStateKey, ServiceStateValue
-from coordinator.routing import Routing, group_hash
+from coordinator.routing import Routing
 
 if TYPE_CHECKING:
     from coordinator.shard import Shard
@@ -152,7 +156,7 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> int:
     ids = list(dict.fromkeys(record.key.group_id for record in admitted))
     written = len(admitted)
     for group_id in ids:
-        written += _forget_durably(shard, group_id)
+        written += forget_durably(shard, group_id)
     for record in admitted:
         key = record.key
         if type(key) is OffsetCommitKey:
@@ -160,13 +164,17 @@ def admit_groups(shard: Shard, admitted: list[Record]) -> int:
         else:
             shard.write(record)
     for group_id in ids:
-        _start_timers(shard, group_id)
+        if owns(shard, group_id):
+            _start_timers(shard, group_id)
+        else:
+            shard.copies.add(group_id)  # held until owned (`adopt`): no timer writes to it
     return written
 
 
-def _forget_durably(shard: Shard, group_id: str) -> int:
+def forget_durably(shard: Shard, group_id: str) -> int:
     """Delete what this shard holds of `group_id`; how many records that wrote."""
     written = 0
+    shard.copies.discard(group_id)
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
         tombstones = records.group_tombstone_records(consumer)
@@ -194,6 +202,17 @@ def _start_timers(shard: Shard, group_id: str) -> None:
     consumer = shard.consumer_groups.get(group_id)
     if consumer is not None:
         fencing.schedule_group_timers(shard, consumer)
+
+
+def adopt(shard: Shard) -> list[str]:
+    """Start the timers of the copies this shard owns now (their source switched); their ids.
+
+    Costs the copies held, not every group of the shard."""
+    owned = sorted(g for g in shard.copies if owns(shard, g))
+    shard.copies.difference_update(owned)
+    for group_id in owned:
+        _start_timers(shard, group_id)
+    return owned
 
 
 def release_moved(shard: Shard) -> list[str]:
@@ -239,14 +258,18 @@ ADMIT_KEY = ServiceStateKey(ADMIT_KIND, "")
 class HandoffAnswer:
     """`error` NONE, or why the step was refused (nothing changed then). An export's page:
     `exported`, the records of moving groups by the partition that takes them over, and
-    `next_page`, where the next page starts (-1: this was the last)."""
+    `next_page`, where the next page starts (-1: this was the last). A pre-copy's page
+    (coordinator/precopy_source.py) also has `gone`: the groups whose copies its targets
+    delete, by target partition."""
 
     error: Errors
     detail: str = ""
     exported: dict[int, list[Record]] = field(default_factory=dict)
+    gone: dict[int, list[str]] = field(default_factory=dict)
     groups: int = 0
     next_page: int = -1
     switched: bool = False  # an export: this partition's switch under its routing is recorded
+    session: int = 0  # a refused fence: the copy session fenced at the target already
 
 
 # An export page holds the groups whose records reach this many (one group may exceed it).
@@ -262,7 +285,7 @@ def export_step(
     `routing` is the repartition with this partition switched. The groups are frozen
     once, by the first page asked under `routing`; a page asked again answers the same
     records (frozen groups do not change), so the driver may retry any page."""
-    if (refused := _stale(shard, routing)) is not None:
+    if (refused := stale(shard, routing)) is not None:
         shard.reply(token, refused)
         return
     if shard.frozen != routing:
@@ -280,26 +303,6 @@ def export_step(
     next_page = end if end < len(ids) else -1
     shard.reply(token, HandoffAnswer(Errors.NONE, exported=exported, groups=end - page, next_page=next_page,
                                      switched=_has_switched(shard, routing)))
-
-
-def discard_step(shard: Shard, routing: Routing, source: int, token: Any) -> None:
-    """At a target, before an attempt's admits from `source`: forget durably what this
-    shard holds but does not own of the groups `source` had before `routing` (copies an
-    abandoned attempt admitted; the attempt admits every moving group again). The driver
-    never asks it once `source` switched (its export says so): the copies are then the
-    target's own, waiting for the routing push."""
-    known = shard.owner.version if shard.owner is not None else 0
-    if routing.previous is None or not 0 <= source < routing.previous or known > routing.version:
-        shard.reply(token, HandoffAnswer(Errors.INVALID_REQUEST, f"no copies from {source} under {routing}"))
-        return
-    held = set(shard.groups) | set(shard.consumer_groups)
-    stale = sorted(g for g in held if group_hash(g) % routing.previous == source and not owns(shard, g))
-    for group_id in stale:
-        _forget_durably(shard, group_id)
-        shard.consumer_groups.pop(group_id, None)
-        shard.assignment_watches.pop(group_id, None)
-    shard.lag.forget_groups(stale)
-    shard.reply(token, HandoffAnswer(Errors.NONE, groups=len(stale)))
 
 
 def admit_step(shard: Shard, admitted: list[Record], token: Any, version: int = 0) -> None:
@@ -351,14 +354,20 @@ def abort_step(shard: Shard, token: Any) -> None:
     shard.reply(token, HandoffAnswer(Errors.NONE))
 
 
-def route_step(shard: Shard, routing: Routing) -> None:
+def route_step(shard: Shard, routing: Routing, now_ms: int) -> None:
     """The controller's current routing (volatile): which groups this shard owns, merged
-    with the switch its own log records. A frozen export keeps its groups frozen."""
+    with the switch its own log records. A frozen export keeps its groups frozen. Copies
+    it owns now start their timers from `now_ms` (`adopt`)."""
+    shard.now_ms = max(shard.now_ms, now_ms)
     shard.pushed = routing
+    copying = shard.copying
+    if copying is not None and copying.routing is not None and copying.routing.version < routing.version:
+        shard.copying = None  # a pre-copy of an older repartition: it can never switch now
     owner = routing.merged(shard.switched)
     if shard.frozen is not None:
         owner = owner.merged(shard.frozen)
     shard.owner = owner
+    adopt(shard)
 
 
 def replay_switch(shard: Shard, value: ServiceStateValue | None) -> None:
@@ -371,7 +380,8 @@ def replay_switch(shard: Shard, value: ServiceStateValue | None) -> None:
     release_moved(shard)
 
 
-def _stale(shard: Shard, routing: Routing) -> HandoffAnswer | None:
+def stale(shard: Shard, routing: Routing) -> HandoffAnswer | None:
+    """Why a source step under `routing` is refused here (None: it is not)."""
     if shard.partition not in routing.switched or routing.previous is None:
         return HandoffAnswer(Errors.INVALID_REQUEST, "the routing does not switch this partition")
     known = shard.owner.merged(shard.switched) if shard.owner is not None else shard.switched

@@ -322,11 +322,16 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[Offset
 def on_expire_offsets(shard: Shard, payload: Any = None) -> None:
     now = shard.now_ms
     retention = shard.config.offsets_retention_ms
+    # Never a group this shard does not own: a copy admitted ahead of its switch, or a group
+    # frozen for a handoff (its exported state is what its target gets).
+    skip = shard.copies | set(shard.frozen_ids)
     for group in list(shard.groups.values()):
-        remove_expired(shard, group, now, retention)
+        if group.group_id not in skip:
+            remove_expired(shard, group, now, retention)
     for consumer_group in list(shard.consumer_groups.values()):
         # Kafka's maybeDeleteGroup: an empty consumer group whose offsets are all gone is deleted.
-        if not consumer_group.members and consumer_group.group_id not in shard.groups:
+        gone = not consumer_group.members and consumer_group.group_id not in shard.groups
+        if gone and consumer_group.group_id not in skip:
             delete_consumer_group(shard, consumer_group)
     shard.timers.schedule(("expire-offsets",), now + shard.config.offsets_retention_check_interval_ms)
 

@@ -38,11 +38,11 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from random import Random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from coordinator import admin, handoff, lag_query, lag_watch, offsets, service_state
+from coordinator import admin, handoff, lag_query, lag_watch, offsets, precopy_target, service_state
 from coordinator.classic import join, rebalance
 from coordinator.classic.group import Group
 from coordinator.classic.state import GroupState
@@ -85,6 +85,9 @@ from coordinator.records import (
 from coordinator.routing import Routing
 from coordinator.status import error_response, is_valid_group_id
 from coordinator.timers import TimerKey, TimerQueue
+
+if TYPE_CHECKING:
+    from coordinator.precopy import DirtyTracker
 
 Token = Hashable
 Response = Any
@@ -172,6 +175,12 @@ class Shard:
         self.pushed: Routing | None = None
         self.frozen: Routing | None = None
         self.frozen_ids: list[str] = []  # the groups frozen under `frozen`, in id order
+        # A pre-copy's dirty groups (coordinator/precopy.py; the leader's, volatile): every
+        # write below touches it while a copy runs.
+        self.copying: DirtyTracker | None = None
+        # Groups admitted from another partition that this shard does not own yet (a copy,
+        # coordinator/handoff.py `adopt`): no timer runs for them and nothing writes to them.
+        self.copies: set[str] = set()
         # Partition 0's service-wide state (coordinator/service_state.py): entry -> its bytes.
         self.service_state: dict[ServiceStateKey, bytes] = {}
         # Live lag and health of the committed offsets (coordinator/lag.py): fed by every
@@ -272,12 +281,25 @@ class Shard:
     def on_loaded(self, now_ms: int) -> Result:
         """Start timers after a load, as Kafka's onLoaded/onGroupLoaded do."""
         self._begin(now_ms)
+        # Loaded without the controller's routing: a fence in the log names the repartition
+        # whose copies this shard may hold; they stay copies until a push says their source
+        # switched (a copy owned before its switch would run timers and expiries on it).
+        if (planned := precopy_target.planned_routing(self)) is not None:
+            self.owner = planned.merged(self.owner)
+        # A copy of a group another partition still owns gets no timer (handoff.adopt starts
+        # them once owned). Only after a repartition: before one, every group is owned.
+        if self.owner is not None:
+            self.copies = {g for g in (*self.groups, *self.consumer_groups) if not handoff.owns(self, g)}
         for group in list(self.groups.values()):
+            if group.group_id in self.copies:
+                continue
             for member in group.members.values():
                 rebalance.schedule_heartbeat(self, group, member)
             if group.size > self.config.group_max_size:
                 rebalance.prepare_rebalance(self, group)
-        fencing.schedule_loaded_timers(self)
+        for consumer_group in self.consumer_groups.values():
+            if consumer_group.group_id not in self.copies:
+                fencing.schedule_group_timers(self, consumer_group)
         self.timers.schedule(EXPIRE_OFFSETS_KEY, now_ms + self.config.offsets_retention_check_interval_ms)
         return self._end()
 
@@ -357,6 +379,8 @@ class Shard:
         self.lag.forget_groups(list(self.lag.committed))
         self.groups.clear()
         self.consumer_groups.clear()
+        self.copies.clear()
+        self.copying = None  # a copy session is its leader's: a new one begins elsewhere
         self.timers.clear()
         return self._end()
 
@@ -372,6 +396,8 @@ class Shard:
         """Append a record to the current Result and apply it."""
         self._out.records.append(record)
         self.replay(record)
+        if self.copying is not None:
+            self.copying.touch(record.key.group_id)
 
     def write_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """`write` for an offset record, without the dispatch on the key type."""
@@ -379,6 +405,8 @@ class Shard:
         self._out.offsets_before.append(None if group is None else group.offsets.get(key))
         self._out.records.append(Record(key, value))
         offsets.apply_offset_record(self, key, value)
+        if self.copying is not None:
+            self.copying.touch(key.group_id)
 
     def write_offsets(
         self, group: Group, keys: list[OffsetCommitKey], values: list[OffsetCommitValue]
@@ -388,10 +416,14 @@ class Shard:
         self._out.records.extend(map(_new, repeat(Record), zip(keys, values)))
         offsets.apply_offset_commits(group, keys, values)
         self.lag.on_commits(group.group_id, keys, values)
+        if self.copying is not None:
+            self.copying.touch(group.group_id)
 
     def write_group(self, group: Group) -> None:
         """Append the group's metadata record; the live group is its source."""
         self._out.records.append(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
+        if self.copying is not None:
+            self.copying.touch(group.group_id)
 
     def apply_group_record(self, group_id: str, value: GroupMetadataValue | None) -> None:
         group = self.groups.get(group_id)

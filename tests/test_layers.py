@@ -32,7 +32,10 @@ ACTORS_ALLOWED: dict[str, frozenset[str]] = {
 
 # coordinator/: the shard's level (dispatch between both group types) may import
 # everything; the rest may not import it, except `shard` for types.
-COORDINATOR_DISPATCH = frozenset({"api", "shard", "offsets", "admin", "group_types", "handoff", "runtime"})
+COORDINATOR_DISPATCH = frozenset(
+    {"api", "shard", "offsets", "admin", "group_types", "handoff", "precopy", "precopy_source",
+     "precopy_target", "runtime"}
+)
 COORDINATOR_FORBIDDEN: dict[str, frozenset[str]] = {
     # The shared modules (errors, messages, records, checks, timers...) know no group type.
     "shared": frozenset({"classic", "consumer"}) | COORDINATOR_DISPATCH,

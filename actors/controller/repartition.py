@@ -20,7 +20,10 @@ Growing N to kN:
    once would stall every running partition on the nodes they share.
 2. Per source partition p, at most `MAX_CONCURRENT_SOURCES` at once: its leader freezes
    the groups that move and exports them once durable (`handoff_export`); each target's
-   leader admits its share, durably (`handoff_admit`); p's leader writes its switch
+   leader is fenced with a new copy session of p (`handoff_fence`: it forgets what an
+   abandoned attempt left it, coordinator/precopy_target.py) and admits its share, durably,
+   checked against that session (`precopy_admit`; `handoff_admit` unchecked at a leader
+   without it); p's leader writes its switch
    record, the commit point, durably (`handoff_switch`); the controller records the
    switch and pushes the routing to every leader (`set_routing`). A step refused or
    failed (a leader moved, a replica below min ISR, a timeout) abandons the attempt
@@ -46,7 +49,8 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.controller.cluster_view import ActorGone, ClusterError
+from actors.controller.cluster_view import ActorGone, CallFailed, ClusterError
+from actors.controller.precopy import PrecopyDriver
 from coordinator.handoff import refusal
 from coordinator.replication.rolling import DONE as ROLL_DONE
 from coordinator.routing import Routing
@@ -72,6 +76,9 @@ class Plan:
     previous: int
     count: int
     switched: list[int] = field(default_factory=list)
+    # The last copy session numbered per source (a fence at its targets each, persisted
+    # before use: a controller resuming the plan never reuses one).
+    sessions: dict[int, int] = field(default_factory=dict)
 
     def routing(self) -> Routing:
         return Routing(self.count, self.previous, frozenset(self.switched), self.version)
@@ -83,11 +90,14 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "previous": self.previous, "count": self.count,
-                "switched": self.switched}
+                "switched": self.switched,
+                **({"sessions": {str(p): n for p, n in self.sessions.items()}} if self.sessions else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        return cls(int(data["version"]), int(data["previous"]), int(data["count"]), list(data["switched"]))
+        sessions = {int(p): int(n) for p, n in data.get("sessions", {}).items()}  # absent before pre-copy
+        return cls(int(data["version"]), int(data["previous"]), int(data["count"]), list(data["switched"]),
+                   sessions)
 
 
 class Repartitioner:
@@ -109,6 +119,7 @@ class Repartitioner:
         # moved group's stall goes: export, admits, switch, routing), and the longest time
         # a source's moving groups were frozen (from its export to the targets' routing).
         self.steps: dict[str, float] = {}
+        self.precopy = PrecopyDriver(self)
 
     # ------------------------------------------------------------ routing
 
@@ -253,11 +264,11 @@ class Repartitioner:
     async def _hand_off(self, plan: Plan, source: int) -> None:
         """Move `source`'s leaving groups to their new partitions; retried until done."""
         delay = RETRY_INITIAL_S
-        self.handing_off.add(source)
         try:
             while (why := await self._try(plan, source)) is not None:
                 logger.warning("repartition %d: partition %d handoff retried: %s", plan.version, source, why)
-                await self._call(source, "handoff_abort", quiet=True)
+                await self.call(source, "handoff_abort", quiet=True)
+                self.handing_off.discard(source)  # served again until the next freeze
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(2 * delay, RETRY_MAX_S)
         finally:
@@ -266,29 +277,34 @@ class Repartitioner:
     async def _try(self, plan: Plan, source: int) -> str | None:
         self.attempts += 1
         try:
+            if await self.precopy.fits(plan, source):
+                return await self.precopy.attempt(plan, source)
             return await self._attempt(plan, source)
         except ClusterError as exc:
             return f"{exc!r}"
 
-
     async def _attempt(self, plan: Plan, source: int) -> str | None:
-        """One try; None when the source switched (and it is recorded), else why not."""
+        """One try of the fenced handoff; None when the source switched (and it is
+        recorded), else why not."""
         routing = plan.routing().with_switched(source).encode()
-        page, moved = 0, 0
+        page, moved, session = 0, 0, 0
         clock = asyncio.get_running_loop().time
         took = {"export_s": 0.0, "admit_s": 0.0}
         frozen = clock()
+        self.handing_off.add(source)
         while page >= 0:  # the moving groups, a page at a time (a big partition's are many)
             began = clock()
-            exported = await self._call(source, "handoff_export", routing, page)
+            exported = await self.call(source, "handoff_export", routing, page)
             if exported["error"] != "NONE":
                 return f"export: {exported['error']} {exported['detail']}"
-            if page == 0 and not exported["switched"] and (why := await self._discard(plan, source, routing)):
-                return why
+            if page == 0 and not exported["switched"]:
+                session = await self.new_session(plan, source)
+                if why := await self.fence(plan, source, routing, session):
+                    return why
             exported_at = clock()
             targets = sorted(exported["exported"])
             admitted = await asyncio.gather(*(
-                self._call(int(t), "handoff_admit", plan.version, exported["exported"][t]) for t in targets
+                self._admit(plan, source, routing, session, int(t), exported["exported"][t]) for t in targets
             ))
             for target, answer in zip(targets, admitted, strict=True):
                 if answer["error"] != "NONE":
@@ -297,10 +313,19 @@ class Repartitioner:
             took["export_s"] += exported_at - began
             took["admit_s"] += clock() - exported_at
         began = clock()
-        switched = await self._call(source, "handoff_switch", routing)
+        switched = await self.call(source, "handoff_switch", routing)
         if switched["error"] != "NONE":
             return f"switch: {switched['error']} {switched['detail']}"
         took["switch_s"] = clock() - began
+        await self.record_switch(plan, source, took, frozen, moved)
+        return None
+
+    async def record_switch(
+        self, plan: Plan, source: int, took: dict[str, float], frozen: float, moved: int
+    ) -> None:
+        """The source's switch record is durable: record it in the plan and push the routing
+        (`took`: the attempt's step timings, completed here; `frozen`: when its groups froze)."""
+        clock = asyncio.get_running_loop().time
         began = clock()
         if source not in plan.switched:
             plan.switched.append(source)
@@ -315,17 +340,39 @@ class Repartitioner:
             self.steps[step] = max(self.steps.get(step, 0.0), seconds)
         logger.info("repartition %d: partition %d handed off %d groups (%s)", plan.version, source, moved,
                     ", ".join(f"{k} {v:.3f}" for k, v in took.items()))
-        return None
 
-    async def _discard(self, plan: Plan, source: int, routing: bytes) -> str | None:
-        """Before an attempt's admits: every target forgets the copies an abandoned attempt
-        left there (coordinator/handoff.py `discard_step`); why not, or None."""
+    async def _admit(
+        self, plan: Plan, source: int, routing: bytes, session: int, target: int, payload: bytes
+    ) -> dict[str, Any]:
+        """One page's admit at `target`, checked against the attempt's fenced session where
+        the leader can (an admit of an abandoned attempt that runs late is refused, never
+        overwriting a newer copy); a leader without the pre-copy methods admits unchecked."""
+        handle = self.plane._routed(target)
+        if session and handle is not None and hasattr(handle, "precopy_admit"):
+            return await self.call(target, "precopy_admit", routing, source, session, payload, [])
+        return await self.call(target, "handoff_admit", plan.version, payload)
+
+    async def fence(self, plan: Plan, source: int, routing: bytes, session: int) -> str | None:
+        """Before a session's first admits: every target forgets the copies an older session
+        or an abandoned attempt left there, and refuses older sessions from then on
+        (coordinator/precopy_target.py `fence_step`); why not, or None."""
         targets = [t for t in self.takers(plan, source) if t != source]
-        answers = await asyncio.gather(*(self._call(t, "handoff_discard", routing, source) for t in targets))
+        answers = await asyncio.gather(*(
+            self.call(t, "handoff_fence", routing, source, session) for t in targets
+        ))
         for target, answer in zip(targets, answers, strict=True):
             if answer["error"] != "NONE":
-                return f"discard at {target}: {answer['error']} {answer['detail']}"
+                # A target fenced a session this plan did not number (a full restart lost the
+                # numbers): the next one goes past it.
+                plan.sessions[source] = max(plan.sessions.get(source, 0), int(answer.get("session", 0)))
+                return f"fence at {target}: {answer['error']} {answer['detail']}"
         return None
+
+    async def new_session(self, plan: Plan, source: int) -> int:
+        """The next copy session of `source`, persisted before any target sees it."""
+        plan.sessions[source] = plan.sessions.get(source, 0) + 1
+        await self.plane._persist()
+        return plan.sessions[source]
 
     @staticmethod
     def takers(plan: Plan, source: int) -> list[int]:
@@ -334,7 +381,7 @@ class Repartitioner:
             return [source + k * plan.previous for k in range(plan.count // plan.previous)]
         return [source, source % plan.count]
 
-    async def _call(self, partition: int, method: str, *args: Any, quiet: bool = False) -> Any:
+    async def call(self, partition: int, method: str, *args: Any, quiet: bool = False) -> Any:
         handle = self.plane._routed(partition)
         if handle is None:
             if quiet:
@@ -346,6 +393,8 @@ class Repartitioner:
             if quiet:
                 return None
             raise
+        except AttributeError as exc:  # a Ray handle of an older version: the attempt fails, retried
+            raise CallFailed(f"{method}: partition {partition}'s leader has no such method") from exc
 
     # ------------------------------------------------------------ routing pushes
 
@@ -355,7 +404,7 @@ class Repartitioner:
         shows another routing."""
         encoded = self.routing().encode()
         targets = range(self.plane.state.num_partitions) if partitions is None else partitions
-        answers = await asyncio.gather(*(self._call(p, "set_routing", encoded, quiet=True) for p in targets))
+        answers = await asyncio.gather(*(self.call(p, "set_routing", encoded, quiet=True) for p in targets))
         return all(answer is not None for answer in answers)
 
     def needs_push(self, partition: int, probe: dict[str, Any]) -> bool:

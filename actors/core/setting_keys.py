@@ -73,6 +73,7 @@ CHANGES: dict[str, tuple[str, str]] = {
     "replica_reassign_delay_s": (ONLINE, ""),
     "disk_failure_move_delay_s": (ONLINE, ""),
     "balance_interval_s": (ONLINE, ""),
+    "precopy_min_groups": (ONLINE, ""),
     # read at each use by the partition leaders (`actors.partition.serving.apply_settings`)
     "mailbox_ttl_s": (ONLINE, ""),
     "maintenance_interval_s": (ONLINE, ""),

@@ -185,6 +185,11 @@ class ServiceSettings:
     auto_repartition: bool = False
     auto_repartition_after_s: float = 600.0
     max_partitions: int = 1024
+    # A repartition pre-copies a source partition of at least this many groups (its moving
+    # groups copied while served, then frozen for one small delta: docs/design-precopy.md);
+    # a smaller one, or with 0 every one, hands off with the fenced handoff (frozen for the
+    # whole export, a fraction of a second for a few thousand groups).
+    precopy_min_groups: int = 10_000
     # The Kafka listener in each partition leader (`KafkaListenerSettings`).
     kafka_listener: KafkaListenerSettings = field(default_factory=KafkaListenerSettings)
     # The Ray path's authorizer (actors/partition/ray_guard.py, docs/security.md): every Ray
@@ -211,7 +216,7 @@ class ServiceSettings:
             value = getattr(self, name)
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
-        for cap in ("lag_metrics_partitions_max", "lag_metrics_groups_max"):
+        for cap in ("lag_metrics_partitions_max", "lag_metrics_groups_max", "precopy_min_groups"):
             if type(getattr(self, cap)) is not int or getattr(self, cap) < 0:
                 raise ValueError(f"{cap} must be an int >= 0, got {getattr(self, cap)!r}")
         for flag in ("replication_link", "shared_data_dir", "confirm_reads", "auto_repartition"):

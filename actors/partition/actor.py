@@ -62,9 +62,12 @@ them. A part sees the others only through the narrow interface it declares
                                                                       release_backup
   KafkaPlug (kafka_plug)        the Kafka listener                    kafka_listener
   RayGuard (ray_guard)          the Ray path's credentials and ACLs   - (the request path's check)
-  HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_discard,
+  HandoffPart (handoff)         nothing (drives the runtime)          handoff_export, handoff_fence,
                                                                       handoff_admit, handoff_switch,
-                                                                      handoff_abort,
+                                                                      handoff_abort, precopy_begin,
+                                                                      precopy_round, precopy_export,
+                                                                      precopy_confirm, precopy_admit,
+                                                                      precopy_switch,
                                                                       set_routing (and retire: the
                                                                       loader's unload, then the rename)
   PartitionInspection           nothing (reads the others)            probe, info
@@ -433,11 +436,31 @@ class OffsetPartition:
     async def handoff_export(self, routing: bytes, page: int = 0) -> dict[str, Any]:
         return await self.handoff.export(routing, page)
 
-    async def handoff_discard(self, routing: bytes, source: int) -> dict[str, Any]:
-        return await self.handoff.discard(routing, source)
+    async def handoff_fence(self, routing: bytes, source: int, session: int) -> dict[str, Any]:
+        return await self.handoff.fence(routing, source, session)
 
     async def handoff_admit(self, version: int, payload: bytes) -> dict[str, Any]:
         return await self.handoff.admit(version, payload)
+
+    async def precopy_begin(self, routing: bytes, session: int) -> dict[str, Any]:
+        return await self.handoff.precopy_begin(routing, session)
+
+    async def precopy_round(self, session: int, freeze: bool = False) -> dict[str, Any]:
+        return await self.handoff.precopy_round(session, freeze)
+
+    async def precopy_export(self, session: int, page: int) -> dict[str, Any]:
+        return await self.handoff.precopy_export(session, page)
+
+    async def precopy_confirm(self, session: int, page: int) -> dict[str, Any]:
+        return await self.handoff.precopy_confirm(session, page)
+
+    async def precopy_admit(
+        self, routing: bytes, source: int, session: int, payload: bytes, gone: list[str]
+    ) -> dict[str, Any]:
+        return await self.handoff.precopy_admit(routing, source, session, payload, gone)
+
+    async def precopy_switch(self, routing: bytes, session: int) -> dict[str, Any]:
+        return await self.handoff.precopy_switch(routing, session)
 
     async def handoff_switch(self, routing: bytes) -> dict[str, Any]:
         return await self.handoff.switch(routing)
@@ -446,7 +469,9 @@ class OffsetPartition:
         return await self.handoff.abort()
 
     async def set_routing(self, routing: bytes) -> int | None:
-        return await self.handoff.route(routing)
+        version = await self.handoff.route(routing)
+        self._after_requests()  # groups it owns now may have started timers (`handoff.adopt`)
+        return version
 
     async def retire(self, version: int) -> str:
         """A shrink emptied this partition (its groups are other partitions' now): stop

@@ -57,6 +57,7 @@ KAFKA_STORAGE_ERROR; a storage error in any of them is a disk failure.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -75,6 +76,7 @@ from coordinator import Shard
 from coordinator.errors import Errors
 from coordinator.handoff import committed_routing
 from coordinator.replication import UNDEFINED_EPOCH, DiskHealth, EpochCache
+from coordinator.routing import Routing
 from coordinator.runtime import PartitionRuntime, RuntimeState
 from log.errors import is_storage_error
 from log.loader import load_into
@@ -373,12 +375,17 @@ class ReplicaRoles:
         )
 
     def record_state(self, state: ReplicaState) -> None:
-        """On the I/O thread (which orders the writes): write the state file unless a
-        state as new was written already (with the same routing, at the same epochs)."""
+        """On the I/O thread (which orders the writes): write the state file unless what it
+        says was written already. The epochs and ISR are the newest of the two; the routing
+        is what either knows (`Routing.merged`: a routing only grows), so a routing pushed
+        after an ISR change moved the partition epoch past this replica's leadership (whose
+        state then reads as older) is recorded still, and a state computed before a push
+        never takes the push's routing back out."""
         written = self._state_written
         if written is not None:
-            older = state.version < written.version
-            if older or (state.version == written.version and state.routing == written.routing):
+            newest = written if state.version < written.version else state
+            state = _with_routing(newest, written.routing if newest is state else state.routing)
+            if state == written:
                 return
         write_replica_state(self.host.directory(), state, self.host.settings.log.fsync)
         self._state_written = state
@@ -567,3 +574,14 @@ def _proposer(controller: Any, partition: int) -> Any:
         return controller.alter_isr.remote(partition, change)
 
     return propose
+
+
+def _with_routing(state: ReplicaState, other: str) -> ReplicaState:
+    """`state` knowing the routing `other` records too (both committed: switch records and
+    the controller's pushes)."""
+    if not other or other == state.routing:
+        return state
+    known = Routing.decode(other.encode("ascii"))
+    if state.routing:
+        known = Routing.decode(state.routing.encode("ascii")).merged(known)
+    return dataclasses.replace(state, routing=known.encode().decode("ascii"), num_partitions=known.partitions)

@@ -186,14 +186,9 @@ def on_sync_timeout(shard: Shard, group_id: str, member_id: str, payload: Any = 
     _fence_operation(shard, group_id, member_id)
 
 
-def schedule_loaded_timers(shard: Shard) -> None:
-    """Kafka's `onLoaded` for consumer groups: session timers for all, rebalance timers for UNREVOKED."""
-    for group in shard.consumer_groups.values():
-        schedule_group_timers(shard, group)
-
-
 def schedule_group_timers(shard: Shard, group: ConsumerGroup) -> None:
-    """`schedule_loaded_timers` for one group (loaded, or admitted from another partition)."""
+    """Kafka's `onLoaded` for one consumer group (loaded, or admitted from another partition):
+    session timers for all members, rebalance timers for UNREVOKED ones."""
     for member in group.members.values():
         timeout_ms = member.classic_protocol_session_timeout_ms
         schedule_session_timeout(shard, group.group_id, member.member_id, timeout_ms)

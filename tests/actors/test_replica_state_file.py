@@ -186,3 +186,27 @@ def test_a_frozen_export_is_never_recorded_as_its_sources_switch(tmp_path: Path)
             await cluster.close()
 
     run(scenario())
+
+
+def test_a_routing_pushed_after_an_isr_change_is_recorded(tmp_path: Path) -> None:
+    """A push's routing reaches the state file also once a committed ISR change moved the
+    partition epoch past the leadership the leader was given (a full restart resumes a
+    repartition from the routing the state files record)."""
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            leader = await cluster.start()
+            cluster.handles["c"].stop()
+            await cluster.until_isr("a", ("a", "b"))
+            cluster.handles["c"].resume()
+            await cluster.until_isr("a", NAMES)
+            planned = Routing(2, previous=1, version=1)
+            assert await leader.set_routing(planned.encode()) == 1
+            recorded = file_state(cluster, "a")
+            assert recorded is not None and recorded.routing == planned.encode().decode("ascii")
+            epoch = cluster.controller.state.partition_epoch
+            assert recorded.isr == NAMES and recorded.partition_epoch == epoch
+        finally:
+            await cluster.close()
+
+    run(scenario())

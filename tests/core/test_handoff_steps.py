@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator import handoff
+from coordinator import handoff, precopy_target
 from coordinator.errors import Errors
 from coordinator.handoff import HandoffAnswer
 from coordinator.messages import DeleteGroupsRequest, DescribeGroupsRequest
@@ -87,7 +87,7 @@ def test_export_admit_switch_moves_a_group_and_the_switch_fences_it_on_replay() 
     answer = reloaded.handle(DescribeGroupsRequest((move,)), 0).responses[0][1]
     assert answer.groups[0].error is Errors.NOT_COORDINATOR
     # a stale routing pushed later does not undo the switch
-    handoff.route_step(reloaded, Routing(4, previous=2, version=1))
+    handoff.route_step(reloaded, Routing(4, previous=2, version=1), 0)
     assert reloaded.owner is not None and reloaded.owner.partition_for(move) == 2
 
 
@@ -105,7 +105,7 @@ def test_an_export_of_an_older_repartition_or_another_partition_is_refused() -> 
     move, stay = groups_on(2, 4, 1)[0], groups_on(0, 4, 1)[0]
     h = source_with(move, stay)
     source = Driven(h.shard)
-    handoff.route_step(h.shard, Routing(2, version=2))  # a later repartition, done
+    handoff.route_step(h.shard, Routing(2, version=2), h.now)  # a later repartition, done
     source.drive("old", lambda shard, token: handoff.export_step(shard, GROWN, token))
     assert source.answers["old"].error is Errors.FENCED_LEADER_EPOCH
     other = Routing(4, previous=2, switched=frozenset({1}), version=3)
@@ -124,9 +124,9 @@ def test_a_frozen_source_shows_and_records_only_the_committed_routing_until_its_
     h = source_with(move, stay)
     source = Driven(h.shard)
     planned = Routing(4, previous=2, version=1)
-    handoff.route_step(h.shard, planned)
+    handoff.route_step(h.shard, planned, h.now)
     source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
-    handoff.route_step(h.shard, planned)  # the controller's push while the groups are frozen
+    handoff.route_step(h.shard, planned, h.now)  # the controller's push while the groups are frozen
     assert h.shard.owner == GROWN, "the frozen groups stay fenced"
     assert handoff.committed_routing(h.shard) == planned
     source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
@@ -203,14 +203,14 @@ def test_a_step_held_past_the_commit_timeout_is_answered_timed_out_once_and_the_
 def test_a_group_deleted_between_attempts_is_not_served_again_by_its_target() -> None:
     # An attempt admitted the group at its target, then was abandoned; the group was deleted
     # at its source; the next attempt's export leaves it out. The target must not keep the
-    # first attempt's copy: the driver asks it to discard them before the next admits.
+    # first attempt's copy: the driver fences it (a new session) before the next admits.
     gone, kept = groups_on(2, 4, 2)
     h = Harness()
     h.commit(gone, {("t", 0): 5})
     h.commit(kept, {("t", 0): 6})
     source = Driven(h.shard)
     target = Driven(Shard(h.shard.config, partition=2))
-    handoff.route_step(target.shard, Routing(4, previous=2, version=1))  # the driver's push
+    handoff.route_step(target.shard, Routing(4, previous=2, version=1), h.now)  # the driver's push
     source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
     first = source.answers.pop("export")
     assert not first.switched
@@ -221,13 +221,13 @@ def test_a_group_deleted_between_attempts_is_not_served_again_by_its_target() ->
     source.drive("export", lambda shard, token: handoff.export_step(shard, GROWN, token))
     second = source.answers.pop("export")
     assert {r.key.group_id for r in second.exported[2]} == {kept} and not second.switched
-    target.drive("discard", lambda shard, token: handoff.discard_step(shard, GROWN, 0, token), True)
+    target.drive("discard", lambda shard, token: precopy_target.fence_step(shard, 0, GROWN, 1, token), True)
     target.durable()
     assert target.answers.pop("discard") == HandoffAnswer(Errors.NONE, groups=2), "both copies forgotten"
     target.drive("a2", lambda shard, token: handoff.admit_step(shard, second.exported[2], token), True)
     source.drive("switch", lambda shard, token: handoff.switch_step(shard, GROWN, token), True)
     source.durable()
-    handoff.route_step(target.shard, GROWN)
+    handoff.route_step(target.shard, GROWN, h.now)
     assert set(target.shard.groups) == {kept}
     reloaded = Shard(target.shard.config, partition=2)
     reloaded.replay_many(target.log + target.runtime.take_batch())
@@ -241,13 +241,13 @@ def test_a_group_deleted_between_attempts_is_not_served_again_by_its_target() ->
 def test_a_discard_leaves_what_the_target_owns_and_refuses_a_bad_source() -> None:
     own = groups_on(2, 4, 1)[0]
     target = Driven(Shard(Harness().shard.config, partition=2))
-    handoff.route_step(target.shard, GROWN)  # source 0 switched: its groups are the target's
+    handoff.route_step(target.shard, GROWN, 0)  # source 0 switched: its groups are the target's
     h = Harness()
     h.commit(own, {("t", 0): 1})
     target.drive("a", lambda shard, token: handoff.admit_step(shard, h.log, token), True)
-    target.drive("d", lambda shard, token: handoff.discard_step(shard, GROWN, 0, token), True)
+    target.drive("d", lambda shard, token: precopy_target.fence_step(shard, 0, GROWN, 1, token), True)
     target.durable()
     assert target.answers["d"] == HandoffAnswer(Errors.NONE, groups=0) and own in target.shard.groups
-    target.drive("bad", lambda shard, token: handoff.discard_step(shard, GROWN, 2, token), True)
+    target.drive("bad", lambda shard, token: precopy_target.fence_step(shard, 2, GROWN, 1, token), True)
     target.durable()
     assert target.answers["bad"].error is Errors.INVALID_REQUEST

@@ -8,6 +8,9 @@ Run in its own process: `python -m tests.ray.repartition_scenario CASE [SEED]`, 
   controller with it (Ray restarts it; it resumes the recorded plan). The repartition
   finishes by itself; every acknowledged commit is where its group now lives. Then it
   shrinks back to 4 under the same load: every replica of partitions 4..7 is retired.
+- `precopy-kills`: the same with every source pre-copied (`precopy_min_groups` 1,
+  docs/design-precopy.md): the kills land while the other sources copy or are frozen for
+  their last delta; each resumes with a new copy session.
 Exits non-zero if a check fails, after a line `CHECK FAILED: <check>: <why>` on stdout (with
 each committing group's state where the check concerns them).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import glob
 import os
 import random
@@ -37,10 +41,13 @@ from tests.ray.fault_scenario import GroupLoad
 from tests.ray.replication_scenario import NAMESPACE, check_nothing_lost, groups_on, settings_for, start_load
 
 
-def kills(cluster: Cluster, data_dir: str) -> None:
+def kills(cluster: Cluster, data_dir: str, precopy_min_groups: int | None = None) -> None:
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     rng = random.Random(seed)
-    client = actors.start(settings=settings_for(data_dir), namespace=NAMESPACE, address=cluster.address)
+    settings = settings_for(data_dir)
+    if precopy_min_groups is not None:
+        settings = dataclasses.replace(settings, precopy_min_groups=precopy_min_groups)
+    client = actors.start(settings=settings, namespace=NAMESPACE, address=cluster.address)
     wait_for("every partition fully replicated", lambda: fully_replicated(client))
     loads, stop, thread = start_load([g for p in range(4) for g in groups_on(client, p, 2)])
     with check("every group committed", loads):
@@ -67,8 +74,9 @@ def kills(cluster: Cluster, data_dir: str) -> None:
     with check("every bulk group's offset after the grow"):
         check_bulk(client, bulk)
     with check("the shrink 8 -> 4"):
-        when_fit(lambda: client.repartition(4))  # and back, under load: partitions 4..7 merge and retire
+        shrunk = when_fit(lambda: client.repartition(4))  # and back, under load: 4..7 merge and retire
         assert client.num_partitions == 4
+        assert ("copy_rounds" in shrunk) == bool(precopy_min_groups), f"the handoffs taken: {shrunk}"
     with check("every group commits at its partition again after the shrink", loads):
         wait_until_each_commits(loads)
     stop.set()
@@ -80,8 +88,9 @@ def kills(cluster: Cluster, data_dir: str) -> None:
     with check("every replica of partitions 4..7 retired"):
         retired = glob.glob(os.path.join(data_dir, "nodes", "*", "retired-v2-offsets-*"))
         assert len(retired) == 4 * 3, retired
-    print(f"grew 4 -> 8 with the controller and partition {source}'s leader killed midway, then shrank to 4 "
-          f"(at the kill: {status}); {len(loads) + len(bulk)} groups; {total} commits "
+    how = "pre-copied" if precopy_min_groups else "fenced"
+    print(f"grew 4 -> 8 ({how}) with the controller and partition {source}'s leader killed midway, "
+          f"then shrank to 4 (at the kill: {status}); {len(loads) + len(bulk)} groups; {total} commits "
           "acknowledged, none lost", flush=True)
 
 
@@ -142,7 +151,9 @@ def fill(client: actors.Client, count: int) -> list[str]:
     return groups
 
 
-CASES = {"kills": kills}
+CASES: dict[str, Callable[[Cluster, str], None]] = {
+    "kills": kills, "precopy-kills": lambda cluster, data_dir: kills(cluster, data_dir, 1),
+}
 
 
 def main() -> int:

@@ -300,3 +300,28 @@ def test_a_gateway_whose_routing_predates_a_shrink_answers_every_group_without_w
         assert [(g.group_id, g.error_code) for g in described.groups] == [(g, ErrorCode.none) for g in names]
     finally:
         gateway.close()
+
+
+def test_a_source_is_pre_copied_while_its_groups_commit(small_service: actors.Client) -> None:
+    """With `precopy_min_groups` 1 every source is pre-copied (docs/design-precopy.md): its
+    moving groups are copied while they commit and frozen only for the last delta; every
+    acknowledged commit is at the group's new partition."""
+    client = small_service
+    client.set_config(precopy_min_groups=1)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while ray.get(client.controller.get_settings.remote()).precopy_min_groups != 1:
+            assert time.monotonic() < deadline, "the controller never took the setting"
+            threading.Event().wait(0.01)
+        count = client.num_partitions
+        with Committers(client) as load:
+            load.wait_for(1)
+            status = client.repartition(2 * count)
+            assert status["copy_rounds"] >= 1 and status["copy_s"] >= 0, status
+            assert {"delta_s", "switch_s", "frozen_s"} <= set(status), status
+            load.wait_for(max(load.acked.values()) + 2)
+        assert not load.errors, load.errors[:3]
+        for group in GROUPS:
+            assert committed(client, group) == load.acked[group], group
+    finally:
+        client.set_config(precopy_min_groups=10_000)

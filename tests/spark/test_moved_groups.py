@@ -71,7 +71,7 @@ def histories() -> tuple[list[Batch], list[Batch]]:
     moved: list[Batch] = []
     reference: list[Batch] = []
     source, target, alone = Partition(0, moved), Partition(2, moved), Partition(0, reference)
-    handoff.route_step(target.h.shard, Routing(4, previous=2, version=1))  # owns nothing yet
+    handoff.route_step(target.h.shard, Routing(4, previous=2, version=1), target.h.now)  # owns nothing yet
     for before in (source, alone):
         before.at(1_000, form_and_leave)
         before.at(5_000, lambda h: h.commit(MOVE, {("orders", 0): 10, ("orders", 1): 20}))
@@ -87,7 +87,7 @@ def histories() -> tuple[list[Batch], list[Batch]]:
     second = source.step(2 * MINUTE + 1_000, lambda s, t: handoff.export_step(s, GROWN, t))
     target.step(2 * MINUTE + 1_500, lambda s, t: handoff.admit_step(s, second.exported[2], t, 1))
     source.step(2 * MINUTE + 2_000, lambda s, t: handoff.switch_step(s, GROWN, t))
-    handoff.route_step(target.h.shard, GROWN)
+    handoff.route_step(target.h.shard, GROWN, target.h.now)
     for after, stay in ((target, source), (alone, alone)):
         after.at(2 * MINUTE + 30_000, lambda h: h.commit(MOVE, {("orders", 0): 33}))
         stay.at(2 * MINUTE + 31_000, lambda h: h.commit(STAY, {("orders", 0): 35}))
