@@ -426,7 +426,9 @@ class ReplicaRoles:
             return self._disk.storage_refusal()
         if leader_epoch > self._told_epoch:
             if self.leader is not None and leader_epoch > self.host.epoch:
-                self.on_deposed(leader_epoch)
+                async with self.lock:  # not in the middle of a role change
+                    if self.leader is not None and leader_epoch > self.host.epoch:
+                        self.on_deposed(leader_epoch)
             return PushAnswer(Errors.UNKNOWN_LEADER_EPOCH, self.host.epoch, -1, UNDEFINED_EPOCH, 0)
         return self._refusal(leader_epoch) if self.follower is None else self.follower
 
