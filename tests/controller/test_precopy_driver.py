@@ -94,7 +94,6 @@ class Plane:
         if method in self.fail:
             self.fail.discard(method)
             raise Unreachable(f"{method}: no answer")
-        await asyncio.sleep(0)
         return await getattr(handle, method)(*args)
 
 
